@@ -1,0 +1,108 @@
+"""opgraph: a strongly-typed tensor computation-graph library (nGraph design).
+
+Build graphs of ops, group them into Functions, compile them on a backend and run them::
+
+    import opgraph as og
+    from opgraph import ops
+
+    a, b, c = (og.parameter(og.f32, (32, 32)) for _ in range(3))
+    f = og.Function([ops.multiply(ops.add(a, b), c)], [a, b, c], name="f")
+    exe = og.backend("INTERPRETER").compile(f)
+"""
+
+from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
+from opgraph import builders, ops, passes
+from opgraph.core import element_type as element
+from opgraph.core.element_type import (
+    ElementType,
+    bf16,
+    boolean,
+    f16,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+)
+from opgraph.core.errors import (
+    AliasingError,
+    CallTypeError,
+    ConversionError,
+    ExecutionError,
+    GraphError,
+    NotDifferentiableError,
+    OpgraphError,
+    OpTypeError,
+    RegistryError,
+    SerializationError,
+    UnsupportedOpError,
+)
+from opgraph.core.function import Function
+from opgraph.core.literals import constant, parameter
+from opgraph.core.node import Node, Output
+from opgraph.core.op import Op, opclass
+from opgraph.core.tensor_type import TensorType, TupleType
+from opgraph.runtime.backend import (
+    Backend,
+    Executable,
+    PerformanceCounter,
+    backend,
+    backends,
+    register_backend,
+)
+from opgraph.runtime.tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AliasingError",
+    "Backend",
+    "CallTypeError",
+    "ConversionError",
+    "ElementType",
+    "Executable",
+    "ExecutionError",
+    "Function",
+    "GraphError",
+    "Node",
+    "NotDifferentiableError",
+    "Op",
+    "OpTypeError",
+    "OpgraphError",
+    "Output",
+    "PerformanceCounter",
+    "RegistryError",
+    "SerializationError",
+    "Tensor",
+    "TensorType",
+    "TupleType",
+    "UnsupportedOpError",
+    "backend",
+    "backends",
+    "bf16",
+    "boolean",
+    "builders",
+    "constant",
+    "element",
+    "f16",
+    "f32",
+    "f64",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "opclass",
+    "ops",
+    "parameter",
+    "passes",
+    "register_backend",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+]

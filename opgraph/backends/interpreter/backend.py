@@ -1,0 +1,112 @@
+"""The INTERPRETER backend: lower, then walk nodes calling one numpy kernel per op.
+
+Every value gets a fresh array; nothing is shared between calls, so one Executable may run on
+several threads at once. Each kernel's result is checked against the node's inferred type.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.backends.interpreter.kernels import KERNELS
+from opgraph.core.errors import ExecutionError, OpgraphError, UnsupportedOpError
+from opgraph.core.function import Function
+from opgraph.core.literals import Constant, Parameter
+from opgraph.core.node import Node, Output
+from opgraph.core.printing import format_node, value_names
+from opgraph.core.tensor_type import TensorType
+from opgraph.passes.decompose import decompose
+from opgraph.passes.inline_calls import inline_calls
+from opgraph.passes.unbox_tuples import unbox_tuples
+from opgraph.runtime.backend import Backend, Executable
+from opgraph.runtime.tensor import Tensor
+
+
+def lower_for_interpreter(fn: Function) -> Function:
+    """The lowering every reference run needs: calls inlined, tuples unboxed, framework-level
+    ops decomposed unless a kernel exists for them."""
+    fn = unbox_tuples(inline_calls(fn))
+    return decompose(fn, is_supported=lambda op: type(op) in KERNELS)
+
+
+class InterpreterBackend(Backend):
+    """The reference backend."""
+
+    name = "INTERPRETER"
+
+    def compile(self, function: Function, profile: bool = False) -> InterpreterExecutable:
+        lowered = lower_for_interpreter(function)
+        missing = sorted(
+            {
+                n.op.name
+                for n in lowered.ops
+                if type(n.op) not in KERNELS and not isinstance(n.op, Constant)
+            }
+        )
+        if missing:
+            raise UnsupportedOpError(
+                f"INTERPRETER has no kernel for: {', '.join(missing)} (in {function.name})"
+            )
+        return InterpreterExecutable(function, lowered, profile)
+
+
+class InterpreterExecutable(Executable):
+    """A lowered Function walked node by node."""
+
+    def __init__(self, function: Function, lowered: Function, profile: bool) -> None:
+        super().__init__(function, profile)
+        self.lowered = lowered
+        self._steps = [n for n in lowered.nodes if not isinstance(n.op, Parameter)]
+        self._names = value_names(lowered)
+
+    def _run(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        values = self.evaluate([t.buffer for t in inputs])
+        for tensor, result in zip(outputs, values, strict=True):
+            np.copyto(tensor.buffer, result)
+
+    def evaluate(self, arguments: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run on arrays; returns the (possibly shared, read-only intent) result arrays."""
+        env: dict[Output, np.ndarray] = dict(zip(self.lowered.parameters, arguments, strict=True))
+        with np.errstate(all="ignore"):
+            for node in self._steps:
+                self._execute(node, env)
+        return [env[r] for r in self.lowered.results]
+
+    def _execute(self, node: Node, env: dict[Output, np.ndarray]) -> None:
+        started = time.perf_counter() if self.profile else 0.0
+        try:
+            result = _run_kernel(node, [env[i] for i in node.inputs])
+        except (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError) as error:
+            raise ExecutionError(
+                f"while executing {format_node(node, self._names)} (built at "
+                f"{node.provenance}): {error}"
+            ) from error
+        env.update(zip(node.outputs, result, strict=True))
+        if self.profile:
+            self._record(format_node(node, self._names), time.perf_counter() - started)
+
+
+def _run_kernel(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    op = node.op
+    if isinstance(op, Constant):
+        return [op.value]
+    raw: Any = KERNELS[type(op)](op, *args)
+    results = list(raw) if isinstance(raw, tuple | list) else [raw]
+    return [
+        _checked(np.asarray(r), t, i)
+        for i, (r, t) in enumerate(zip(results, node.output_types, strict=True))
+    ]
+
+
+def _checked(result: np.ndarray, expected: Any, index: int) -> np.ndarray:
+    assert isinstance(expected, TensorType)
+    if result.dtype != expected.element_type.dtype or result.shape != expected.shape:
+        raise ExecutionError(
+            f"kernel output {index} is {result.dtype}{list(result.shape)}, the type rule says "
+            f"{expected} (a kernel bug)"
+        )
+    return result

@@ -1,0 +1,1 @@
+"""The typed graph IR."""

@@ -1,0 +1,153 @@
+"""Nodes and Output handles: the immutable graph.
+
+A :class:`Node` is an op applied to input values; it has a fixed tuple of output types computed
+by the op's type rule when it was built. Values are :class:`Output` handles ``(node, index)``.
+Inputs must already exist when a node is built, so graphs are acyclic by construction.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from opgraph.core.element_type import ElementType
+from opgraph.core.errors import OpTypeError
+from opgraph.core.shape import Shape
+from opgraph.core.tensor_type import TensorType, TupleType, ValueType
+
+if TYPE_CHECKING:
+    from opgraph.core.op import Op
+
+_ids = itertools.count()
+
+
+class Node:
+    """One op applied to inputs. Immutable; compared and hashed by identity."""
+
+    __slots__ = ("id", "inputs", "name", "op", "output_types", "outputs", "provenance")
+
+    op: Op
+    inputs: tuple[Output, ...]
+    output_types: tuple[ValueType, ...]
+    provenance: str
+    name: str | None
+    id: int
+    outputs: tuple[Output, ...]
+
+    def __init__(
+        self,
+        op: Op,
+        inputs: tuple[Output, ...],
+        output_types: tuple[ValueType, ...],
+        provenance: str,
+        name: str | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "op", op)
+        setter(self, "inputs", inputs)
+        setter(self, "output_types", output_types)
+        setter(self, "provenance", provenance)
+        setter(self, "name", name)
+        setter(self, "id", next(_ids))
+        setter(self, "outputs", tuple(Output(self, i) for i in range(len(output_types))))
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"Node is immutable (tried to set {key!r}); passes rebuild nodes")
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError("Node is immutable")
+
+    @property
+    def op_name(self) -> str:
+        return self.op.name
+
+    def __repr__(self) -> str:
+        types = ", ".join(str(t) for t in self.output_types)
+        label = f" {self.name!r}" if self.name else ""
+        return f"<Node {self.op.describe()}{label} -> {types} at {self.provenance}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A value: output ``index`` of ``node``. This is what builders take and return."""
+
+    node: Node
+    index: int
+
+    @property
+    def type(self) -> ValueType:
+        return self.node.output_types[self.index]
+
+    @property
+    def tensor_type(self) -> TensorType:
+        t = self.type
+        if isinstance(t, TupleType):
+            raise OpTypeError(f"value {self} is a tuple {t}, not a tensor")
+        return t
+
+    @property
+    def element_type(self) -> ElementType:
+        return self.tensor_type.element_type
+
+    @property
+    def shape(self) -> Shape:
+        return self.tensor_type.shape
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def op(self) -> Op:
+        return self.node.op
+
+    def __repr__(self) -> str:
+        suffix = f"[{self.index}]" if len(self.node.outputs) > 1 else ""
+        return f"<Output {self.node.op.name}{suffix} : {self.type}>"
+
+    # Operator sugar follows the strict rules: equal types and shapes, no promotion. A Python
+    # scalar becomes a Constant of the other operand's element type, explicitly broadcast.
+    def __add__(self, other: Any) -> Output:
+        return _sugar("add", self, other)
+
+    def __radd__(self, other: Any) -> Output:
+        return _sugar("add", other, self)
+
+    def __sub__(self, other: Any) -> Output:
+        return _sugar("subtract", self, other)
+
+    def __rsub__(self, other: Any) -> Output:
+        return _sugar("subtract", other, self)
+
+    def __mul__(self, other: Any) -> Output:
+        return _sugar("multiply", self, other)
+
+    def __rmul__(self, other: Any) -> Output:
+        return _sugar("multiply", other, self)
+
+    def __truediv__(self, other: Any) -> Output:
+        return _sugar("divide", self, other)
+
+    def __rtruediv__(self, other: Any) -> Output:
+        return _sugar("divide", other, self)
+
+    def __neg__(self) -> Output:
+        from opgraph.ops import elementwise
+
+        return elementwise.negative(self)
+
+    # Comparisons are deliberately not overloaded: ``==`` keeps identity semantics so Outputs
+    # work as dict keys.
+
+
+def _sugar(builder: str, a: Any, b: Any) -> Output:
+    from opgraph import ops
+    from opgraph.builders.scalars import scalar_like
+
+    if not isinstance(a, Output):
+        a = scalar_like(a, b)
+    if not isinstance(b, Output):
+        b = scalar_like(b, a)
+    result: Output = getattr(ops, builder)(a, b)
+    return result

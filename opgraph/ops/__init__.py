@@ -1,0 +1,15 @@
+"""Op classes and their builders, one module per family.
+
+``ops.Add`` is the class, ``ops.add`` the builder. Every family module lists its public names
+in ``__all__`` (a test checks the lists are complete); this package re-exports them all.
+"""
+
+from opgraph.core.literals import Constant, Parameter, constant, parameter
+from opgraph.ops.conversion import *
+from opgraph.ops.elementwise import *
+from opgraph.ops.linalg import *
+from opgraph.ops.movement import *
+from opgraph.ops.reduction import *
+from opgraph.ops.structural import *
+
+FAMILIES = ("conversion", "elementwise", "linalg", "movement", "reduction", "structural")

@@ -1,0 +1,96 @@
+"""Host tensors: typed, shaped, row-major buffers that Executables read and write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opgraph.core.element_type import ElementType, as_element_type
+from opgraph.core.errors import CallTypeError, GraphError
+from opgraph.core.shape import Shape, as_shape
+from opgraph.core.tensor_type import TensorType
+
+
+class Tensor:
+    """A host tensor. ``buffer`` is a C-contiguous numpy array of exactly the element type's
+    dtype; it is owned by the tensor or wraps the caller's array zero-copy."""
+
+    __slots__ = ("buffer", "type")
+
+    type: TensorType
+    buffer: np.ndarray
+
+    def __init__(self, element_type: Any, shape: Any, buffer: np.ndarray | None = None) -> None:
+        et = as_element_type(element_type)
+        dims = as_shape(shape)
+        self.type = TensorType(et, dims)
+        self.buffer = _wrap(buffer, et, dims) if buffer is not None else np.zeros(dims, et.dtype)
+
+    @property
+    def element_type(self) -> ElementType:
+        return self.type.element_type
+
+    @property
+    def shape(self) -> Shape:
+        return self.type.shape
+
+    def write(self, value: Any) -> None:
+        """Copy ``value`` (an array of this tensor's shape) into the tensor.
+
+        Raises:
+            CallTypeError: the array's dtype differs from the element type's (no conversion).
+            GraphError: the shape differs.
+        """
+        array = np.asarray(value)
+        if not isinstance(value, np.ndarray | np.generic):
+            array = _from_python(value, self.element_type)
+        if array.dtype != self.element_type.dtype:
+            raise CallTypeError(
+                f"Tensor.write: array dtype {array.dtype} does not match element type "
+                f"{self.element_type.name} ({self.element_type.dtype}); convert it first"
+            )
+        if array.shape != self.shape:
+            raise GraphError(
+                f"Tensor.write: array shape {list(array.shape)} does not match tensor shape "
+                f"{list(self.shape)}"
+            )
+        np.copyto(self.buffer, array)
+
+    def read(self) -> np.ndarray:
+        """A copy of the contents as a numpy array."""
+        return self.buffer.copy()
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.type}>"
+
+
+def _from_python(value: Any, et: ElementType) -> np.ndarray:
+    from opgraph.core.literals import check_fits
+
+    array = np.asarray(value)
+    check_fits(array, et)
+    return array.astype(et.dtype)
+
+
+def _wrap(buffer: Any, et: ElementType, shape: Shape) -> np.ndarray:
+    if not isinstance(buffer, np.ndarray):
+        raise CallTypeError(
+            f"create_tensor: buffer must be a numpy array, got {type(buffer).__name__}"
+        )
+    if buffer.dtype != et.dtype:
+        raise CallTypeError(
+            f"create_tensor: buffer dtype {buffer.dtype} does not match element type {et.name} "
+            f"({et.dtype})"
+        )
+    if not buffer.flags.c_contiguous:
+        raise GraphError("create_tensor: buffer must be C-contiguous (use np.ascontiguousarray)")
+    if not buffer.flags.writeable:
+        raise GraphError("create_tensor: buffer must be writeable")
+    if buffer.shape != shape:
+        if buffer.size != int(np.prod(shape)):
+            raise GraphError(
+                f"create_tensor: buffer shape {list(buffer.shape)} does not match {list(shape)}"
+            )
+        buffer = buffer.reshape(shape)  # a view: still zero-copy
+    return buffer

@@ -1,0 +1,1 @@
+"""Test support: the numpy oracle, the op record table, and comparison helpers."""

@@ -1,0 +1,57 @@
+"""Oracle entries for data movement (index arithmetic, not the kernels' numpy shortcuts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opgraph.ops import movement as mv
+from opgraph.testing.oracle.registry import ORACLE
+
+
+@ORACLE.register(mv.Broadcast)
+def _broadcast(op: mv.Broadcast, x: np.ndarray, out: Any) -> np.ndarray:
+    result = np.empty(op.shape, x.dtype)
+    kept = [a for a in range(len(op.shape)) if a not in op.broadcast_axes]
+    for index in np.ndindex(*op.shape):
+        result[index] = x[tuple(index[a] for a in kept)]
+    return result
+
+
+@ORACLE.register(mv.Reshape)
+def _reshape(op: mv.Reshape, x: np.ndarray, out: Any) -> np.ndarray:
+    assert op.input_order is not None
+    permuted_shape = [x.shape[a] for a in op.input_order]
+    flat = [
+        x[tuple(idx[op.input_order.index(a)] for a in range(x.ndim))]
+        for idx in np.ndindex(*permuted_shape)
+    ]
+    return np.array(flat, dtype=x.dtype).reshape(op.output_shape)
+
+
+@ORACLE.register(mv.Transpose)
+def _transpose(op: mv.Transpose, x: np.ndarray, out: Any) -> np.ndarray:
+    result = np.empty(tuple(x.shape[a] for a in op.perm), x.dtype)
+    for index in np.ndindex(*result.shape):
+        source = [0] * x.ndim
+        for out_axis, in_axis in enumerate(op.perm):
+            source[in_axis] = index[out_axis]
+        result[index] = x[tuple(source)]
+    return result
+
+
+@ORACLE.register(mv.Slice)
+def _slice(op: mv.Slice, x: np.ndarray, out: Any) -> np.ndarray:
+    assert op.strides is not None
+    result = x
+    for axis, (lo, hi, step) in enumerate(
+        zip(op.lower_bounds, op.upper_bounds, op.strides, strict=True)
+    ):
+        result = np.take(result, np.arange(lo, hi, step, dtype=np.int64), axis=axis)
+    return result
+
+
+@ORACLE.register(mv.Concat)
+def _concat(op: mv.Concat, *xs: np.ndarray, out: Any) -> np.ndarray:
+    return np.concatenate(xs, axis=op.axis)

@@ -1,0 +1,28 @@
+"""The record table on every backend × element type, against the numpy oracle."""
+
+import pytest
+
+import opgraph as og
+from opgraph.testing.compare import assert_close
+from opgraph.testing.oracle import evaluate
+from opgraph.testing.records import RECORDS
+
+CASES = [pytest.param(r, t, id=f"{r.name}-{t.name}") for r in RECORDS for t in r.element_types]
+
+
+@pytest.mark.parametrize("backend_name", og.backends())
+@pytest.mark.parametrize(("record", "element_type"), CASES)
+def test_record(backend_name, record, element_type):
+    fn = record.function(element_type)
+    args = record.arguments(element_type)
+    got = og.backend(backend_name).compile(fn)(*args)
+    want = evaluate(fn, args)
+    rtol, atol = record.tolerance(element_type)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert_close(g, w, rtol, atol, f"{record.name}[{element_type.name}] result {i}")
+
+
+def test_record_names_are_unique():
+    names = [r.name for r in RECORDS]
+    assert len(names) == len(set(names))
