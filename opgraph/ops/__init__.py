@@ -5,11 +5,34 @@ in ``__all__`` (a test checks the lists are complete); this package re-exports t
 """
 
 from opgraph.core.literals import Constant, Parameter, constant, parameter
+from opgraph.ops.activation import *
 from opgraph.ops.conversion import *
 from opgraph.ops.elementwise import *
+from opgraph.ops.indexing import *
 from opgraph.ops.linalg import *
 from opgraph.ops.movement import *
+from opgraph.ops.nn import *
+from opgraph.ops.normalization import *
+from opgraph.ops.quantization import *
 from opgraph.ops.reduction import *
+from opgraph.ops.resize import *
+from opgraph.ops.rnn import *
+from opgraph.ops.shaping import *
 from opgraph.ops.structural import *
 
-FAMILIES = ("conversion", "elementwise", "linalg", "movement", "reduction", "structural")
+FAMILIES = (
+    "conversion",
+    "elementwise",
+    "linalg",
+    "movement",
+    "reduction",
+    "structural",
+    "indexing",
+    "nn",
+    "quantization",
+    "activation",
+    "normalization",
+    "shaping",
+    "rnn",
+    "resize",
+)

@@ -7,11 +7,19 @@ own.
 """
 
 from opgraph.testing.oracle import (  # noqa: F401 - importing registers entries
+    activation,
     conversion,
     elementwise,
+    indexing,
     linalg,
     movement,
+    nn,
+    normalization,
+    quantization,
     reduction,
+    resize,
+    rnn,
+    shaping,
     structural,
 )
 from opgraph.testing.oracle.registry import ORACLE, evaluate

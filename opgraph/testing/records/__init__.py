@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
-from opgraph.testing.records import core_ops
+from opgraph.testing.records import (
+    activation,
+    core_ops,
+    elementwise,
+    indexing,
+    linalg,
+    movement,
+    nn,
+    normalization,
+    quantization,
+    reduction,
+    resize,
+    rnn,
+    shaping,
+)
 from opgraph.testing.records.base import In, OpRecord
 
 #: Every record, from every family module.
-RECORDS: list[OpRecord] = [*core_ops.RECORDS]
+RECORDS: list[OpRecord] = [
+    *core_ops.RECORDS,
+    *elementwise.RECORDS,
+    *reduction.RECORDS,
+    *movement.RECORDS,
+    *indexing.RECORDS,
+    *nn.RECORDS,
+    *quantization.RECORDS,
+    *activation.RECORDS,
+    *normalization.RECORDS,
+    *shaping.RECORDS,
+    *rnn.RECORDS,
+    *resize.RECORDS,
+    *linalg.RECORDS,
+]
 
 __all__ = ["RECORDS", "In", "OpRecord"]

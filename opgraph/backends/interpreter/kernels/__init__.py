@@ -1,11 +1,19 @@
 """Reference kernels, one module per op family, registered in ``KERNELS`` by op class."""
 
 from opgraph.backends.interpreter.kernels import (  # noqa: F401 - importing registers kernels
+    activation,
     conversion,
     elementwise,
+    indexing,
     linalg,
     movement,
+    nn,
+    normalization,
+    quantization,
     reduction,
+    resize,
+    rnn,
+    shaping,
 )
 from opgraph.backends.interpreter.kernels.registry import KERNELS, Kernel
 

@@ -1,0 +1,5 @@
+import sys
+
+from opgraph.cli import main
+
+sys.exit(main())

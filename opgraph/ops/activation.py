@@ -1,0 +1,3 @@
+"""activation ops (being built)."""
+
+__all__: list[str] = []

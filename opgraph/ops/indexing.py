@@ -1,0 +1,3 @@
+"""indexing ops (being built)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn ops (being built)."""
+
+__all__: list[str] = []

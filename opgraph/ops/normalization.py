@@ -1,0 +1,3 @@
+"""normalization ops (being built)."""
+
+__all__: list[str] = []

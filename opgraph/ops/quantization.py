@@ -1,0 +1,3 @@
+"""quantization ops (being built)."""
+
+__all__: list[str] = []

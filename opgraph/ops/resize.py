@@ -1,0 +1,3 @@
+"""resize ops (being built)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""rnn ops (being built)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""shaping ops (being built)."""
+
+__all__: list[str] = []

@@ -1,0 +1,5 @@
+"""Records for shaping ops."""
+
+from opgraph.testing.records.base import OpRecord
+
+RECORDS: list[OpRecord] = []
