@@ -56,3 +56,14 @@ def test_family_all_lists_every_public_name(family):
         and v.__module__ == module.__name__
     }
     assert set(module.__all__) == defined
+
+
+@pytest.mark.parametrize(("name", "cls"), OPS, ids=[n for n, _ in OPS])
+def test_op_has_adjoint_or_mark(name, cls):
+    if cls in LEAVES or cls.__module__ == TEST_ONLY_MODULE:
+        return
+    marked = not cls.differentiable or cls.lowered_by is not None
+    assert marked or cls.has_vjp() or cls.has_decomposition(), (
+        f"{name}: no vjp, no decomposition to differentiate through, and not marked "
+        "differentiable = False"
+    )

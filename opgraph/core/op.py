@@ -85,6 +85,31 @@ class Op:
     def has_decomposition(cls) -> bool:
         return cls.decompose is not Op.decompose
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        """The adjoint: cotangents of the inputs, built from ordinary ops.
+
+        Args:
+            inputs: the node's input values.
+            outputs: the node's output values.
+            cotangents: one per output; None where no gradient reaches that output (zero).
+
+        Returns:
+            One cotangent per input, each of that input's type, or None for zero / not
+            differentiable (integer and boolean inputs always get None).
+        """
+        raise NotImplementedError(f"{self.name} has no vjp")
+
+    @classmethod
+    def has_vjp(cls) -> bool:
+        """True when the class defines its own adjoint (decomposable ops differentiate through
+        their decomposition otherwise)."""
+        return cls.vjp is not Op.vjp
+
     # ------------------------------------------------------------------------- attributes
     def attributes(self) -> dict[str, Any]:
         """The op's attributes by name, in declaration order."""

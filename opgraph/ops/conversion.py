@@ -32,6 +32,17 @@ class Convert(Op):
     def infer(self, x: TensorType) -> TensorType:
         return TensorType(self.element_type, x.shape)
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct, x = cotangents[0], inputs[0]
+        if ct is None or not x.element_type.is_real:
+            return (None,)
+        return (convert(ct, x.element_type),)
+
 
 def convert(x: Output, element_type: Any) -> Output:
     """``x`` converted to ``element_type`` (see :class:`Convert` for the rounding rules)."""

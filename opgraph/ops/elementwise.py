@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from opgraph.autodiff.grad import zeros_like
+from opgraph.builders.scalars import scalar_like
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Output
@@ -83,7 +85,10 @@ SIGNED_NUMERIC: tuple[ElementType, ...] = et.FLOATS + et.SIGNED_INTS
 
 # ---------------------------------------------------------------------------- family bases
 class UnaryElementwise(Op):
-    """f(x) elementwise; output type equals the input type."""
+    """f(x) elementwise; output type equals the input type.
+
+    Subclasses give their adjoint as ``derivative(x, y, ct) -> ct · dy/dx``.
+    """
 
     __slots__ = ()
     num_inputs = 1
@@ -92,6 +97,22 @@ class UnaryElementwise(Op):
     def infer(self, x: TensorType) -> TensorType:
         require_element_type(x, self.accepted)
         return x
+
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        raise NotImplementedError(f"{self.name} has no derivative")
+
+    @classmethod
+    def has_vjp(cls) -> bool:
+        return cls.derivative is not UnaryElementwise.derivative
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else self.derivative(inputs[0], outputs[0], ct),)
 
 
 class FloatUnary(UnaryElementwise):
@@ -116,6 +137,25 @@ class BinaryElementwise(Op):
 
     def result_type(self, a: TensorType) -> TensorType:
         return a
+
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        """``(ct · dz/da, ct · dz/db)``; subclasses that are differentiable define it."""
+        raise NotImplementedError(f"{self.name} has no partials")
+
+    @classmethod
+    def has_vjp(cls) -> bool:
+        return cls.partials is not BinaryElementwise.partials
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None, None)
+        return self.partials(inputs[0], inputs[1], outputs[0], ct)
 
 
 class Comparison(BinaryElementwise):
@@ -142,6 +182,9 @@ class Logical(BinaryElementwise):
 class Abs(UnaryElementwise):
     """|x|."""
 
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return select(less(x, zeros_like(x)), negative(ct), ct)
+
 
 def abs(x: Output) -> Output:  # noqa: A001 - the builder is named after the op
     """Elementwise absolute value."""
@@ -154,6 +197,9 @@ class Neg(UnaryElementwise):
 
     accepted = SIGNED_NUMERIC
 
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return negative(ct)
+
 
 def negative(x: Output) -> Output:
     """Elementwise negation."""
@@ -163,6 +209,9 @@ def negative(x: Output) -> Output:
 @opclass
 class Exp(FloatUnary):
     """e**x."""
+
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return multiply(ct, y)
 
 
 def exp(x: Output) -> Output:
@@ -174,6 +223,9 @@ def exp(x: Output) -> Output:
 class Log(FloatUnary):
     """Natural logarithm (-inf at 0, NaN below)."""
 
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return divide(ct, x)
+
 
 def log(x: Output) -> Output:
     """Elementwise natural logarithm."""
@@ -183,6 +235,9 @@ def log(x: Output) -> Output:
 @opclass
 class Sqrt(FloatUnary):
     """Square root (NaN below 0)."""
+
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return divide(ct, add(y, y))
 
 
 def sqrt(x: Output) -> Output:
@@ -194,6 +249,9 @@ def sqrt(x: Output) -> Output:
 class Tanh(FloatUnary):
     """Hyperbolic tangent."""
 
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return subtract(ct, multiply(ct, multiply(y, y)))
+
 
 def tanh(x: Output) -> Output:
     """Elementwise hyperbolic tangent."""
@@ -204,6 +262,9 @@ def tanh(x: Output) -> Output:
 class Sigmoid(FloatUnary):
     """1 / (1 + e**-x)."""
 
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return multiply(ct, subtract(y, multiply(y, y)))
+
 
 def sigmoid(x: Output) -> Output:
     """Elementwise logistic sigmoid."""
@@ -213,6 +274,9 @@ def sigmoid(x: Output) -> Output:
 @opclass
 class Relu(UnaryElementwise):
     """max(x, 0)."""
+
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return select(greater(x, zeros_like(x)), ct, zeros_like(ct))
 
 
 def relu(x: Output) -> Output:
@@ -227,6 +291,9 @@ class Add(BinaryElementwise):
 
     commutative = True
 
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        return ct, ct
+
 
 def add(a: Output, b: Output) -> Output:
     """Elementwise sum of two values of equal type and shape."""
@@ -236,6 +303,9 @@ def add(a: Output, b: Output) -> Output:
 @opclass
 class Sub(BinaryElementwise):
     """a - b."""
+
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        return ct, negative(ct)
 
 
 def subtract(a: Output, b: Output) -> Output:
@@ -248,6 +318,9 @@ class Mul(BinaryElementwise):
     """a * b."""
 
     commutative = True
+
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        return multiply(ct, b), multiply(ct, a)
 
 
 def multiply(a: Output, b: Output) -> Output:
@@ -263,6 +336,9 @@ class Div(BinaryElementwise):
 
     floor_division: bool = True
 
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        return divide(ct, b), negative(divide(multiply(ct, z), b))
+
 
 def divide(a: Output, b: Output, floor_division: bool = True) -> Output:
     """Elementwise quotient (see :class:`Div` for integer rounding)."""
@@ -274,6 +350,11 @@ class Max(BinaryElementwise):
     """Elementwise maximum (NaN propagates)."""
 
     commutative = True
+
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        return _split_ties(greater(a, b), equal(a, b), ct), _split_ties(
+            greater(b, a), equal(a, b), ct
+        )
 
 
 def maximum(a: Output, b: Output) -> Output:
@@ -287,6 +368,9 @@ class Min(BinaryElementwise):
 
     commutative = True
 
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        return _split_ties(less(a, b), equal(a, b), ct), _split_ties(less(b, a), equal(a, b), ct)
+
 
 def minimum(a: Output, b: Output) -> Output:
     """Elementwise minimum."""
@@ -296,6 +380,9 @@ def minimum(a: Output, b: Output) -> Output:
 @opclass
 class Pow(BinaryElementwise):
     """a ** b. For integers a negative exponent is an error at run time."""
+
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        return _pow_partials(a, b, z, ct)
 
 
 def power(a: Output, b: Output) -> Output:
@@ -409,7 +496,37 @@ class Select(Op):
         require_same_shape((condition, x, y))
         return x
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None, None, None)
+        zero = zeros_like(ct)
+        condition = inputs[0]
+        return None, select(condition, ct, zero), select(condition, zero, ct)
+
 
 def select(condition: Output, x: Output, y: Output) -> Output:
     """Elementwise choice: ``x`` where ``condition`` is true, else ``y``."""
     return Select()(condition, x, y)
+
+
+# ------------------------------------------------------------------------ adjoint helpers
+def _split_ties(wins: Output, ties: Output, ct: Output) -> Output:
+    """The cotangent share of one operand of max/min: all of it where it wins, half on ties."""
+    zero = zeros_like(ct)
+    return select(wins, ct, select(ties, multiply(ct, scalar_like(0.5, ct)), zero))
+
+
+def _pow_partials(a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+    one = scalar_like(1, b)
+    da = multiply(ct, multiply(b, power(a, subtract(b, one))))
+    # d/db a**b = a**b · log a, defined for a > 0 (zero elsewhere, where the power is not smooth).
+    positive = greater(a, zeros_like(a))
+    safe_a = select(positive, a, scalar_like(1, a))
+    db = select(positive, multiply(ct, multiply(z, log(safe_a))), zeros_like(ct))
+    return da, db

@@ -45,6 +45,25 @@ class Dot(Op):
         )
         return TensorType(a.element_type, a.shape[: a.rank - n] + b.shape[n:])
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None, None)
+        from opgraph.ops.movement import transpose
+
+        a, b = inputs
+        n = self.reduction_axes_count
+        assert n is not None
+        # a[I, K] · b[K, J]: da = ct[I, J] · b^T[J, K], db = a^T[K, I] · ct[I, J].
+        b_t = transpose(b, list(range(n, b.rank)) + list(range(n)))
+        a_t = transpose(a, list(range(a.rank - n, a.rank)) + list(range(a.rank - n)))
+        return dot(ct, b_t, b.rank - n), dot(a_t, ct, a.rank - n)
+
 
 def dot(a: Output, b: Output, reduction_axes_count: int | None = None) -> Output:
     """Contract the last ``reduction_axes_count`` axes of ``a`` with the first of ``b``."""

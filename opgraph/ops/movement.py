@@ -24,11 +24,20 @@ __all__ = [
     "slice",
     "Concat",
     "concat",
+    "ReplaceSlice",
+    "replace_slice",
 ]
 
 
 def _is_permutation(order: Sequence[int], rank: int) -> bool:
     return sorted(order) == list(range(rank))
+
+
+def _inverse(perm: Sequence[int]) -> tuple[int, ...]:
+    inverse = [0] * len(perm)
+    for i, a in enumerate(perm):
+        inverse[a] = i
+    return tuple(inverse)
 
 
 # ------------------------------------------------------------------------------ broadcast
@@ -64,6 +73,19 @@ class Broadcast(Op):
             f"broadcast axes {self.broadcast_axes} removed ({list(kept)})",
         )
         return TensorType(x.element_type, self.shape)
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None,)
+        from opgraph.ops.reduction import reduce_sum
+
+        return (reduce_sum(ct, self.broadcast_axes),)
 
 
 def broadcast(x: Output, shape: Any, broadcast_axes: Any = None) -> Output:
@@ -104,6 +126,19 @@ class Reshape(Op):
             f"elements, input {x} has {x.size}",
         )
         return TensorType(x.element_type, self.output_shape)
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct, x = cotangents[0], inputs[0]
+        if ct is None:
+            return (None,)
+        assert self.input_order is not None
+        permuted = reshape(ct, [x.shape[a] for a in self.input_order])
+        return (transpose(permuted, _inverse(self.input_order)),)
 
 
 def _resolve_wildcard(shape: tuple[int, ...], size: int) -> Shape:
@@ -152,6 +187,15 @@ class Transpose(Op):
             f"perm {self.perm} is not a permutation of 0..{x.rank - 1}",
         )
         return TensorType(x.element_type, tuple(x.shape[a] for a in self.perm))
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else transpose(ct, _inverse(self.perm)),)
 
 
 def transpose(x: Output, perm: Any = None) -> Output:
@@ -204,6 +248,20 @@ class Slice(Op):
             out.append(-(-(hi - lo) // step))
         return TensorType(x.element_type, tuple(out))
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None,)
+        from opgraph.autodiff.grad import zeros_like
+
+        bounds = (self.lower_bounds, self.upper_bounds, self.strides)
+        return (replace_slice(zeros_like(inputs[0]), ct, *bounds),)
+
 
 def slice(x: Output, lower: Any, upper: Any, strides: Any = None) -> Output:  # noqa: A001
     """``x[lower:upper:strides]`` with explicit per-axis bounds."""
@@ -244,7 +302,77 @@ class Concat(Op):
         shape[self.axis] = total
         return TensorType(first.element_type, tuple(shape))
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None,) * len(inputs)
+        pieces: list[Output | None] = []
+        start = 0
+        for x in inputs:
+            lower = [0] * x.rank
+            upper = list(ct.shape)
+            lower[self.axis], upper[self.axis] = start, start + x.shape[self.axis]
+            pieces.append(slice(ct, lower, upper))
+            start += x.shape[self.axis]
+        return tuple(pieces)
+
 
 def concat(xs: Sequence[Output], axis: int) -> Output:
     """Concatenate ``xs`` along ``axis`` (negative allowed)."""
     return Concat(axis)(*xs)
+
+
+# --------------------------------------------------------------------------- replace_slice
+@opclass
+class ReplaceSlice(Op):
+    """``x`` with the region ``[lower:upper:strides]`` replaced by ``update`` (whose shape is
+    that of the slice)."""
+
+    lower_bounds: tuple[int, ...]
+    upper_bounds: tuple[int, ...]
+    strides: tuple[int, ...] | None = None
+    num_inputs = 2
+
+    def __post_init__(self) -> None:
+        set_attr(self, "lower_bounds", as_int_tuple(self.lower_bounds, "lower_bounds"))
+        set_attr(self, "upper_bounds", as_int_tuple(self.upper_bounds, "upper_bounds"))
+        if self.strides is not None:
+            set_attr(self, "strides", as_int_tuple(self.strides, "strides"))
+
+    def canonicalize(self, x: TensorType, update: TensorType) -> ReplaceSlice:
+        strides = self.strides if self.strides is not None else (1,) * x.rank
+        return ReplaceSlice(self.lower_bounds, self.upper_bounds, strides)
+
+    def infer(self, x: TensorType, update: TensorType) -> TensorType:
+        region = Slice(self.lower_bounds, self.upper_bounds, self.strides).infer(x)
+        require_same_element_type((x, update))
+        require(
+            update.shape == region.shape,
+            f"update shape {list(update.shape)} does not match the slice shape "
+            f"{list(region.shape)}",
+        )
+        return x
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None, None)
+        from opgraph.autodiff.grad import zeros_like
+
+        bounds = (self.lower_bounds, self.upper_bounds, self.strides)
+        return replace_slice(ct, zeros_like(inputs[1]), *bounds), slice(ct, *bounds)
+
+
+def replace_slice(x: Output, update: Output, lower: Any, upper: Any, strides: Any = None) -> Output:
+    """``x`` with ``x[lower:upper:strides]`` replaced by ``update``."""
+    return ReplaceSlice(lower, upper, strides)(x, update)

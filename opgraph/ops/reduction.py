@@ -44,6 +44,14 @@ class Reduction(Op):
     def canonicalize(self, x: TensorType) -> Op:
         return type(self)(normalize_axes(self.axes, x.rank), self.keep_dims)  # type: ignore[call-arg]
 
+    def expand(self, value: Output, x: Output) -> Output:
+        """``value`` (shaped like this reduction's output) broadcast back to ``x``'s shape."""
+        from opgraph.ops.movement import broadcast, reshape
+
+        if self.keep_dims:
+            value = reshape(value, [d for i, d in enumerate(x.shape) if i not in self.axes])
+        return broadcast(value, x.shape, self.axes)
+
     def infer(self, x: TensorType) -> TensorType:
         require_element_type(x, self.accepted)
         if self.keep_dims:
@@ -60,6 +68,15 @@ class ReduceSum(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else self.expand(ct, inputs[0]),)
+
 
 def reduce_sum(x: Output, axes: Any, keep_dims: bool = False) -> Output:
     """Sum of ``x`` over ``axes`` (negatives allowed; ``()`` reduces nothing)."""
@@ -72,6 +89,15 @@ class ReduceProd(Reduction):
 
     axes: tuple[int, ...]
     keep_dims: bool = False
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else _product_adjoint(self, inputs[0], ct),)
 
 
 def reduce_prod(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -86,6 +112,15 @@ class ReduceMax(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else _extremum_adjoint(self, inputs[0], outputs[0], ct),)
+
 
 def reduce_max(x: Output, axes: Any, keep_dims: bool = False) -> Output:
     """Maximum of ``x`` over ``axes``."""
@@ -99,7 +134,49 @@ class ReduceMin(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else _extremum_adjoint(self, inputs[0], outputs[0], ct),)
+
 
 def reduce_min(x: Output, axes: Any, keep_dims: bool = False) -> Output:
     """Minimum of ``x`` over ``axes``."""
     return ReduceMin(axes, keep_dims)(x)
+
+
+# ------------------------------------------------------------------------ adjoint helpers
+def _extremum_adjoint(op: Reduction, x: Output, result: Output, ct: Output) -> Output:
+    """Ties split the gradient equally among the extreme elements (none is dropped)."""
+    from opgraph.ops.conversion import convert
+    from opgraph.ops.elementwise import divide, equal, multiply
+
+    hits = convert(equal(x, op.expand(result, x)), x.element_type)
+    counts = op.expand(ReduceSum(op.axes, op.keep_dims)(hits), x)
+    return divide(multiply(op.expand(ct, x), hits), counts)
+
+
+def _product_adjoint(op: Reduction, x: Output, ct: Output) -> Output:
+    """d prod / d x_i is the product of the other elements, computed without dividing by zero:
+    with no zero in the group it is prod / x_i; with one zero, only the zero's position gets
+    the product of the rest; with two or more zeros, everything is zero."""
+    from opgraph.autodiff.grad import zeros_like
+    from opgraph.builders.scalars import scalar_like
+    from opgraph.ops.conversion import convert
+    from opgraph.ops.elementwise import divide, equal, multiply, select
+
+    zero = zeros_like(x)
+    is_zero = equal(x, zero)
+    nonzero = select(is_zero, scalar_like(1, x), x)
+    product = op.expand(ReduceProd(op.axes, op.keep_dims)(nonzero), x)
+    zeros = op.expand(ReduceSum(op.axes, op.keep_dims)(convert(is_zero, x.element_type)), x)
+    no_zero = equal(zeros, zero)
+    one_zero = equal(zeros, scalar_like(1, x))
+    others = select(
+        no_zero, divide(product, nonzero), select(one_zero, select(is_zero, product, zero), zero)
+    )
+    return multiply(op.expand(ct, x), others)

@@ -18,6 +18,8 @@ __all__ = [
     "get_tuple_element",
     "Call",
     "call",
+    "StopGradient",
+    "stop_gradient",
 ]
 
 
@@ -99,3 +101,26 @@ def call(fn: Function, *args: Any) -> tuple[Output, ...]:
     """Call ``fn`` on ``args``; returns one Output per result of ``fn``."""
     result: tuple[Output, ...] = Call(fn)(*args)
     return result
+
+
+@opclass
+class StopGradient(Op):
+    """Identity in the forward direction; blocks gradients (its adjoint is zero)."""
+
+    num_inputs = 1
+
+    def infer(self, x: ValueType) -> ValueType:
+        return x
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        return (None,)
+
+
+def stop_gradient(x: Output) -> Output:
+    """``x``, with no gradient flowing back through it."""
+    return StopGradient()(x)

@@ -55,3 +55,16 @@ def _slice(op: mv.Slice, x: np.ndarray, out: Any) -> np.ndarray:
 @ORACLE.register(mv.Concat)
 def _concat(op: mv.Concat, *xs: np.ndarray, out: Any) -> np.ndarray:
     return np.concatenate(xs, axis=op.axis)
+
+
+@ORACLE.register(mv.ReplaceSlice)
+def _replace_slice(op: mv.ReplaceSlice, x: np.ndarray, update: np.ndarray, out: Any) -> np.ndarray:
+    assert op.strides is not None
+    result = x.copy()
+    ranges = [
+        range(lo, hi, s)
+        for lo, hi, s in zip(op.lower_bounds, op.upper_bounds, op.strides, strict=True)
+    ]
+    for index in np.ndindex(*update.shape):
+        result[tuple(r[i] for r, i in zip(ranges, index, strict=True))] = update[index]
+    return result

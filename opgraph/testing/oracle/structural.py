@@ -34,3 +34,8 @@ def _call(op: st.Call, *args: Any, out: Any) -> Any:
 
     results = tuple(rebuild(t) for t in fn.result_types)
     return results if len(results) > 1 else results[0]
+
+
+@ORACLE.register(st.StopGradient)
+def _stop_gradient(op: st.StopGradient, x: Any, out: Any) -> Any:
+    return x

@@ -51,7 +51,7 @@ class OpRecord:
     element_types: tuple[ElementType, ...]
     rtol: float | None = None
     atol: float | None = None
-    differentiable: bool = True
+    differentiable: bool = True  # False: skip the numeric gradient check (special values…)
     tags: frozenset[str] = field(default_factory=frozenset)
 
     def function(self, element_type: ElementType) -> Function:

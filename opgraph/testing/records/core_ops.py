@@ -21,7 +21,13 @@ RECORDS: list[OpRecord] = [
     OpRecord("tanh", ops.tanh, (In(S),), FLOATS),
     OpRecord("sigmoid", ops.sigmoid, (In(S, low=-8, high=8),), FLOATS),
     OpRecord("relu", ops.relu, (In(S),), NUMERIC),
-    OpRecord("log_special", ops.log, (In((4,), values=[0.0, -1.0, float("inf"), 1.0]),), FLOATS),
+    OpRecord(
+        "log_special",
+        ops.log,
+        (In((4,), values=[0.0, -1.0, float("inf"), 1.0]),),
+        FLOATS,
+        differentiable=False,
+    ),
     # binary
     OpRecord("add", ops.add, (In(S), In(S)), NUMERIC),
     OpRecord("subtract", ops.subtract, (In(S, low=3, high=9), In(S, low=0, high=3)), NUMERIC),
@@ -46,6 +52,7 @@ RECORDS: list[OpRecord] = [
         ops.divide,
         (In((3,), values=[1.0, -1.0, 0.0]), In((3,), values=[0.0, 0.0, 0.0])),
         FLOATS,
+        differentiable=False,
     ),
     OpRecord("maximum", ops.maximum, (In(S), In(S)), NUMERIC),
     OpRecord("minimum", ops.minimum, (In(S), In(S)), NUMERIC),
@@ -111,6 +118,20 @@ RECORDS: list[OpRecord] = [
         lambda a, b, c: ops.concat([a, b, c], 0),
         (In((4,)), In((0,)), In((8,))),
         NUMERIC,
+    ),
+    OpRecord(
+        "replace_slice",
+        lambda x, u: ops.replace_slice(x, u, (1, 0), (5, 3), (2, 2)),
+        (In((6, 4)), In((2, 2))),
+        ALL,
+    ),
+    # Not gradient-checked: stop_gradient differs from the numeric derivative by design.
+    OpRecord(
+        "stop_gradient",
+        lambda x: ops.add(ops.stop_gradient(x), x),
+        (In(S),),
+        NUMERIC,
+        differentiable=False,
     ),
     # dot
     OpRecord("dot_matrix", ops.dot, (In((2, 3)), In((3, 4))), NUMERIC),

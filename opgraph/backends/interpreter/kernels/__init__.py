@@ -14,6 +14,7 @@ from opgraph.backends.interpreter.kernels import (  # noqa: F401 - importing reg
     resize,
     rnn,
     shaping,
+    structural,
 )
 from opgraph.backends.interpreter.kernels.registry import KERNELS, Kernel
 

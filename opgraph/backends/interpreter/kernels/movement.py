@@ -39,3 +39,15 @@ def _slice(op: mv.Slice, x: np.ndarray) -> np.ndarray:
 @KERNELS.register(mv.Concat)
 def _concat(op: mv.Concat, *xs: np.ndarray) -> np.ndarray:
     return np.concatenate(xs, axis=op.axis)
+
+
+@KERNELS.register(mv.ReplaceSlice)
+def _replace_slice(op: mv.ReplaceSlice, x: np.ndarray, update: np.ndarray) -> np.ndarray:
+    assert op.strides is not None
+    index = tuple(
+        builtins.slice(lo, hi, step)
+        for lo, hi, step in zip(op.lower_bounds, op.upper_bounds, op.strides, strict=True)
+    )
+    result = x.copy()
+    result[index] = update
+    return result

@@ -1,0 +1,5 @@
+"""Reverse-mode automatic differentiation over each op's ``vjp``."""
+
+from opgraph.autodiff.grad import backprop, gradients, zeros_like
+
+__all__ = ["backprop", "gradients", "zeros_like"]
