@@ -35,4 +35,5 @@ FAMILIES = (
     "shaping",
     "rnn",
     "resize",
+    "ordering",
 )

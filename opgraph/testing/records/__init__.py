@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from opgraph.testing.records import (
     activation,
+    convolution,
     core_ops,
     elementwise,
     indexing,
@@ -11,6 +12,8 @@ from opgraph.testing.records import (
     movement,
     nn,
     normalization,
+    ordering,
+    pooling,
     quantization,
     reduction,
     resize,
@@ -34,6 +37,9 @@ RECORDS: list[OpRecord] = [
     *rnn.RECORDS,
     *resize.RECORDS,
     *linalg.RECORDS,
+    *pooling.RECORDS,
+    *convolution.RECORDS,
+    *ordering.RECORDS,
 ]
 
 __all__ = ["RECORDS", "In", "OpRecord"]

@@ -1,0 +1,1 @@
+"""Reference kernels for pooling ops."""

@@ -1,0 +1,3 @@
+"""convolution ops (being built)."""
+
+__all__: list[str] = []

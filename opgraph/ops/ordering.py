@@ -1,0 +1,3 @@
+"""ordering ops (being built)."""
+
+__all__: list[str] = []

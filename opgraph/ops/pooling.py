@@ -1,0 +1,3 @@
+"""pooling ops (being built)."""
+
+__all__: list[str] = []

@@ -1,0 +1,1 @@
+"""Oracle entries for convolution ops."""
