@@ -7,11 +7,14 @@ in ``__all__`` (a test checks the lists are complete); this package re-exports t
 from opgraph.core.literals import Constant, Parameter, constant, parameter
 from opgraph.ops.activation import *
 from opgraph.ops.conversion import *
+from opgraph.ops.convolution import *
 from opgraph.ops.elementwise import *
 from opgraph.ops.indexing import *
 from opgraph.ops.linalg import *
 from opgraph.ops.movement import *
 from opgraph.ops.nn import *
+from opgraph.ops.ordering import *
+from opgraph.ops.pooling import *
 from opgraph.ops.normalization import *
 from opgraph.ops.quantization import *
 from opgraph.ops.reduction import *
@@ -36,4 +39,6 @@ FAMILIES = (
     "rnn",
     "resize",
     "ordering",
+    "convolution",
+    "pooling",
 )
