@@ -1,0 +1,1 @@
+"""Framework bridges: ONNX and PyTorch models into opgraph Functions."""

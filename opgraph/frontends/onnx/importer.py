@@ -1,0 +1,323 @@
+"""ONNX ModelProto -> opgraph Function.
+
+Initializers become Constants, graph inputs Parameters (in model order), and each node is
+converted by the newest registered converter whose ``since`` is at most the model's opset.
+Values computed only from constants fold at import time, so shape-computing subgraphs (Shape,
+ConstantOfShape, Range, computed Reshape targets…) become constants.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.core.errors import ConversionError, OpgraphError
+from opgraph.core.function import Function
+from opgraph.core.graph import rebuild_nodes
+from opgraph.core.literals import Parameter, constant, parameter
+from opgraph.core.node import Node, Output
+from opgraph.core.provenance import provenance_scope
+from opgraph.frontends.onnx import converters as _converters  # noqa: F401 - registers them
+from opgraph.frontends.onnx.context import GraphContext, NodeContext, fold
+from opgraph.frontends.onnx.registry import lookup
+from opgraph.frontends.onnx.types import from_onnx
+
+OLDEST_OPSET = 7
+Progress = Callable[[int, int], None]
+
+
+def import_model(
+    model: Any,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    initializers_as_parameters: bool = False,
+    progress: Progress | None = None,
+    constant_inputs: Mapping[str, np.ndarray] | None = None,
+) -> Function:
+    """Convert an ONNX model to a Function.
+
+    Args:
+        model: a path, the serialized bytes, or an ``onnx.ModelProto``.
+        input_shapes: shapes for inputs whose dimensions are symbolic or unknown (name → tuple
+            of ints; may name only some inputs). A shape conflicting with a static dimension of
+            the model is an error.
+        initializers_as_parameters: make initializers that are also graph inputs Parameters
+            (default: Constants).
+        progress: called as ``progress(done, total)`` while nodes are converted.
+        constant_inputs: values for graph inputs that should be specialised into Constants
+            (e.g. a shape tensor fed as an input; opgraph shapes are static). Those inputs are
+            not parameters of the Function.
+
+    Returns:
+        The Function; parameters in model input order, results in model output order.
+
+    Raises:
+        ConversionError: the model cannot be read, uses ops or types opgraph does not support
+            (all of them are listed at once), is malformed, or needs input shapes.
+    """
+    proto = _load(model)
+    importer = Importer(proto, dict(input_shapes or {}), initializers_as_parameters, progress)
+    importer.constant_inputs = dict(constant_inputs or {})
+    return importer.run()
+
+
+def _load(model: Any) -> Any:
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, bytes | bytearray):
+            return onnx.load_from_string(bytes(model))
+        if isinstance(model, str | os.PathLike):
+            return onnx.load(os.fspath(model))
+    except FileNotFoundError:
+        raise ConversionError(f"ONNX model file {os.fspath(model)!r} does not exist") from None
+    except Exception as error:  # protobuf raises its own DecodeError and friends
+        raise ConversionError(f"cannot read the ONNX model: {error}") from error
+    raise ConversionError(
+        f"import_model needs a path, bytes or onnx.ModelProto, got {type(model).__name__}"
+    )
+
+
+class Importer:
+    """One model's conversion."""
+
+    def __init__(
+        self,
+        model: Any,
+        input_shapes: dict[str, Sequence[int]],
+        initializers_as_parameters: bool,
+        progress: Progress | None,
+    ) -> None:
+        self.model = model
+        self.input_shapes = input_shapes
+        self.initializers_as_parameters = initializers_as_parameters
+        self.progress = progress
+        self.opset = _default_opset(model)
+        self.constant_inputs: dict[str, np.ndarray] = {}
+
+    def run(self) -> Function:
+        graph = self.model.graph
+        _check_supported(graph, self.opset, self._opsets())
+        ctx = GraphContext(self.opset)
+        params = self._bind_inputs(graph, ctx)
+        self.convert_nodes(graph, ctx, count_progress=True)
+        results = [ctx.lookup(o.name, "graph output") for o in graph.output]
+        fn = Function(results, params, name=graph.name or "onnx_model")
+        return _name_results(fn, [o.name for o in graph.output])
+
+    def _opsets(self) -> dict[str, int]:
+        return {(o.domain or ""): o.version for o in self.model.opset_import}
+
+    # ------------------------------------------------------------------------ inputs
+    def _bind_inputs(self, graph: Any, ctx: GraphContext) -> list[Output]:
+        initializers = {t.name: t for t in graph.initializer}
+        declared = {i.name for i in graph.input}
+        unknown = sorted((set(self.input_shapes) | set(self.constant_inputs)) - declared)
+        if unknown:
+            raise ConversionError(
+                f"input_shapes/constant_inputs name unknown input(s): {', '.join(unknown)}"
+            )
+        params: list[Output] = []
+        missing: list[str] = []
+        for info in graph.input:
+            if info.name in initializers and not self.initializers_as_parameters:
+                continue
+            if info.name in self.constant_inputs:
+                where = f"graph input {info.name!r}"
+                element_type = from_onnx(info.type.tensor_type.elem_type, where)
+                ctx.values[info.name] = constant(self.constant_inputs[info.name], element_type)
+                continue
+            value = self._parameter(info, initializers.get(info.name), missing)
+            if value is not None:
+                ctx.values[info.name] = value
+                params.append(value)
+        if missing:
+            raise ConversionError(
+                "static shapes are needed for these inputs; pass input_shapes="
+                "{name: shape}: " + "; ".join(missing)
+            )
+        for name, tensor in initializers.items():
+            if name not in ctx.values:
+                ctx.values[name] = constant(
+                    _tensor_array(tensor), from_onnx(tensor.data_type, f"initializer {name!r}")
+                )
+        return params
+
+    def _parameter(self, info: Any, initializer: Any, missing: list[str]) -> Output | None:
+        where = f"graph input {info.name!r}"
+        if info.type.WhichOneof("value") != "tensor_type":
+            raise ConversionError(
+                f"{where}: only tensor inputs are supported, got {info.type.WhichOneof('value')}"
+            )
+        tensor_type = info.type.tensor_type
+        element_type = from_onnx(tensor_type.elem_type, where)
+        shape = self._shape(info.name, tensor_type, initializer, missing)
+        return None if shape is None else parameter(element_type, shape, name=info.name)
+
+    def _shape(
+        self, name: str, tensor_type: Any, initializer: Any, missing: list[str]
+    ) -> tuple[int, ...] | None:
+        dims = tensor_type.shape.dim if tensor_type.HasField("shape") else None
+        given = self.input_shapes.get(name)
+        if initializer is not None:
+            return tuple(int(d) for d in initializer.dims)
+        if dims is None:
+            if given is None:
+                missing.append(f"{name} (rank unknown)")
+                return None
+            return tuple(int(d) for d in given)
+        static = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        if given is not None:
+            given = tuple(int(d) for d in given)
+            if len(given) != len(static) or any(
+                s is not None and s != g for s, g in zip(static, given, strict=False)
+            ):
+                shown = [s if s is not None else "?" for s in static]
+                raise ConversionError(
+                    f"input_shapes[{name!r}] = {list(given)} conflicts with the model's "
+                    f"shape {shown}"
+                )
+            return given
+        unknown = [
+            f"dim {i}" + (f" ({d.dim_param})" if d.dim_param else "")
+            for i, d in enumerate(dims)
+            if static[i] is None
+        ]
+        if unknown:
+            missing.append(f"{name}: {', '.join(unknown)}")
+            return None
+        return tuple(int(s) for s in static if s is not None)
+
+    # ------------------------------------------------------------------------- nodes
+    def convert_nodes(self, graph: Any, ctx: GraphContext, count_progress: bool = False) -> None:
+        total = len(graph.node)
+        for index, node in enumerate(graph.node):
+            self._convert_node(node, ctx)
+            if count_progress and self.progress is not None:
+                self.progress(index + 1, total)
+
+    def _convert_node(self, node: Any, ctx: GraphContext) -> None:
+        label = f"onnx node {node.name or node.op_type!r} ({node.op_type})"
+        inputs = [ctx.lookup(name, label) if name else None for name in node.input]
+        converter = lookup(
+            node.op_type, node.domain, self._opsets().get(node.domain or "", ctx.opset)
+        )
+        assert converter is not None  # checked up front
+        node_ctx = NodeContext(node, inputs, ctx, self)
+        with provenance_scope(label):
+            try:
+                produced = converter(node_ctx)
+            except ConversionError:
+                raise
+            except OpgraphError as error:
+                raise ConversionError(f"{node_ctx.where}: {error}") from error
+        outputs = [produced] if isinstance(produced, Output) else list(produced)
+        names = list(node.output)
+        if len(outputs) < sum(1 for n in names if n):
+            raise ConversionError(
+                f"{node_ctx.where}: converter produced {len(outputs)} outputs for "
+                f"{len(names)} names"
+            )
+        with provenance_scope(label):
+            outputs = fold(outputs, inputs)
+        for name, value in zip(names, outputs, strict=False):
+            if name:
+                ctx.values[name] = value
+
+    def convert_subgraph(
+        self, graph: Any, outer: GraphContext, bindings: Mapping[str, Output]
+    ) -> list[Output]:
+        """Convert a subgraph (If branches, unrolled Loop/Scan bodies) with ``bindings`` for its
+        inputs; returns its outputs."""
+        ctx = GraphContext(outer.opset, outer=outer, values=dict(bindings))
+        for tensor in graph.initializer:
+            ctx.values[tensor.name] = constant(
+                _tensor_array(tensor), from_onnx(tensor.data_type, f"initializer {tensor.name!r}")
+            )
+        self.convert_nodes(graph, ctx)
+        return [ctx.lookup(o.name, "subgraph output") for o in graph.output]
+
+
+def _default_opset(model: Any) -> int:
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if not versions:
+        raise ConversionError("the model imports no version of the default ONNX domain")
+    opset = max(versions)
+    if opset < OLDEST_OPSET:
+        raise ConversionError(
+            f"opset {opset} is older than the oldest supported opset ({OLDEST_OPSET})"
+        )
+    return int(opset)
+
+
+def _tensor_array(tensor: Any) -> np.ndarray:
+    from onnx import numpy_helper
+
+    if tensor.data_location == 1:  # EXTERNAL
+        raise ConversionError(
+            f"initializer {tensor.name!r} uses external data, which is not supported"
+        )
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as error:
+        raise ConversionError(f"initializer {tensor.name!r} is malformed: {error}") from error
+    expected = tuple(int(d) for d in tensor.dims)
+    if array.shape != expected:
+        raise ConversionError(
+            f"initializer {tensor.name!r} holds {array.size} values for shape {list(expected)}"
+        )
+    return array
+
+
+def _check_supported(graph: Any, opset: int, opsets: dict[str, int]) -> None:
+    missing: list[str] = []
+    for node in _all_nodes(graph):
+        version = opsets.get(node.domain or "", opset)
+        if lookup(node.op_type, node.domain, version) is None:
+            domain = node.domain or "ai.onnx"
+            missing.append(
+                f"{node.op_type} (domain {domain}, opset {version}, "
+                f"node {node.name or '<unnamed>'!r})"
+            )
+    if missing:
+        unique = sorted(set(missing))
+        raise ConversionError(
+            f"the model uses {len(unique)} unsupported op(s): " + "; ".join(unique)
+        )
+
+
+def _all_nodes(graph: Any) -> list[Any]:
+    from onnx import AttributeProto
+
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for attribute in node.attribute:
+            if attribute.type == AttributeProto.GRAPH:
+                nodes.extend(_all_nodes(attribute.g))
+            elif attribute.type == AttributeProto.GRAPHS:
+                for sub in attribute.graphs:
+                    nodes.extend(_all_nodes(sub))
+    return nodes
+
+
+def _name_results(fn: Function, names: list[str]) -> Function:
+    """Give each result's producing node the ONNX output name (single-output nodes that are
+    not Parameters and have no name yet)."""
+    wanted: dict[Node, str] = {}
+    for result, name in zip(fn.results, names, strict=True):
+        node = result.node
+        if len(node.outputs) == 1 and node.name is None and not isinstance(node.op, Parameter):
+            wanted.setdefault(node, name)
+
+    def rename(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+        if node not in wanted:
+            return None
+        return node.op.build(*inputs, name=wanted[node], provenance=node.provenance).outputs
+
+    mapping = rebuild_nodes(fn.nodes, rename)
+    return fn.with_outputs(mapping) if mapping else fn

@@ -1,0 +1,46 @@
+"""ONNX element types and opgraph element types."""
+
+from __future__ import annotations
+
+from opgraph.core import element_type as et
+from opgraph.core.element_type import ElementType
+from opgraph.core.errors import ConversionError
+
+# TensorProto.DataType values (stable numbers in the ONNX spec).
+_FROM_ONNX: dict[int, ElementType] = {
+    1: et.f32,
+    2: et.u8,
+    3: et.i8,
+    4: et.u16,
+    5: et.i16,
+    6: et.i32,
+    7: et.i64,
+    9: et.boolean,
+    10: et.f16,
+    11: et.f64,
+    12: et.u32,
+    13: et.u64,
+    16: et.bf16,
+}
+_TO_ONNX = {v: k for k, v in _FROM_ONNX.items()}
+
+
+def from_onnx(code: int, where: str) -> ElementType:
+    """The element type for ONNX data type ``code``; ConversionError when unsupported."""
+    try:
+        return _FROM_ONNX[code]
+    except KeyError:
+        raise ConversionError(f"{where}: ONNX data type {_name(code)} is not supported") from None
+
+
+def to_onnx(element_type: ElementType) -> int:
+    return _TO_ONNX[element_type]
+
+
+def _name(code: int) -> str:
+    try:
+        import onnx
+
+        return str(onnx.TensorProto.DataType.Name(code))
+    except (ImportError, ValueError):
+        return str(code)
