@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from opgraph.core import element_type as et
@@ -167,7 +168,7 @@ def check_fits(source: np.ndarray, target: ElementType) -> None:
     else:
         finite = source[np.isfinite(source)] if kind == "f" else source
         if finite.size:
-            limit = float(np.finfo(target.dtype).max)
+            limit = float(ml_dtypes.finfo(target.dtype).max)  # np.finfo rejects bf16
             biggest = float(np.max(np.abs(finite.astype(np.float64))))
             if biggest > limit:
                 raise OpTypeError(

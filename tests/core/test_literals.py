@@ -65,3 +65,11 @@ def test_parameter():
         og.parameter(og.f32, (2, -3))
     with pytest.raises(og.OpTypeError, match="expected an element type"):
         og.parameter(3.5, (2,))
+
+
+def test_bf16_constants_and_sugar():
+    assert str(og.constant(0.5, og.bf16).type) == "bf16[]"
+    with pytest.raises(og.OpTypeError, match="out of range for bf16"):
+        og.constant(1e39, og.bf16)
+    x = og.parameter(og.bf16, (2,))
+    assert str((x * 0.5 + 1).type) == "bf16[2]"
