@@ -61,6 +61,10 @@ class Op:
         made non-negative, defaults that depend on rank filled in). Default: unchanged."""
         return self
 
+    def check_values(self, *inputs: Output) -> None:
+        """Checks that need the input values, not just their types (e.g. an integer divisor
+        that is a constant zero). Raise ``OpTypeError``; the default checks nothing."""
+
     def infer(self, *inputs: Any) -> ValueType | tuple[ValueType, ...]:
         """The type rule: output type(s) for these input types, or raise ``OpTypeError``.
 
@@ -129,6 +133,7 @@ class Op:
         where = provenance if provenance is not None else user_frame(2)
         try:
             values = self._check_inputs(inputs)
+            self.check_values(*values)
             types = tuple(v.type for v in values)
             op = self.canonicalize(*types)
             result = op.infer(*types)

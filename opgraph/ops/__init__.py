@@ -6,6 +6,7 @@ in ``__all__`` (a test checks the lists are complete); this package re-exports t
 
 from opgraph.core.literals import Constant, Parameter, constant, parameter
 from opgraph.ops.activation import *
+from opgraph.ops.bitwise import *
 from opgraph.ops.conversion import *
 from opgraph.ops.convolution import *
 from opgraph.ops.elementwise import *
@@ -13,15 +14,16 @@ from opgraph.ops.indexing import *
 from opgraph.ops.linalg import *
 from opgraph.ops.movement import *
 from opgraph.ops.nn import *
+from opgraph.ops.normalization import *
 from opgraph.ops.ordering import *
 from opgraph.ops.pooling import *
-from opgraph.ops.normalization import *
 from opgraph.ops.quantization import *
 from opgraph.ops.reduction import *
 from opgraph.ops.resize import *
 from opgraph.ops.rnn import *
 from opgraph.ops.shaping import *
 from opgraph.ops.structural import *
+from opgraph.ops.trigonometric import *
 
 FAMILIES = (
     "conversion",
@@ -41,4 +43,6 @@ FAMILIES = (
     "ordering",
     "convolution",
     "pooling",
+    "bitwise",
+    "trigonometric",
 )

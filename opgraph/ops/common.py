@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
@@ -48,3 +50,16 @@ def require_rank(t: TensorType, rank: int, what: str = "input") -> None:
 def require_min_rank(t: TensorType, rank: int, what: str = "input") -> None:
     if t.rank < rank:
         raise OpTypeError(f"{what} must have rank >= {rank}, got {t}")
+
+
+EnumT = TypeVar("EnumT", bound=enum.Enum)
+
+
+def as_enum(cls: type[EnumT], value: Any, what: str) -> EnumT:
+    """An enum attribute from a member or its lower-case name."""
+    if isinstance(value, cls):
+        return value
+    names = {member.name.lower(): member for member in cls}
+    if isinstance(value, str) and value in names:
+        return names[value]
+    raise OpTypeError(f"{what} {value!r} is not one of {', '.join(names)}")

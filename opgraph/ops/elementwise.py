@@ -6,16 +6,23 @@ Core elementwise ops are strict: binary ops need equal element types and equal s
 
 from __future__ import annotations
 
+import enum
+import math
 from typing import ClassVar
+
+import numpy as np
 
 from opgraph.autodiff.grad import zeros_like
 from opgraph.builders.scalars import scalar_like
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
+from opgraph.core.errors import OpTypeError
+from opgraph.core.literals import Constant
 from opgraph.core.node import Output
-from opgraph.core.op import Op, opclass
+from opgraph.core.op import Op, opclass, set_attr
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import (
+    as_enum,
     require_element_type,
     require_same_element_type,
     require_same_shape,
@@ -24,9 +31,13 @@ from opgraph.ops.common import (
 __all__ = [
     "UnaryElementwise",
     "FloatUnary",
+    "FloatPredicate",
+    "PiecewiseConstant",
     "BinaryElementwise",
+    "Division",
     "Comparison",
     "Logical",
+    "RoundMode",
     "Abs",
     "abs",
     "Neg",
@@ -43,6 +54,24 @@ __all__ = [
     "sigmoid",
     "Relu",
     "relu",
+    "Erf",
+    "erf",
+    "Ceil",
+    "ceiling",
+    "Floor",
+    "floor",
+    "Round",
+    "round",
+    "Sign",
+    "sign",
+    "Reciprocal",
+    "reciprocal",
+    "IsNaN",
+    "is_nan",
+    "IsInf",
+    "is_inf",
+    "IsFinite",
+    "is_finite",
     "Add",
     "add",
     "Sub",
@@ -57,6 +86,8 @@ __all__ = [
     "minimum",
     "Pow",
     "power",
+    "Mod",
+    "mod",
     "Equal",
     "equal",
     "NotEqual",
@@ -73,6 +104,8 @@ __all__ = [
     "logical_and",
     "Or",
     "logical_or",
+    "Xor",
+    "logical_xor",
     "Not",
     "logical_not",
     "Select",
@@ -81,6 +114,7 @@ __all__ = [
 
 
 SIGNED_NUMERIC: tuple[ElementType, ...] = et.FLOATS + et.SIGNED_INTS
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 # ---------------------------------------------------------------------------- family bases
@@ -122,6 +156,28 @@ class FloatUnary(UnaryElementwise):
     accepted = et.FLOATS
 
 
+class FloatPredicate(UnaryElementwise):
+    """A test of floating-point values: a boolean output of the input's shape."""
+
+    __slots__ = ()
+    accepted = et.FLOATS
+    differentiable = False
+
+    def infer(self, x: TensorType) -> TensorType:
+        require_element_type(x, self.accepted)
+        return TensorType(et.boolean, x.shape)
+
+
+class PiecewiseConstant(UnaryElementwise):
+    """Rounding-like functions: their derivative is zero wherever it exists, and the adjoint
+    declares it zero everywhere (as JAX and PyTorch do), rather than refusing a gradient."""
+
+    __slots__ = ()
+
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return zeros_like(ct)
+
+
 class BinaryElementwise(Op):
     """f(a, b) elementwise on equal types and shapes; output has the input type."""
 
@@ -156,6 +212,17 @@ class BinaryElementwise(Op):
         if ct is None:
             return (None, None)
         return self.partials(inputs[0], inputs[1], outputs[0], ct)
+
+
+class Division(BinaryElementwise):
+    """Family base of :class:`Div` and :class:`Mod`. An integer divisor that is a constant
+    holding a zero (seen through broadcast and reshape) is an error when the node is built;
+    any other integer division by zero is an error at run time."""
+
+    __slots__ = ()
+
+    def check_values(self, a: Output, b: Output) -> None:  # type: ignore[override]
+        _reject_constant_zero_divisor(b)
 
 
 class Comparison(BinaryElementwise):
@@ -284,6 +351,130 @@ def relu(x: Output) -> Output:
     return Relu()(x)
 
 
+@opclass
+class Erf(FloatUnary):
+    """The error function, erf(x) = 2/sqrt(pi) * integral of e**-t**2 from 0 to x."""
+
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        bump = exp(negative(multiply(x, x)))
+        return multiply(ct, multiply(scalar_like(_TWO_OVER_SQRT_PI, x), bump))
+
+
+def erf(x: Output) -> Output:
+    """Elementwise error function (floating-point types).
+
+    Args:
+        x: a floating-point value.
+
+    Returns:
+        erf(x), of ``x``'s type: odd, in [-1, 1], ``erf(±inf) = ±1``, NaN propagates.
+    """
+    return Erf()(x)
+
+
+@opclass
+class Ceil(PiecewiseConstant):
+    """The smallest integer >= x (integers are unchanged)."""
+
+
+def ceiling(x: Output) -> Output:
+    """Elementwise ceiling: round toward +inf."""
+    return Ceil()(x)
+
+
+@opclass
+class Floor(PiecewiseConstant):
+    """The largest integer <= x (integers are unchanged)."""
+
+
+def floor(x: Output) -> Output:
+    """Elementwise floor: round toward -inf."""
+    return Floor()(x)
+
+
+class RoundMode(enum.Enum):
+    """How :class:`Round` breaks ties between two integers."""
+
+    HALF_TO_EVEN = "half_to_even"
+    HALF_AWAY_FROM_ZERO = "half_away_from_zero"
+
+
+@opclass
+class Round(PiecewiseConstant):
+    """The nearest integer; ``mode`` breaks ties: ``half_to_even`` (default, IEEE and ONNX:
+    0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0) or ``half_away_from_zero`` (2.5 -> 3). Integers
+    are unchanged."""
+
+    mode: RoundMode = RoundMode.HALF_TO_EVEN
+
+    def __post_init__(self) -> None:
+        set_attr(self, "mode", as_enum(RoundMode, self.mode, "mode"))
+
+
+def round(x: Output, mode: RoundMode | str = RoundMode.HALF_TO_EVEN) -> Output:  # noqa: A001
+    """Elementwise rounding to the nearest integer.
+
+    Args:
+        x: a numeric value.
+        mode: tie breaking, a :class:`RoundMode` or its lower-case name (``"half_to_even"``,
+            ``"half_away_from_zero"``).
+    """
+    return Round(mode)(x)  # type: ignore[arg-type]
+
+
+@opclass
+class Sign(PiecewiseConstant):
+    """-1, 0 or 1 by the sign of x (0 or 1 for unsigned types); NaN gives NaN."""
+
+
+def sign(x: Output) -> Output:
+    """Elementwise sign."""
+    return Sign()(x)
+
+
+@opclass
+class Reciprocal(FloatUnary):
+    """1 / x (±inf at ±0)."""
+
+    def derivative(self, x: Output, y: Output, ct: Output) -> Output:
+        return negative(multiply(ct, multiply(y, y)))
+
+
+def reciprocal(x: Output) -> Output:
+    """Elementwise reciprocal (floating-point types)."""
+    return Reciprocal()(x)
+
+
+@opclass
+class IsNaN(FloatPredicate):
+    """True where x is NaN."""
+
+
+def is_nan(x: Output) -> Output:
+    """Boolean mask of the NaN elements of a floating-point value."""
+    return IsNaN()(x)
+
+
+@opclass
+class IsInf(FloatPredicate):
+    """True where x is +inf or -inf."""
+
+
+def is_inf(x: Output) -> Output:
+    """Boolean mask of the infinite elements of a floating-point value."""
+    return IsInf()(x)
+
+
+@opclass
+class IsFinite(FloatPredicate):
+    """True where x is neither infinite nor NaN."""
+
+
+def is_finite(x: Output) -> Output:
+    """Boolean mask of the finite elements of a floating-point value."""
+    return IsFinite()(x)
+
+
 # --------------------------------------------------------------------------- binary ops
 @opclass
 class Add(BinaryElementwise):
@@ -329,10 +520,11 @@ def multiply(a: Output, b: Output) -> Output:
 
 
 @opclass
-class Div(BinaryElementwise):
+class Div(Division):
     """a / b. For integers, floor division when ``floor_division`` (Python's ``-10 / 3 == -4``),
     else truncation toward zero (C's ``-10 / 3 == -3``). Floats: x/0 is ±inf or NaN. An integer
-    division by zero is an error at run time."""
+    division by zero is an error at run time, or when the node is built if the divisor is a
+    constant (see :class:`Division`)."""
 
     floor_division: bool = True
 
@@ -388,6 +580,35 @@ class Pow(BinaryElementwise):
 def power(a: Output, b: Output) -> Output:
     """Elementwise power."""
     return Pow()(a, b)
+
+
+@opclass
+class Mod(Division):
+    """The remainder of a / b. ``fmod=False``: floor modulo, ``a - floor(a/b)·b``, with the sign
+    of the divisor (Python's ``%``: ``-7 mod 3 == 2``, ``7 mod -3 == -2``). ``fmod=True``: C's
+    ``fmod``, ``a - trunc(a/b)·b``, with the sign of the dividend (``fmod(-7, 3) == -1``).
+    Floats: x mod 0 is NaN. Integers: a zero divisor is an error (see :class:`Division`)."""
+
+    fmod: bool = False
+
+    def partials(self, a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, Output]:
+        quotient = divide(subtract(a, z), b)  # the rounded quotient, constant between jumps
+        return ct, negative(multiply(ct, quotient))
+
+
+def mod(a: Output, b: Output, fmod: bool = False) -> Output:
+    """Elementwise remainder.
+
+    Args:
+        a: the dividend (a numeric value).
+        b: the divisor, of ``a``'s type and shape.
+        fmod: False (default) for floor modulo (the sign of ``b``), True for C's ``fmod``
+            (the sign of ``a``).
+
+    Raises:
+        OpTypeError: types differ, or ``b`` is an integer constant holding a zero.
+    """
+    return Mod(fmod)(a, b)
 
 
 # -------------------------------------------------------------------------- comparisons
@@ -473,6 +694,18 @@ def logical_or(a: Output, b: Output) -> Output:
 
 
 @opclass
+class Xor(Logical):
+    """a XOR b (booleans)."""
+
+    commutative = True
+
+
+def logical_xor(a: Output, b: Output) -> Output:
+    """Elementwise exclusive or of two boolean values."""
+    return Xor()(a, b)
+
+
+@opclass
 class Not(UnaryElementwise):
     """NOT x (booleans)."""
 
@@ -530,3 +763,19 @@ def _pow_partials(a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, 
     safe_a = select(positive, a, scalar_like(1, a))
     db = select(positive, multiply(ct, multiply(z, log(safe_a))), zeros_like(ct))
     return da, db
+
+
+# ------------------------------------------------------------------------ attribute helpers
+def _reject_constant_zero_divisor(divisor: Output) -> None:
+    from opgraph.ops.movement import Broadcast, Reshape
+
+    if not divisor.element_type.is_integral or divisor.tensor_type.size == 0:
+        return
+    node = divisor.node
+    while isinstance(node.op, Broadcast | Reshape):  # they repeat or re-view the values
+        node = node.inputs[0].node
+    if isinstance(node.op, Constant) and np.any(node.op.value == 0):
+        raise OpTypeError(
+            f"integer division by zero: the divisor (input 1) is a constant holding 0 "
+            f"({node.op.describe()})"
+        )

@@ -32,9 +32,13 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.common import require_element_type, require_min_rank, require_same_element_type
+from opgraph.ops.common import (
+    as_enum,
+    require_element_type,
+    require_min_rank,
+    require_same_element_type,
+)
 from opgraph.ops.movement import (
-    _as_enum,
     _fit_scalar,
     _inverse,
     _scalar_constant,
@@ -406,7 +410,7 @@ class ScatterElements(Scatter):
 
     def __post_init__(self) -> None:
         set_attr(self, "axis", as_int(self.axis, "axis"))
-        set_attr(self, "reduction", _as_enum(ScatterReduction, self.reduction, "reduction"))
+        set_attr(self, "reduction", as_enum(ScatterReduction, self.reduction, "reduction"))
 
     def canonicalize(
         self, x: TensorType, indices: TensorType, updates: TensorType
@@ -462,7 +466,7 @@ class ScatterND(Scatter):
     reduction: ScatterReduction = ScatterReduction.NONE
 
     def __post_init__(self) -> None:
-        set_attr(self, "reduction", _as_enum(ScatterReduction, self.reduction, "reduction"))
+        set_attr(self, "reduction", as_enum(ScatterReduction, self.reduction, "reduction"))
 
     def infer(self, x: TensorType, indices: TensorType, updates: TensorType) -> TensorType:
         self.check(x, indices, updates)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -35,7 +35,12 @@ from opgraph.core.shape import (
     normalize_axis,
 )
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.common import require_element_type, require_min_rank, require_same_element_type
+from opgraph.ops.common import (
+    as_enum,
+    require_element_type,
+    require_min_rank,
+    require_same_element_type,
+)
 
 __all__ = [
     "Broadcast",
@@ -420,19 +425,6 @@ def replace_slice(x: Output, update: Output, lower: Any, upper: Any, strides: An
 
 
 # ------------------------------------------------------------------------ attribute helpers
-EnumT = TypeVar("EnumT", bound=enum.Enum)
-
-
-def _as_enum(cls: type[EnumT], value: Any, what: str) -> EnumT:
-    """An enum attribute from a member or its lower-case name."""
-    if isinstance(value, cls):
-        return value
-    names = {member.name.lower(): member for member in cls}
-    if isinstance(value, str) and value in names:
-        return names[value]
-    raise OpTypeError(f"{what} {value!r} is not one of {', '.join(names)}")
-
-
 def _check_fits(array: np.ndarray, element_type: ElementType) -> None:
     """``check_fits``, also for bf16: its ``np.finfo`` rejects bf16, which shares f32's kind
     checks, so f32 stands in and the range limit is bf16's own."""
@@ -528,7 +520,7 @@ class Pad(Op):
     def __post_init__(self) -> None:
         set_attr(self, "padding_below", as_int_tuple(self.padding_below, "padding_below"))
         set_attr(self, "padding_above", as_int_tuple(self.padding_above, "padding_above"))
-        set_attr(self, "mode", _as_enum(PadMode, self.mode, "mode"))
+        set_attr(self, "mode", as_enum(PadMode, self.mode, "mode"))
 
     def infer(self, x: TensorType, value: TensorType) -> TensorType:
         require_same_element_type((x, value), "x and the pad value")
@@ -869,7 +861,7 @@ class _BlockRearrangement(Op):
 
     def __post_init__(self) -> None:
         set_attr(self, "block_size", as_int(self.block_size, "block_size"))
-        set_attr(self, "mode", _as_enum(BlockMode, self.mode, "mode"))
+        set_attr(self, "mode", as_enum(BlockMode, self.mode, "mode"))
         if self.block_size < 1:
             raise OpTypeError(f"block_size must be >= 1, got {self.block_size}")
 

@@ -1,12 +1,18 @@
 """Reductions over axes. The reduced axes are dropped unless ``keep_dims``.
 
-Reducing over an empty axis gives the identity: 0 (sum), 1 (prod), -inf or the type's lowest
-value (max), +inf or the type's highest value (min).
+Reducing over an empty axis gives the identity and never reads the input: 0 (sum, L1, L2, sum
+of squares), 1 (prod), -inf or the type's lowest value (max), +inf or the type's highest value
+(min), True (all), False (any), -inf (log-sum, log-sum-exp); the mean of nothing is NaN (0/0).
+ReduceMean, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp and ReduceSumSquare are defined
+by decompositions into core ops, which are also their type rules and their adjoints.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
+
+import ml_dtypes
 
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -26,6 +32,23 @@ __all__ = [
     "reduce_max",
     "ReduceMin",
     "reduce_min",
+    "ReduceAll",
+    "reduce_all",
+    "ReduceAny",
+    "reduce_any",
+    "DecomposedReduction",
+    "ReduceMean",
+    "reduce_mean",
+    "ReduceL1",
+    "reduce_l1",
+    "ReduceL2",
+    "reduce_l2",
+    "ReduceLogSum",
+    "reduce_log_sum",
+    "ReduceLogSumExp",
+    "reduce_log_sum_exp",
+    "ReduceSumSquare",
+    "reduce_sum_square",
 ]
 
 
@@ -147,6 +170,198 @@ class ReduceMin(Reduction):
 def reduce_min(x: Output, axes: Any, keep_dims: bool = False) -> Output:
     """Minimum of ``x`` over ``axes``."""
     return ReduceMin(axes, keep_dims)(x)
+
+
+@opclass
+class ReduceAll(Reduction):
+    """Logical AND over ``axes`` (booleans); True over an empty axis."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+    accepted = (et.boolean,)
+    differentiable = False
+
+
+def reduce_all(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """Whether every element of the boolean ``x`` is true along ``axes``.
+
+    Args:
+        x: a boolean value.
+        axes: the axes to reduce (negatives allowed; ``()`` reduces nothing).
+        keep_dims: keep the reduced axes with size 1.
+    """
+    return ReduceAll(axes, keep_dims)(x)
+
+
+@opclass
+class ReduceAny(Reduction):
+    """Logical OR over ``axes`` (booleans); False over an empty axis."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+    accepted = (et.boolean,)
+    differentiable = False
+
+
+def reduce_any(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """Whether some element of the boolean ``x`` is true along ``axes``.
+
+    Args:
+        x: a boolean value.
+        axes: the axes to reduce (negatives allowed; ``()`` reduces nothing).
+        keep_dims: keep the reduced axes with size 1.
+    """
+    return ReduceAny(axes, keep_dims)(x)
+
+
+# ------------------------------------------------------------------ decomposed reductions
+class DecomposedReduction(Reduction):
+    """Family base of reductions defined by a decomposition into core ops. After the element
+    type check, the decomposition is the type rule; gradients flow through it."""
+
+    __slots__ = ()
+
+    def infer(self, x: TensorType) -> TensorType:
+        require_element_type(x, self.accepted)
+        result = Op.infer(self, x)
+        assert isinstance(result, TensorType)
+        return result
+
+    def sum(self, value: Output) -> Output:
+        """``value`` summed over this reduction's axes (keeping them when ``keep_dims``)."""
+        return ReduceSum(self.axes, self.keep_dims)(value)
+
+
+@opclass
+class ReduceMean(DecomposedReduction):
+    """Arithmetic mean over ``axes`` (floating-point types): the sum divided by the number of
+    reduced elements. An empty axis gives NaN (0/0), as numpy does."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+    accepted = et.FLOATS
+
+    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+        count = math.prod(x.shape[a] for a in self.axes)
+        return _divide_by_count(self.sum(x), count)
+
+
+def reduce_mean(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """Mean of ``x`` over ``axes`` (NaN over an empty axis)."""
+    return ReduceMean(axes, keep_dims)(x)
+
+
+@opclass
+class ReduceL1(DecomposedReduction):
+    """Sum of absolute values over ``axes``."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+
+    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+        from opgraph.ops import elementwise
+
+        return self.sum(elementwise.abs(x))
+
+
+def reduce_l1(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """L1 norm of ``x`` over ``axes``: ``Σ|x|``."""
+    return ReduceL1(axes, keep_dims)(x)
+
+
+@opclass
+class ReduceL2(DecomposedReduction):
+    """Euclidean norm over ``axes`` (floating-point types): ``sqrt(Σx²)``, unscaled (it
+    overflows where ``x²`` does)."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+    accepted = et.FLOATS
+
+    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+        from opgraph.ops.elementwise import multiply, sqrt
+
+        return sqrt(self.sum(multiply(x, x)))
+
+
+def reduce_l2(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """L2 norm of ``x`` over ``axes``: ``sqrt(Σx²)``."""
+    return ReduceL2(axes, keep_dims)(x)
+
+
+@opclass
+class ReduceLogSum(DecomposedReduction):
+    """``log(Σx)`` over ``axes`` (floating-point types); -inf over an empty axis."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+    accepted = et.FLOATS
+
+    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+        from opgraph.ops.elementwise import log
+
+        return log(self.sum(x))
+
+
+def reduce_log_sum(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """Logarithm of the sum of ``x`` over ``axes``."""
+    return ReduceLogSum(axes, keep_dims)(x)
+
+
+@opclass
+class ReduceLogSumExp(DecomposedReduction):
+    """``log(Σ exp(x))`` over ``axes`` (floating-point types), computed stably as
+    ``m + log(Σ exp(x - m))`` with ``m`` the group's maximum (0 where that is infinite, so
+    groups of -inf give -inf and a +inf gives +inf). -inf over an empty axis."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+    accepted = et.FLOATS
+
+    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+        from opgraph.autodiff.grad import zeros_like
+        from opgraph.ops.elementwise import add, exp, is_finite, log, select, subtract
+        from opgraph.ops.movement import broadcast, reshape
+        from opgraph.ops.structural import stop_gradient
+
+        peak = ReduceMax(self.axes)(x)
+        # The shift cancels exactly, so no gradient needs to flow through it.
+        shift = stop_gradient(select(is_finite(peak), peak, zeros_like(peak)))
+        total = self.sum(exp(subtract(x, broadcast(shift, x.shape, self.axes))))
+        return add(log(total), reshape(shift, total.shape) if self.keep_dims else shift)
+
+
+def reduce_log_sum_exp(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """``log(Σ exp(x))`` over ``axes``, without overflow for large ``x``."""
+    return ReduceLogSumExp(axes, keep_dims)(x)
+
+
+@opclass
+class ReduceSumSquare(DecomposedReduction):
+    """Sum of squares over ``axes`` (integers wrap)."""
+
+    axes: tuple[int, ...]
+    keep_dims: bool = False
+
+    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+        from opgraph.ops.elementwise import multiply
+
+        return self.sum(multiply(x, x))
+
+
+def reduce_sum_square(x: Output, axes: Any, keep_dims: bool = False) -> Output:
+    """Sum of the squares of ``x`` over ``axes``: ``Σx²``."""
+    return ReduceSumSquare(axes, keep_dims)(x)
+
+
+def _divide_by_count(total: Output, count: int) -> Output:
+    """``total / count``; by the reciprocal when ``count`` overflows the type (f16 > 65504)."""
+    from opgraph.builders.scalars import scalar_like
+    from opgraph.ops.elementwise import divide, multiply
+
+    if count <= float(ml_dtypes.finfo(total.element_type.dtype).max):
+        return divide(total, scalar_like(count, total))
+    return multiply(total, scalar_like(1.0 / count, total))
 
 
 # ------------------------------------------------------------------------ adjoint helpers

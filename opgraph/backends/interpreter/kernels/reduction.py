@@ -31,3 +31,13 @@ def _max(op: rd.ReduceMax, x: np.ndarray) -> np.ndarray:
 def _min(op: rd.ReduceMin, x: np.ndarray) -> np.ndarray:
     initial = highest(from_dtype(x.dtype))
     return np.min(x, axis=op.axes, initial=initial, keepdims=op.keep_dims).astype(x.dtype)
+
+
+@KERNELS.register(rd.ReduceAll)
+def _all(op: rd.ReduceAll, x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.all(x, axis=op.axes, keepdims=op.keep_dims))
+
+
+@KERNELS.register(rd.ReduceAny)
+def _any(op: rd.ReduceAny, x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.any(x, axis=op.axes, keepdims=op.keep_dims))
