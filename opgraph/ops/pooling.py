@@ -1,3 +1,532 @@
-"""pooling ops (being built)."""
+"""Pooling over N-d spatial data: average and max, with max's indices and adjoint.
 
-__all__: list[str] = []
+Data is channel-first ``(N, C, d1..dk)``, k >= 1; pooling is per channel. Per spatial axis,
+with window ``f``, window dilation ``dil`` (max only), stride ``s`` and padding ``pb``/``pa``
+(>= 0)::
+
+    F' = (f - 1) * dil + 1, must be <= d + pb + pa
+    floor mode: out = (d + pb + pa - F') // s + 1
+    ceil mode:  out = ceil((d + pb + pa - F') / s) + 1, minus one when the last window would
+                start at or after d + pb (inside the padding above): ONNX's and torch's rule
+
+A window that lies entirely in the padding is a type error (its average divides by zero, its
+maximum does not exist), except for ``avg_pool`` with ``include_padding``, where padding counts
+as zeros. Ceil-mode windows may reach past the padding; those positions never count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar, cast
+
+import numpy as np
+
+from opgraph.core import element_type as et
+from opgraph.core.element_type import ElementType
+from opgraph.core.errors import OpTypeError
+from opgraph.core.node import Output
+from opgraph.core.op import Op, opclass, require, set_attr
+from opgraph.core.shape import as_int_tuple
+from opgraph.core.tensor_type import TensorType
+from opgraph.ops.common import require_element_type, require_same_element_type
+from opgraph.ops.convolution import (
+    AutoPad,
+    _as_enum,
+    _check_per_axis,
+    _optional_ints,
+    _resolve_padding,
+    _spatial_rank,
+)
+
+__all__ = [
+    "Pool",
+    "AvgPool",
+    "avg_pool",
+    "MaxPool",
+    "max_pool",
+    "MaxPoolBase",
+    "MaxPoolWithIndices",
+    "max_pool_with_indices",
+    "MaxPoolBackprop",
+    "max_pool_backprop",
+]
+
+Ints = tuple[int, ...]
+
+
+def _as_bool(value: Any, what: str) -> bool:
+    """A flag: a bool, or the ints 0 and 1 (as ONNX attributes spell flags)."""
+    if isinstance(value, bool | np.bool_) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise OpTypeError(f"{what} must be a bool, got {value!r}")
+
+
+def _pool_output_size(
+    axis: int, d: int, f: int, stride: int, dilation: int, below: int, above: int, ceil: bool
+) -> int:
+    """Output extent of one spatial axis (module doc)."""
+    window = (f - 1) * dilation + 1
+    padded = d + below + above
+    require(
+        window <= padded,
+        f"spatial axis {axis}: window size {window} exceeds the padded data size {padded}",
+    )
+    if not ceil:
+        return (padded - window) // stride + 1
+    out = -(-(padded - window) // stride) + 1
+    return out - 1 if (out - 1) * stride >= d + below else out
+
+
+def _tap_counts(
+    out: int, d: int, f: int, stride: int, dilation: int, low: int, high: int
+) -> list[int]:
+    """For each window of one axis, how many of its taps fall in ``[low, high)``, in
+    coordinates of the padded data (window ``o`` starts at ``o * stride``)."""
+    return [
+        sum(1 for j in range(f) if low <= start + j * dilation < high)
+        for start in (o * stride for o in range(out))
+    ]
+
+
+class Pool(Op):
+    """Family base: window, strides, padding (>= 0), ceil mode and auto padding.
+
+    Canonical form: strides (ones) and padding (zeros) filled in, ``auto_pad`` resolved into
+    explicit padding.
+    """
+
+    __slots__ = ()
+    num_inputs = 1
+    accepted: ClassVar[tuple[ElementType, ...]] = et.NUMERIC
+    window_shape: Ints
+    strides: Ints | None
+    padding_below: Ints | None
+    padding_above: Ints | None
+    ceil_mode: bool
+    auto_pad: AutoPad
+
+    def __post_init__(self) -> None:
+        set_attr(self, "window_shape", as_int_tuple(self.window_shape, "window_shape"))
+        for name in ("strides", "padding_below", "padding_above"):
+            set_attr(self, name, _optional_ints(getattr(self, name), name))
+        set_attr(self, "ceil_mode", _as_bool(self.ceil_mode, "ceil_mode"))
+        set_attr(self, "auto_pad", _as_enum(self.auto_pad, AutoPad, "auto_pad"))
+
+    def window_dilations(self, k: int) -> Ints:
+        """Window dilation per axis (ones unless the op has a ``dilations`` attribute)."""
+        return (1,) * k
+
+    def counts_padding(self) -> bool:
+        """Whether windows entirely in padding are allowed (padding counted as data)."""
+        return False
+
+    def canonicalize(self, x: TensorType, *rest: TensorType) -> Pool:
+        k = _spatial_rank(x)
+        _check_per_axis(self.window_shape, k, "window_shape", 1)
+        dilations = self.window_dilations(k)
+        _check_per_axis(dilations, k, "dilations", 1)
+        strides = self.strides or (1,) * k
+        below, above = _resolve_padding(
+            self.auto_pad,
+            self.padding_below,
+            self.padding_above,
+            x.shape[2:],
+            [(f - 1) * d + 1 for f, d in zip(self.window_shape, dilations, strict=True)],
+            strides,
+        )
+        return dataclasses.replace(  # type: ignore[type-var]
+            self,
+            strides=strides,
+            padding_below=below,
+            padding_above=above,
+            auto_pad=AutoPad.EXPLICIT,
+        )
+
+    def output_spatial(self, x: TensorType) -> Ints:
+        """The spatial output shape for data ``x`` (checks every attribute)."""
+        assert self.strides is not None
+        assert self.padding_below is not None and self.padding_above is not None
+        k = x.rank - 2
+        dilations = self.window_dilations(k)
+        _check_per_axis(self.strides, k, "strides", 1)
+        _check_per_axis(self.padding_below, k, "padding_below", 0)
+        _check_per_axis(self.padding_above, k, "padding_above", 0)
+        axes = list(
+            zip(
+                x.shape[2:],
+                self.window_shape,
+                self.strides,
+                dilations,
+                self.padding_below,
+                self.padding_above,
+                strict=True,
+            )
+        )
+        out = tuple(
+            _pool_output_size(axis, d, f, s, dl, pb, pa, self.ceil_mode)
+            for axis, (d, f, s, dl, pb, pa) in enumerate(axes)
+        )
+        if not self.counts_padding():
+            for axis, ((d, f, s, dl, pb, _), o) in enumerate(zip(axes, out, strict=True)):
+                counts = _tap_counts(o, d, f, s, dl, pb, d + pb)
+                if 0 in counts:
+                    raise OpTypeError(
+                        f"spatial axis {axis}: window {counts.index(0)} lies entirely in the "
+                        "padding"
+                    )
+        return out
+
+    def infer(self, x: TensorType, *rest: TensorType) -> Any:
+        require_element_type(x, self.accepted)
+        return TensorType(x.element_type, x.shape[:2] + self.output_spatial(x))
+
+
+# ---------------------------------------------------------------------------------- average
+@opclass
+class AvgPool(Pool):
+    """Average over windows (floating-point types).
+
+    Attributes:
+        window_shape, strides, padding_below, padding_above: per spatial axis.
+        include_padding: count padding positions in the divisor (ONNX ``count_include_pad``,
+            nGraph ``include_padding_in_avg_computation``); else divide by the number of data
+            positions in the window. Ceil-mode positions past the padding never count.
+        ceil_mode: ceil instead of floor for the output size (module doc).
+        auto_pad: ``AutoPad``; resolved into explicit padding when building.
+    """
+
+    window_shape: Ints
+    strides: Ints | None = None
+    padding_below: Ints | None = None
+    padding_above: Ints | None = None
+    include_padding: bool = False
+    ceil_mode: bool = False
+    auto_pad: AutoPad = AutoPad.EXPLICIT
+    accepted = et.FLOATS
+
+    def __post_init__(self) -> None:
+        Pool.__post_init__(self)
+        set_attr(self, "include_padding", _as_bool(self.include_padding, "include_padding"))
+
+    def counts_padding(self) -> bool:
+        return self.include_padding
+
+    def divisor(self, spatial: Sequence[int], out: Sequence[int]) -> np.ndarray:
+        """The divisor of every window (f64, shaped like the spatial output) for data of
+        spatial shape ``spatial``."""
+        assert self.strides is not None
+        assert self.padding_below is not None and self.padding_above is not None
+        result = np.ones((), np.float64)
+        for d, f, s, pb, pa, o in zip(
+            spatial,
+            self.window_shape,
+            self.strides,
+            self.padding_below,
+            self.padding_above,
+            out,
+            strict=True,
+        ):
+            low, high = (0, d + pb + pa) if self.include_padding else (pb, d + pb)
+            result = np.multiply.outer(result, _tap_counts(o, d, f, s, 1, low, high))
+        return result
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else _avg_pool_adjoint(self, inputs[0], ct),)
+
+
+def avg_pool(
+    x: Output,
+    window_shape: Any,
+    strides: Any = None,
+    padding_below: Any = None,
+    padding_above: Any = None,
+    include_padding: bool = False,
+    ceil_mode: bool = False,
+    auto_pad: AutoPad | str = AutoPad.EXPLICIT,
+) -> Output:
+    """Average pooling of channel-first data ``(N, C, d1..dk)``.
+
+    Args:
+        x: floating-point data, rank >= 3.
+        window_shape: the window per spatial axis.
+        strides: per spatial axis (default ones, as nGraph and ONNX; torch's default stride is
+            the window, which its bridge passes explicitly).
+        padding_below, padding_above: per spatial axis, >= 0 (default zeros).
+        include_padding: count padding in the divisor (``count_include_pad``).
+        ceil_mode: ceil rounding of the output size (windows starting in the padding above are
+            dropped, as in ONNX and torch).
+        auto_pad: ``"explicit"``, ``"same_upper"``, ``"same_lower"`` or ``"valid"``.
+
+    Returns:
+        ``(N, C, out1..outk)``.
+
+    Raises:
+        OpTypeError: bad attributes, a window larger than the padded data, or (without
+            ``include_padding``) a window entirely in the padding.
+    """
+    op = AvgPool(
+        window_shape,
+        strides,
+        padding_below,
+        padding_above,
+        include_padding,
+        ceil_mode,
+        cast(AutoPad, auto_pad),
+    )
+    return op(x)
+
+
+# -------------------------------------------------------------------------------------- max
+class MaxPoolBase(Pool):
+    """Shared by the max-pool ops: window dilation."""
+
+    __slots__ = ()
+    dilations: Ints | None
+
+    def __post_init__(self) -> None:
+        Pool.__post_init__(self)
+        set_attr(self, "dilations", _optional_ints(self.dilations, "dilations"))
+
+    def window_dilations(self, k: int) -> Ints:
+        return self.dilations or (1,) * k
+
+    def canonicalize(self, x: TensorType, *rest: TensorType) -> Pool:
+        op = Pool.canonicalize(self, x, *rest)
+        return dataclasses.replace(op, dilations=self.window_dilations(x.rank - 2))  # type: ignore[type-var]
+
+    def attributes_tuple(self) -> tuple[Any, ...]:
+        return (
+            self.window_shape,
+            self.strides,
+            self.padding_below,
+            self.padding_above,
+            self.dilations,
+            self.ceil_mode,
+        )
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        if ct is None:
+            return (None,)
+        return (MaxPoolBackprop(*self.attributes_tuple())(inputs[0], ct),)
+
+
+@opclass
+class MaxPool(MaxPoolBase):
+    """Maximum over windows (every numeric type; padding never wins).
+
+    NaN propagates: a window holding NaN gives NaN. Attributes as :class:`AvgPool`, plus
+    ``dilations`` (window dilation per spatial axis, default ones).
+    """
+
+    window_shape: Ints
+    strides: Ints | None = None
+    padding_below: Ints | None = None
+    padding_above: Ints | None = None
+    dilations: Ints | None = None
+    ceil_mode: bool = False
+    auto_pad: AutoPad = AutoPad.EXPLICIT
+
+
+def max_pool(
+    x: Output,
+    window_shape: Any,
+    strides: Any = None,
+    padding_below: Any = None,
+    padding_above: Any = None,
+    dilations: Any = None,
+    ceil_mode: bool = False,
+    auto_pad: AutoPad | str = AutoPad.EXPLICIT,
+) -> Output:
+    """Max pooling of channel-first data ``(N, C, d1..dk)``.
+
+    Args:
+        x: numeric data, rank >= 3.
+        window_shape: the window per spatial axis.
+        strides: per spatial axis (default ones).
+        padding_below, padding_above: per spatial axis, >= 0 (default zeros).
+        dilations: window dilation per spatial axis (default ones).
+        ceil_mode: ceil rounding of the output size (module doc).
+        auto_pad: ``"explicit"``, ``"same_upper"``, ``"same_lower"`` or ``"valid"``.
+
+    Returns:
+        ``(N, C, out1..outk)``.
+
+    Raises:
+        OpTypeError: bad attributes, a window larger than the padded data, or a window
+            entirely in the padding.
+    """
+    op = MaxPool(
+        window_shape,
+        strides,
+        padding_below,
+        padding_above,
+        dilations,
+        ceil_mode,
+        cast(AutoPad, auto_pad),
+    )
+    return op(x)
+
+
+@opclass
+class MaxPoolWithIndices(MaxPoolBase):
+    """:class:`MaxPool` that also returns where each maximum was: ``(values, indices)``.
+
+    ``indices`` (i64) are ONNX MaxPool's ``Indices`` output with the default row-major storage
+    order: the flat position in the whole unpadded input, ``((n * C + c) * d1 + i1) * d2 + …``.
+    Ties (and several NaNs) pick the first tap in row-major window order. torch's
+    ``return_indices`` counts within one ``(n, c)`` plane: take the indices modulo
+    ``d1 * … * dk``.
+    """
+
+    window_shape: Ints
+    strides: Ints | None = None
+    padding_below: Ints | None = None
+    padding_above: Ints | None = None
+    dilations: Ints | None = None
+    ceil_mode: bool = False
+    auto_pad: AutoPad = AutoPad.EXPLICIT
+    multi_output = True
+
+    def infer(self, x: TensorType, *rest: TensorType) -> Any:
+        values = Pool.infer(self, x)
+        return values, TensorType(et.i64, values.shape)
+
+
+def max_pool_with_indices(
+    x: Output,
+    window_shape: Any,
+    strides: Any = None,
+    padding_below: Any = None,
+    padding_above: Any = None,
+    dilations: Any = None,
+    ceil_mode: bool = False,
+    auto_pad: AutoPad | str = AutoPad.EXPLICIT,
+) -> tuple[Output, Output]:
+    """Max pooling that also returns the flat input index of every maximum.
+
+    Args and errors as :func:`max_pool`.
+
+    Returns:
+        ``(values, indices)``: values like :func:`max_pool`, indices i64 of the same shape
+        (see :class:`MaxPoolWithIndices` for the index convention).
+    """
+    op = MaxPoolWithIndices(
+        window_shape,
+        strides,
+        padding_below,
+        padding_above,
+        dilations,
+        ceil_mode,
+        cast(AutoPad, auto_pad),
+    )
+    values, indices = op(x)
+    return values, indices
+
+
+@opclass
+class MaxPoolBackprop(MaxPoolBase):
+    """The adjoint of :class:`MaxPool`: inputs (forward data, output cotangent), result shaped
+    like the data, each cotangent added at its window's maximum (the first one on ties).
+
+    Not differentiable itself (its derivative in the data is zero almost everywhere, and the
+    one in the cotangent would need a gather at the argmax positions): second derivatives
+    through max pooling raise ``NotDifferentiableError``.
+    """
+
+    window_shape: Ints
+    strides: Ints | None = None
+    padding_below: Ints | None = None
+    padding_above: Ints | None = None
+    dilations: Ints | None = None
+    ceil_mode: bool = False
+    auto_pad: AutoPad = AutoPad.EXPLICIT
+    num_inputs = 2
+    differentiable = False
+    accepted = et.FLOATS
+
+    def infer(self, x: TensorType, *rest: TensorType) -> Any:
+        (ct,) = rest
+        require_same_element_type((x, ct), "data and output cotangent")
+        values = Pool.infer(self, x)
+        require(
+            ct.shape == values.shape,
+            f"output cotangent shape {list(ct.shape)} differs from the max pool's result shape "
+            f"{list(values.shape)}",
+        )
+        return x
+
+
+def max_pool_backprop(
+    x: Output,
+    ct: Output,
+    window_shape: Any,
+    strides: Any = None,
+    padding_below: Any = None,
+    padding_above: Any = None,
+    dilations: Any = None,
+    ceil_mode: bool = False,
+) -> Output:
+    """The gradient of ``max_pool(x, ...)`` for the output cotangent ``ct``.
+
+    Args:
+        x: the forward data ``(N, C, d...)``, floating point.
+        ct: the cotangent of the max pool's result.
+        window_shape, strides, padding_below, padding_above, dilations, ceil_mode: the forward
+            max pool's attributes.
+
+    Returns:
+        Shaped like ``x``: each cotangent added at its window's first maximum.
+
+    Raises:
+        OpTypeError: the attributes are invalid or ``ct`` is not shaped like the result.
+    """
+    op = MaxPoolBackprop(window_shape, strides, padding_below, padding_above, dilations, ceil_mode)
+    return op(x, ct)
+
+
+# ------------------------------------------------------------------------- adjoint helpers
+def _avg_pool_adjoint(op: AvgPool, x: Output, ct: Output) -> Output:
+    """Spread ``ct / divisor`` over each window: a depthwise transposed convolution with a
+    filter of ones (its padding above chosen so the result has ``x``'s shape)."""
+    from opgraph.core.literals import constant
+    from opgraph.ops.convolution import convolution_backprop_data
+    from opgraph.ops.elementwise import divide
+    from opgraph.ops.movement import broadcast
+
+    assert op.strides is not None and op.padding_below is not None
+    if x.tensor_type.size == 0:
+        return broadcast(constant(0, x.element_type), x.shape, tuple(range(x.rank)))
+    spatial, out = x.shape[2:], ct.shape[2:]
+    divisor = constant(op.divisor(spatial, out), x.element_type)
+    scaled = divide(ct, broadcast(divisor, ct.shape, (0, 1)))
+    channels = x.shape[1]
+    ones = broadcast(
+        constant(1, x.element_type), (channels, 1, *op.window_shape), tuple(range(x.rank))
+    )
+    above = [
+        (o - 1) * s + f - pb - d
+        for o, s, f, pb, d in zip(
+            out, op.strides, op.window_shape, op.padding_below, spatial, strict=True
+        )
+    ]
+    return convolution_backprop_data(
+        scaled,
+        ones,
+        strides=op.strides,
+        padding_below=op.padding_below,
+        padding_above=above,
+        groups=channels,
+    )

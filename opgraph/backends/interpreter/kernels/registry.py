@@ -18,7 +18,7 @@ KERNELS: Registry[type, Kernel] = Registry("interpreter kernel")
 
 def accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
     """The dtype reductions and contractions accumulate in: f32 for the 16-bit floats."""
-    return np.dtype(np.float32) if dtype.kind == "f" and dtype.itemsize < 4 else dtype
+    return np.dtype(np.float32) if is_float(dtype) and dtype.itemsize < 4 else dtype
 
 
 def is_float(dtype: np.dtype[Any]) -> bool:
