@@ -1,1 +1,3 @@
-"""Reference kernels for normalization ops."""
+"""No kernels: the normalization ops are lowered by the ``decompose`` pass before the
+interpreter runs (their decomposition is their specification; register a native kernel here
+to keep one)."""

@@ -1,1 +1,3 @@
-"""Reference kernels for resize ops."""
+"""No kernels: the resize ops are lowered by the ``decompose`` pass before the
+interpreter runs (their decomposition is their specification; register a native kernel here
+to keep one)."""
