@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,10 +23,17 @@ from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import Shape, normalize_axis
+from opgraph.core.shape import normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops import elementwise as ew
-from opgraph.ops.common import require_element_type, require_same_element_type
+from opgraph.ops.common import (
+    as_enum,
+    as_float,
+    as_number,
+    broadcasts_to,
+    require_element_type,
+    require_same_element_type,
+)
 from opgraph.ops.elementwise import (
     add,
     divide,
@@ -109,9 +116,7 @@ class Gelu(Activation):
     approximate: GeluApproximation = GeluApproximation.NONE
 
     def __post_init__(self) -> None:
-        set_attr(
-            self, "approximate", _as_choice(GeluApproximation, self.approximate, "approximate")
-        )
+        set_attr(self, "approximate", as_enum(GeluApproximation, self.approximate, "approximate"))
 
     def decompose(self, x: Output) -> Output:  # type: ignore[override]
         if self.approximate is GeluApproximation.TANH:
@@ -135,7 +140,7 @@ class Elu(Activation):
     alpha: float = 1.0
 
     def __post_init__(self) -> None:
-        set_attr(self, "alpha", _as_float(self.alpha, "alpha"))
+        set_attr(self, "alpha", as_float(self.alpha, "alpha"))
 
     def decompose(self, x: Output) -> Output:  # type: ignore[override]
         zero = scalar_like(0, x)
@@ -157,8 +162,8 @@ class Selu(Activation):
     gamma: float = 1.0507009873554805
 
     def __post_init__(self) -> None:
-        set_attr(self, "alpha", _as_float(self.alpha, "alpha"))
-        set_attr(self, "gamma", _as_float(self.gamma, "gamma"))
+        set_attr(self, "alpha", as_float(self.alpha, "alpha"))
+        set_attr(self, "gamma", as_float(self.gamma, "gamma"))
 
     def decompose(self, x: Output) -> Output:  # type: ignore[override]
         return multiply(scalar_like(self.gamma, x), elu(x, self.alpha))
@@ -177,7 +182,7 @@ class LeakyRelu(Activation):
     alpha: float = 0.01
 
     def __post_init__(self) -> None:
-        set_attr(self, "alpha", _as_float(self.alpha, "alpha"))
+        set_attr(self, "alpha", as_float(self.alpha, "alpha"))
 
     def decompose(self, x: Output) -> Output:  # type: ignore[override]
         return select(less(x, scalar_like(0, x)), multiply(x, scalar_like(self.alpha, x)), x)
@@ -206,7 +211,7 @@ class PRelu(Op):
         require_same_element_type((x, slope), "x and slope")
         if self.axis is None:
             require(
-                _broadcasts_to(slope.shape, x.shape),
+                broadcasts_to(slope.shape, x.shape),
                 f"slope shape {list(slope.shape)} does not broadcast to x shape "
                 f"{list(x.shape)} (for one slope per channel pass axis=1)",
             )
@@ -248,8 +253,8 @@ class HardSigmoid(Activation):
     beta: float = 0.5
 
     def __post_init__(self) -> None:
-        set_attr(self, "alpha", _as_float(self.alpha, "alpha"))
-        set_attr(self, "beta", _as_float(self.beta, "beta"))
+        set_attr(self, "alpha", as_float(self.alpha, "alpha"))
+        set_attr(self, "beta", as_float(self.beta, "beta"))
 
     def decompose(self, x: Output) -> Output:  # type: ignore[override]
         line = add(multiply(x, scalar_like(self.alpha, x)), scalar_like(self.beta, x))
@@ -363,7 +368,7 @@ class Clamp(Activation):
 def _as_bound(value: Any, what: str) -> float | int | None:
     if value is None:
         return None
-    number = _as_number(value, what)
+    number = as_number(value, what)
     if math.isnan(number):
         raise OpTypeError(f"{what} must not be NaN")
     return number
@@ -426,39 +431,3 @@ class SquaredDifference(Op):
 def squared_difference(a: Output, b: Output) -> Output:
     """``(a - b)²``, ``a`` and ``b`` broadcast NumPy-style."""
     return SquaredDifference()(a, b)
-
-
-# ------------------------------------------------- helpers shared by the framework families
-EnumT = TypeVar("EnumT", bound=enum.Enum)
-
-
-def _as_choice(cls: type[EnumT], value: Any, what: str) -> EnumT:
-    """An enum attribute from a member or its documented lower-case string value."""
-    try:
-        return cls(value)
-    except ValueError:
-        choices = ", ".join(repr(m.value) for m in cls)
-        raise OpTypeError(f"{what} must be one of {choices}, got {value!r}") from None
-
-
-def _as_number(value: Any, what: str) -> float | int:
-    """A Python int or float (numpy scalars accepted, bools rejected)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
-        raise OpTypeError(f"{what} must be a number, got {value!r}")
-    return int(value) if isinstance(value, int | np.integer) else float(value)
-
-
-def _as_float(value: Any, what: str) -> float:
-    return float(_as_number(value, what))
-
-
-def _as_bool(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise OpTypeError(f"{what} must be a bool, got {value!r}")
-    return value
-
-
-def _broadcasts_to(shape: Shape, target: Shape) -> bool:
-    """True when ``shape`` broadcasts unidirectionally (NumPy rules) to ``target``."""
-    offset = len(target) - len(shape)
-    return offset >= 0 and all(d in (1, target[offset + i]) for i, d in enumerate(shape))

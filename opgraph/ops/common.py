@@ -6,8 +6,11 @@ import enum
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
+from opgraph.core.shape import Shape
 from opgraph.core.tensor_type import TensorType
 
 
@@ -55,11 +58,39 @@ def require_min_rank(t: TensorType, rank: int, what: str = "input") -> None:
 EnumT = TypeVar("EnumT", bound=enum.Enum)
 
 
+# ------------------------------------------------------------- attribute normalisation
 def as_enum(cls: type[EnumT], value: Any, what: str) -> EnumT:
-    """An enum attribute from a member or its lower-case name."""
+    """An enum attribute from a member, its string value, or its name in any case."""
     if isinstance(value, cls):
         return value
-    names = {member.name.lower(): member for member in cls}
-    if isinstance(value, str) and value in names:
-        return names[value]
-    raise OpTypeError(f"{what} {value!r} is not one of {', '.join(names)}")
+    if isinstance(value, str):
+        for member in cls:
+            if value == member.value or value.lower() == member.name.lower():
+                return member
+    names = ", ".join(repr(m.value if isinstance(m.value, str) else m.name.lower()) for m in cls)
+    raise OpTypeError(f"{what} must be one of {names} (or a {cls.__name__} member), got {value!r}")
+
+
+def as_number(value: Any, what: str) -> float | int:
+    """A Python int or float (numpy scalars accepted, bools rejected)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        raise OpTypeError(f"{what} must be a number, got {value!r}")
+    return int(value) if isinstance(value, int | np.integer) else float(value)
+
+
+def as_float(value: Any, what: str) -> float:
+    """A number attribute as a Python float."""
+    return float(as_number(value, what))
+
+
+def as_bool(value: Any, what: str) -> bool:
+    """A flag: a bool, or the ints 0 and 1 (as ONNX attributes spell flags)."""
+    if isinstance(value, bool | np.bool_) or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise OpTypeError(f"{what} must be a bool, got {value!r}")
+
+
+def broadcasts_to(shape: Shape, target: Shape) -> bool:
+    """True when ``shape`` broadcasts unidirectionally (NumPy rules) to ``target``."""
+    offset = len(target) - len(shape)
+    return offset >= 0 and all(d in (1, target[offset + i]) for i, d in enumerate(shape))

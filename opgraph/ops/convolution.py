@@ -27,7 +27,7 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, as_int_tuple
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.common import require_element_type, require_same_element_type
+from opgraph.ops.common import as_enum, require_element_type, require_same_element_type
 
 __all__ = [
     "AutoPad",
@@ -57,16 +57,6 @@ class AutoPad(enum.Enum):
     SAME_UPPER = "same_upper"
     SAME_LOWER = "same_lower"
     VALID = "valid"
-
-
-def _as_enum(value: Any, cls: type[enum.Enum], what: str) -> Any:
-    """``value`` as a member of ``cls``: a member, or a member's name in lower (or upper) case."""
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, str) and value.upper() in cls.__members__:
-        return cls.__members__[value.upper()]
-    names = ", ".join(repr(m.name.lower()) for m in cls)
-    raise OpTypeError(f"{what} must be one of {names} (or a {cls.__name__} member), got {value!r}")
 
 
 def _optional_ints(value: Any, what: str) -> Ints | None:
@@ -207,7 +197,7 @@ class Convolution(ConvolutionBase):
 
     def __post_init__(self) -> None:
         self._normalise("strides", "dilations", "padding_below", "padding_above", "data_dilations")
-        set_attr(self, "auto_pad", _as_enum(self.auto_pad, AutoPad, "auto_pad"))
+        set_attr(self, "auto_pad", as_enum(AutoPad, self.auto_pad, "auto_pad"))
 
     def canonicalize(self, x: TensorType, w: TensorType) -> Convolution:
         k = _spatial_rank(x)

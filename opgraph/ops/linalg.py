@@ -17,8 +17,14 @@ from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import Shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops import movement
-from opgraph.ops.activation import _as_bool, _as_float, _broadcasts_to
-from opgraph.ops.common import require_element_type, require_rank, require_same_element_type
+from opgraph.ops.common import (
+    as_bool,
+    as_float,
+    broadcasts_to,
+    require_element_type,
+    require_rank,
+    require_same_element_type,
+)
 from opgraph.ops.elementwise import add, multiply
 from opgraph.ops.movement import concat, reshape, transpose
 from opgraph.ops.reduction import reduce_sum
@@ -282,10 +288,10 @@ class Gemm(Op):
     trans_b: bool = False
 
     def __post_init__(self) -> None:
-        set_attr(self, "alpha", _as_float(self.alpha, "alpha"))
-        set_attr(self, "beta", _as_float(self.beta, "beta"))
-        set_attr(self, "trans_a", _as_bool(self.trans_a, "trans_a"))
-        set_attr(self, "trans_b", _as_bool(self.trans_b, "trans_b"))
+        set_attr(self, "alpha", as_float(self.alpha, "alpha"))
+        set_attr(self, "beta", as_float(self.beta, "beta"))
+        set_attr(self, "trans_a", as_bool(self.trans_a, "trans_a"))
+        set_attr(self, "trans_b", as_bool(self.trans_b, "trans_b"))
 
     def canonicalize(self, *inputs: TensorType) -> Gemm:
         require(len(inputs) in (2, 3), f"expected 2 or 3 inputs (a, b[, c]), got {len(inputs)}")
@@ -303,7 +309,7 @@ class Gemm(Op):
         if len(inputs) == 3:
             c = inputs[2]
             require(
-                _broadcasts_to(c.shape, (m, n)),
+                broadcasts_to(c.shape, (m, n)),
                 f"c shape {list(c.shape)} does not broadcast to the product shape [{m}, {n}]",
             )
         if a.element_type.is_integral:

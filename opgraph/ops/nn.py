@@ -13,7 +13,12 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.common import require_element_type, require_min_rank, require_same_element_type
+from opgraph.ops.common import (
+    as_float,
+    require_element_type,
+    require_min_rank,
+    require_same_element_type,
+)
 
 __all__ = [
     "SoftmaxBase",
@@ -29,13 +34,6 @@ __all__ = [
     "LRN",
     "lrn",
 ]
-
-
-def _as_float(value: Any, what: str) -> float:
-    """An attribute as a Python float (ints accepted; bools and other types rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise OpTypeError(f"{what} must be a number, got {value!r}")
-    return float(value)
 
 
 # ---------------------------------------------------------------------------------- softmax
@@ -148,7 +146,7 @@ class BatchNormBase(Op):
     epsilon: float
 
     def __post_init__(self) -> None:
-        epsilon = _as_float(self.epsilon, "epsilon")
+        epsilon = as_float(self.epsilon, "epsilon")
         if not epsilon >= 0 or math.isinf(epsilon):
             raise OpTypeError(f"epsilon must be finite and >= 0, got {epsilon!r}")
         set_attr(self, "epsilon", epsilon)
@@ -349,7 +347,7 @@ class LRN(Op):
 
     def __post_init__(self) -> None:
         for name in ("alpha", "beta", "bias"):
-            set_attr(self, name, _as_float(getattr(self, name), name))
+            set_attr(self, name, as_float(getattr(self, name), name))
         set_attr(self, "size", as_int(self.size, "size"))
 
     def window(self) -> tuple[int, int]:

@@ -19,8 +19,12 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.activation import _as_float
-from opgraph.ops.common import require_element_type, require_min_rank, require_same_element_type
+from opgraph.ops.common import (
+    as_float,
+    require_element_type,
+    require_min_rank,
+    require_same_element_type,
+)
 from opgraph.ops.conversion import convert
 from opgraph.ops.elementwise import add, divide, multiply, sqrt, subtract
 from opgraph.ops.movement import broadcast, reshape
@@ -37,7 +41,7 @@ __all__ = [
 
 
 def _as_epsilon(value: Any) -> float:
-    epsilon = _as_float(value, "epsilon")
+    epsilon = as_float(value, "epsilon")
     if not epsilon >= 0:
         raise OpTypeError(f"epsilon must be >= 0, got {epsilon!r}")
     return epsilon

@@ -29,10 +29,9 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int_tuple
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.common import require_element_type, require_same_element_type
+from opgraph.ops.common import as_bool, as_enum, require_element_type, require_same_element_type
 from opgraph.ops.convolution import (
     AutoPad,
-    _as_enum,
     _check_per_axis,
     _optional_ints,
     _resolve_padding,
@@ -53,13 +52,6 @@ __all__ = [
 ]
 
 Ints = tuple[int, ...]
-
-
-def _as_bool(value: Any, what: str) -> bool:
-    """A flag: a bool, or the ints 0 and 1 (as ONNX attributes spell flags)."""
-    if isinstance(value, bool | np.bool_) or (isinstance(value, int) and value in (0, 1)):
-        return bool(value)
-    raise OpTypeError(f"{what} must be a bool, got {value!r}")
 
 
 def _pool_output_size(
@@ -110,8 +102,8 @@ class Pool(Op):
         set_attr(self, "window_shape", as_int_tuple(self.window_shape, "window_shape"))
         for name in ("strides", "padding_below", "padding_above"):
             set_attr(self, name, _optional_ints(getattr(self, name), name))
-        set_attr(self, "ceil_mode", _as_bool(self.ceil_mode, "ceil_mode"))
-        set_attr(self, "auto_pad", _as_enum(self.auto_pad, AutoPad, "auto_pad"))
+        set_attr(self, "ceil_mode", as_bool(self.ceil_mode, "ceil_mode"))
+        set_attr(self, "auto_pad", as_enum(AutoPad, self.auto_pad, "auto_pad"))
 
     def window_dilations(self, k: int) -> Ints:
         """Window dilation per axis (ones unless the op has a ``dilations`` attribute)."""
@@ -207,7 +199,7 @@ class AvgPool(Pool):
 
     def __post_init__(self) -> None:
         Pool.__post_init__(self)
-        set_attr(self, "include_padding", _as_bool(self.include_padding, "include_padding"))
+        set_attr(self, "include_padding", as_bool(self.include_padding, "include_padding"))
 
     def counts_padding(self) -> bool:
         return self.include_padding

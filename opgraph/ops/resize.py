@@ -34,8 +34,7 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import Shape, as_shape
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.activation import _as_choice, _as_float
-from opgraph.ops.common import require_element_type
+from opgraph.ops.common import as_enum, as_float, require_element_type
 from opgraph.ops.elementwise import add, multiply
 from opgraph.ops.indexing import gather
 from opgraph.ops.movement import broadcast
@@ -105,14 +104,14 @@ class Resize(Op):
             set_attr(self, "output_shape", as_shape(self.output_shape, "output_shape"))
         if self.scales is not None:
             set_attr(self, "scales", _as_scales(self.scales))
-        set_attr(self, "mode", _as_choice(ResizeMode, self.mode, "mode"))
-        transformation = _as_choice(
+        set_attr(self, "mode", as_enum(ResizeMode, self.mode, "mode"))
+        transformation = as_enum(
             CoordinateTransformation,
             self.coordinate_transformation_mode,
             "coordinate_transformation_mode",
         )
         set_attr(self, "coordinate_transformation_mode", transformation)
-        set_attr(self, "nearest_mode", _as_choice(NearestMode, self.nearest_mode, "nearest_mode"))
+        set_attr(self, "nearest_mode", as_enum(NearestMode, self.nearest_mode, "nearest_mode"))
 
     def canonicalize(self, x: TensorType) -> Resize:
         for name, values in (("output_shape", self.output_shape), ("scales", self.scales)):
@@ -164,7 +163,7 @@ def _as_scales(values: Any) -> tuple[float, ...]:
         items = list(values)
     except TypeError:
         raise OpTypeError(f"scales must be a sequence of numbers, got {values!r}") from None
-    scales = tuple(_as_float(v, f"scales[{i}]") for i, v in enumerate(items))
+    scales = tuple(as_float(v, f"scales[{i}]") for i, v in enumerate(items))
     for i, s in enumerate(scales):
         if not (s >= 0 and math.isfinite(s)):
             raise OpTypeError(f"scales[{i}] must be a finite number >= 0, got {s!r}")

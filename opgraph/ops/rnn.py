@@ -27,8 +27,13 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops import activation as act
-from opgraph.ops.activation import _as_bool, _as_choice, _as_float
-from opgraph.ops.common import require_element_type, require_same_element_type
+from opgraph.ops.common import (
+    as_bool,
+    as_enum,
+    as_float,
+    require_element_type,
+    require_same_element_type,
+)
 from opgraph.ops.elementwise import add, greater, multiply, relu, select, sigmoid, subtract, tanh
 from opgraph.ops.linalg import dot
 from opgraph.ops.movement import broadcast, slice, transpose  # noqa: A004
@@ -98,7 +103,7 @@ def _parameters(
     function takes no such parameter (so equal cells compare equal)."""
     if given is None:
         return tuple(_DEFAULTS.get(f, (0.0, 0.0))[index] for f in functions)
-    values = tuple(_as_float(v, f"{what}[{i}]") for i, v in enumerate(given))
+    values = tuple(as_float(v, f"{what}[{i}]") for i, v in enumerate(given))
     if len(values) != len(functions):
         raise OpTypeError(
             f"{what} has {len(values)} values for {len(functions)} activations; give one per "
@@ -123,7 +128,7 @@ class RecurrentCell(Op):
         given = self.activations if self.activations is not None else self.defaults
         if isinstance(given, str | RnnActivation):
             given = (given,)
-        functions = tuple(_as_choice(RnnActivation, f, "activation") for f in given)
+        functions = tuple(as_enum(RnnActivation, f, "activation") for f in given)
         if len(functions) != len(self.defaults):
             raise OpTypeError(
                 f"activations {tuple(f.value for f in functions)} has {len(functions)} "
@@ -141,7 +146,7 @@ class RecurrentCell(Op):
             _parameters(functions, self.activation_beta, "activation_beta", 1),
         )
         if self.clip is not None:
-            clip = _as_float(self.clip, "clip")
+            clip = as_float(self.clip, "clip")
             if not clip > 0:
                 raise OpTypeError(f"clip must be > 0, got {clip!r}")
             set_attr(self, "clip", clip)
@@ -332,7 +337,7 @@ class GRUCell(RecurrentCell):
     def __post_init__(self) -> None:
         RecurrentCell.__post_init__(self)
         set_attr(
-            self, "linear_before_reset", _as_bool(self.linear_before_reset, "linear_before_reset")
+            self, "linear_before_reset", as_bool(self.linear_before_reset, "linear_before_reset")
         )
 
     def canonicalize(self, *inputs: TensorType) -> GRUCell:

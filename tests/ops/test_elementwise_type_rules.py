@@ -29,6 +29,7 @@ ACCEPTED = [
     ("round_default", lambda: ops.round(p(())), "f32[]"),
     ("round_mode_name", lambda: ops.round(p((2,)), "half_away_from_zero"), "f32[2]"),
     ("round_mode_enum", lambda: ops.round(p((2,)), ops.RoundMode.HALF_TO_EVEN), "f32[2]"),
+    ("round_mode_member_name", lambda: ops.round(p((2,)), "HALF_TO_EVEN"), "f32[2]"),
     ("round_uint", lambda: ops.round(p((2,), og.u16)), "u16[2]"),
     ("sign_uint", lambda: ops.sign(p((2,), og.u8)), "u8[2]"),
     ("reciprocal", lambda: ops.reciprocal(p((2,), og.f64)), "f64[2]"),
@@ -86,10 +87,9 @@ ERRORS = [
     (
         "round_mode",
         lambda: ops.round(p((2,)), "half_up"),
-        "Round: mode 'half_up' is not one of half_to_even, half_away_from_zero",
+        "Round: mode must be one of 'half_to_even', 'half_away_from_zero' (or a RoundMode member), got 'half_up'",
     ),
-    ("round_mode_upper_case", lambda: ops.round(p((2,)), "HALF_TO_EVEN"), "is not one of"),
-    ("sign_bool", lambda: ops.sign(p((2,), og.boolean)), "Sign: input element type boolean"),
+        ("sign_bool", lambda: ops.sign(p((2,), og.boolean)), "Sign: input element type boolean"),
     ("is_nan_int", lambda: ops.is_nan(p((2,), og.i32)), "IsNaN: input element type i32"),
     ("is_inf_bool", lambda: ops.is_inf(p((2,), og.boolean)), "IsInf: input element type boolean"),
     ("is_finite_int", lambda: ops.is_finite(p((2,), og.u8)), "IsFinite: input element type u8"),
@@ -162,7 +162,7 @@ ERRORS = [
     (
         "shift_direction",
         lambda: bw.BitShift("up"),
-        "BitShift: direction 'up' is not one of left, right",
+        "BitShift: direction must be one of 'left', 'right' (or a ShiftDirection member), got 'up'",
     ),
     *(
         (f"{f.__name__}_int", lambda f=f: f(p((2,), og.i32)), "input element type i32")

@@ -169,7 +169,7 @@ ERRORS = [
         "alpha 0.5 must be integral for element type i32",
     ),
     ("gemm_alpha_type", lambda: ops.gemm(p(2, 2), p(2, 2), alpha="2"), "alpha must be a number"),
-    ("gemm_trans_type", lambda: ops.gemm(p(2, 2), p(2, 2), trans_a=1), "trans_a must be a bool"),
+    ("gemm_trans_type", lambda: ops.gemm(p(2, 2), p(2, 2), trans_a=2), "trans_a must be a bool"),
     # activation
     (
         "gelu_int",
@@ -179,7 +179,7 @@ ERRORS = [
     (
         "gelu_mode",
         lambda: ops.gelu(p(2), "erf"),
-        "approximate must be one of 'none', 'tanh', got 'erf'",
+        "approximate must be one of 'none', 'tanh' (or a GeluApproximation member), got 'erf'",
     ),
     ("elu_alpha", lambda: ops.elu(p(2), alpha=True), "Elu: alpha must be a number"),
     (
@@ -329,7 +329,7 @@ ERRORS = [
     ),
     (
         "gru_reset_flag",
-        lambda: ops.gru_cell(p(B, IN), p(B, H), p(3 * H, IN), p(3 * H, H), linear_before_reset=1),
+        lambda: ops.gru_cell(p(B, IN), p(B, H), p(3 * H, IN), p(3 * H, H), linear_before_reset=2),
         "linear_before_reset must be a bool",
     ),
     (
@@ -349,7 +349,7 @@ ERRORS = [
     (
         "resize_mode",
         lambda: ops.resize(p(2), (3,), mode="cubic"),
-        "mode must be one of 'nearest', 'linear', got 'cubic'",
+        "mode must be one of 'nearest', 'linear' (or a ResizeMode member), got 'cubic'",
     ),
     (
         "resize_linear_int",

@@ -174,7 +174,7 @@ ERRORS = [
     (
         "scatter_elements_reduction_unknown",
         lambda: ops.scatter_elements(p((3,)), i64((2,)), p((2,)), 0, "sum"),
-        "ScatterElements: reduction 'sum' is not one of none, add, mul, max, min",
+        "ScatterElements: reduction must be one of 'none', 'add', 'mul', 'max', 'min' (or a ScatterReduction member), got 'sum'",
     ),
     (
         "scatter_elements_indices_type",

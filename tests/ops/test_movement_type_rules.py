@@ -18,6 +18,7 @@ def types(outputs):
 
 
 ACCEPTED = [
+    ("pad_mode_member_name", lambda: ops.pad(p((2,)), (1,), (1,), "EDGE"), "f32[4]"),
     ("pad", lambda: ops.pad(p((2, 3)), (1, 0), (2, 1)), "f32[5,4]"),
     ("pad_crop", lambda: ops.pad(p((6,)), (4,), (-2,)), "f32[8]"),
     ("pad_crop_all", lambda: ops.pad(p((3,)), (-2,), (-1,)), "f32[0]"),
@@ -134,9 +135,8 @@ ERRORS = [
     (
         "pad_mode_unknown",
         lambda: ops.pad(p((2,)), (1,), (1,), "wrap"),
-        "Pad: mode 'wrap' is not one of constant, edge, reflect, symmetric",
+        "Pad: mode must be one of 'constant', 'edge', 'reflect', 'symmetric' (or a PadMode member), got 'wrap'",
     ),
-    ("pad_mode_upper_case", lambda: ops.pad(p((2,)), (1,), (1,), "EDGE"), "mode 'EDGE' is not"),
     (
         "pad_value_out_of_range",
         lambda: ops.pad(p((2,), og.u8), (1,), (1,), value=300),
@@ -245,7 +245,7 @@ ERRORS = [
     (
         "depth_to_space_mode",
         lambda: ops.depth_to_space(p((1, 4, 2, 2)), 2, "dcr"),
-        "mode 'dcr' is not one of blocks_first, depth_first",
+        "mode must be one of 'blocks_first', 'depth_first' (or a BlockMode member), got 'dcr'",
     ),
     (
         "space_to_depth_spatial",

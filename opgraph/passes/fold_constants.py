@@ -1,0 +1,134 @@
+"""Constant folding: evaluate ops whose inputs are all constant with the reference kernels."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.core.errors import GraphError, OpgraphError, OpTypeError
+from opgraph.core.function import Function
+from opgraph.core.literals import Constant, Parameter
+from opgraph.core.node import Node, Output
+from opgraph.core.tensor_type import TensorType
+from opgraph.ops.elementwise import BinaryElementwise, Select, UnaryElementwise
+from opgraph.ops.movement import Broadcast
+from opgraph.passes._rewrite_nodes import rewrite_nodes
+from opgraph.pattern.pattern import constant_value
+
+__all__ = ["DEFAULT_MAX_ELEMENTS", "fold_constants"]
+
+#: Folding never materializes a constant with more elements than this by default (4 MiB of
+#: f32): a Broadcast of a scalar to 4096x4096 stays a Broadcast.
+DEFAULT_MAX_ELEMENTS = 1 << 20
+
+#: Ops that compute element ``i`` of the output from element ``i`` of each input: folding them
+#: on broadcast constants can work on the small sources and broadcast the result.
+_ELEMENTWISE = (UnaryElementwise, BinaryElementwise, Select)
+
+
+def fold_constants(fn: Function, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Function:
+    """Replace every op whose inputs are all constant by a Constant of its value.
+
+    "Constant" inputs are Constants and Broadcasts of Constants (how ``x * 0.5`` spells a
+    scalar). A Broadcast of a constant is itself kept as it is — it is the compact form — and an
+    elementwise op whose inputs are equal Broadcasts is folded on the broadcast sources and
+    broadcast again, so scalars stay scalars. Values are computed by the interpreter's reference
+    kernels (``KERNELS``), so a folded graph computes bit-for-bit what the unfolded graph
+    computes on the INTERPRETER.
+
+    Needs: nothing. Guarantees: no op with a reference kernel has only constant inputs unless
+    its result would have more than ``max_elements`` elements, or its kernel fails on those
+    inputs (e.g. an integer division by zero, left to raise at run time); numerics unchanged.
+
+    Args:
+        fn: the Function (not modified).
+        max_elements: the largest constant, in elements, folding may create.
+
+    Returns:
+        The folded Function (``fn`` itself when nothing folds).
+
+    Raises:
+        GraphError: ``max_elements`` is not a non-negative int.
+        OpTypeError: a user of a folded value rejects it (an integer division by a divisor that
+            folds to a constant holding 0): the graph would fail at every run.
+    """
+    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
+        raise GraphError(
+            f"fold_constants: max_elements must be a non-negative int, got {max_elements!r}"
+        )
+    try:
+        return rewrite_nodes(fn, functools.partial(_fold, max_elements))
+    except OpTypeError as error:
+        # Some type rules look at constant values (an integer divisor holding 0): a value
+        # folding made constant can fail one. The graph would fail at every run anyway.
+        error.add_note(f"fold_constants: a folded constant was rejected by its user in {fn.name}")
+        raise
+
+
+def _fold(max_elements: int, node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+    op = node.op
+    if isinstance(op, Parameter | Constant | Broadcast):
+        return None
+    from opgraph.backends.interpreter.kernels import KERNELS  # the kernels import the passes
+
+    kernel = KERNELS.get(type(op))
+    if kernel is None:
+        return None
+    arrays = [constant_value(i) for i in inputs]
+    if any(a is None for a in arrays):
+        return None
+    if isinstance(op, _ELEMENTWISE):
+        folded = _fold_broadcast_sources(node, inputs, kernel, max_elements)
+        if folded is not None:
+            return folded
+    if any(_elements(t) > max_elements for t in node.output_types):
+        return None
+    values = _run(kernel, op, arrays)
+    if values is None:
+        return None
+    return [_constant(v, t, node) for v, t in zip(values, node.output_types, strict=True)]
+
+
+def _fold_broadcast_sources(
+    node: Node, inputs: tuple[Output, ...], kernel: Any, max_elements: int
+) -> Sequence[Output] | None:
+    """``f(broadcast(a), broadcast(b))`` as ``broadcast(f(a, b))`` when the broadcasts agree."""
+    ops = {i.op for i in inputs}
+    if len(ops) != 1 or not all(isinstance(i.op, Broadcast) for i in inputs):
+        return None
+    (broadcast,) = ops
+    sources = [i.node.inputs[0] for i in inputs]
+    source_type = sources[0].tensor_type
+    if _elements(source_type) > max_elements:
+        return None
+    arrays = [constant_value(s) for s in sources]
+    values = _run(kernel, node.op, arrays)
+    if values is None:
+        return None
+    result_type = node.output_types[0]
+    assert isinstance(result_type, TensorType)
+    folded = _constant(values[0], TensorType(result_type.element_type, source_type.shape), node)
+    return [broadcast.build(folded, name=node.name, provenance=node.provenance).outputs[0]]
+
+
+def _run(kernel: Any, op: Any, arrays: Sequence[Any]) -> list[np.ndarray] | None:
+    try:
+        with np.errstate(all="ignore"):
+            raw = kernel(op, *arrays)  # broadcast views are read, never copied
+    except (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError):
+        return None  # e.g. an integer division by zero: leave it to fail at run time
+    return [np.asarray(r) for r in (raw if isinstance(raw, tuple | list) else (raw,))]
+
+
+def _constant(value: np.ndarray, t: Any, node: Node) -> Output:
+    assert isinstance(t, TensorType)
+    built = Constant(t.element_type, t.shape, value).build(provenance=node.provenance)
+    return built.outputs[0]
+
+
+def _elements(t: Any) -> int:
+    return math.prod(t.shape) if isinstance(t, TensorType) else 0

@@ -1,0 +1,235 @@
+"""Static memory planning: one arena for every temporary value of a Function.
+
+nGraph's ``MemoryLayout`` as a pure function. Walking the nodes in order, each node's new
+temporaries are allocated (first fit, sizes rounded up to the alignment), then the temporaries
+that die after it are freed, and freed neighbours coalesce. Where an op declares that its
+kernel may write an output over an input (:data:`IN_PLACE`), and that input dies at this node
+and has the same byte size, the output takes the input's block instead of a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from opgraph.core.errors import GraphError
+from opgraph.core.function import Function
+from opgraph.core.node import Node, Output
+from opgraph.core.op import Op
+from opgraph.core.registry import Registry
+from opgraph.core.tensor_type import TupleType
+from opgraph.ops.activation import Activation
+from opgraph.ops.conversion import Convert
+from opgraph.ops.elementwise import BinaryElementwise, Select, UnaryElementwise
+from opgraph.passes.liveness import Liveness, liveness
+
+__all__ = ["IN_PLACE", "InPlaceRule", "MemoryPlan", "in_place_pairs", "plan_memory"]
+
+#: ``(output index, input index)`` pairs: the output may be written over that input, tried in
+#: order.
+InPlacePairs = tuple[tuple[int, int], ...]
+
+#: A backend's own in-place declaration: the pairs for one node.
+InPlaceRule = Callable[[Node], Sequence[tuple[int, int]]]
+
+#: Which outputs of an op class's kernels may overwrite which inputs. Looked up along the class's
+#: MRO, so a family base covers its members. Elementwise kernels read element ``i`` of each
+#: input before writing element ``i`` of the output, so sharing the buffer is safe.
+IN_PLACE: Registry[type, InPlacePairs] = Registry("in-place declaration")
+IN_PLACE.add(UnaryElementwise, ((0, 0),))
+IN_PLACE.add(BinaryElementwise, ((0, 0), (0, 1)))
+IN_PLACE.add(Select, ((0, 1), (0, 2)))
+IN_PLACE.add(Activation, ((0, 0),))
+IN_PLACE.add(Convert, ((0, 0),))  # only ever taken with equal byte sizes: equal item sizes
+
+
+def in_place_pairs(node: Node) -> InPlacePairs:
+    """The ``(output, input)`` pairs the default declarations (:data:`IN_PLACE`) allow for
+    ``node``'s op, most specific class first; ``()`` when none."""
+    for cls in type(node.op).__mro__:
+        if cls is Op:
+            break
+        pairs = IN_PLACE.get(cls)
+        if pairs is not None:
+            return pairs
+    return ()
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Where every temporary value lives in one arena.
+
+    Attributes:
+        offsets: byte offset of each temporary in the arena (a multiple of ``alignment``).
+        sizes: each temporary's size in bytes (exact; its block is rounded up to the alignment).
+        peak: the arena size in bytes (high-water mark).
+        alignment: the alignment the plan was made with.
+        in_place: outputs that reuse an input's block, mapped to that input.
+        liveness: the analysis the plan was made from.
+    """
+
+    offsets: Mapping[Output, int]
+    sizes: Mapping[Output, int]
+    peak: int
+    alignment: int
+    in_place: Mapping[Output, Output]
+    liveness: Liveness
+
+
+class _Arena:
+    """First-fit allocator over a growable list of ``[offset, size, free]`` blocks."""
+
+    def __init__(self) -> None:
+        self.blocks: list[list[int]] = []  # [offset, size, free (0/1)], sorted by offset
+        self.peak = 0
+
+    def allocate(self, size: int) -> int:
+        for i, (offset, block_size, free) in enumerate(self.blocks):
+            if free and block_size >= size:
+                if block_size > size:
+                    self.blocks.insert(i + 1, [offset + size, block_size - size, 1])
+                self.blocks[i] = [offset, size, 0]
+                return offset
+        if self.blocks and self.blocks[-1][2]:
+            # The free tail grows to the size needed instead of leaving a hole before a new
+            # block.
+            offset = self.blocks[-1][0]
+            self.blocks[-1] = [offset, size, 0]
+        else:
+            offset = self.blocks[-1][0] + self.blocks[-1][1] if self.blocks else 0
+            self.blocks.append([offset, size, 0])
+        self.peak = max(self.peak, offset + size)
+        return offset
+
+    def free(self, offset: int) -> None:
+        i = next(k for k, block in enumerate(self.blocks) if block[0] == offset and not block[2])
+        self.blocks[i][2] = 1
+        if i + 1 < len(self.blocks) and self.blocks[i + 1][2]:
+            self.blocks[i][1] += self.blocks.pop(i + 1)[1]
+        if i > 0 and self.blocks[i - 1][2]:
+            self.blocks[i - 1][1] += self.blocks.pop(i)[1]
+
+
+def plan_memory(
+    fn: Function,
+    alignment: int = 64,
+    in_place: bool | InPlaceRule = True,
+    live: Liveness | None = None,
+) -> MemoryPlan:
+    """Assign every temporary of ``fn`` an offset in one arena.
+
+    Needs: no tuple-typed values (run ``unbox_tuples``) — every temporary must be a tensor.
+    Guarantees: two temporaries that are live at the same time never overlap, except an output
+    written in place over an input that dies at its node (recorded in ``in_place``); offsets
+    are multiples of ``alignment``; ``peak`` is at most the sum of the rounded sizes.
+    Parameters, constants and results are not planned (see :func:`liveness`).
+
+    Args:
+        fn: the Function (not changed).
+        alignment: block alignment in bytes, a positive power of two.
+        in_place: True for the default declarations (:data:`IN_PLACE`), False for none, or a
+            callable giving ``(output index, input index)`` pairs for a node (for a backend's
+            own kernels).
+        live: a precomputed :func:`liveness` of ``fn``, to avoid recomputing it.
+
+    Returns:
+        A frozen :class:`MemoryPlan`.
+
+    Raises:
+        GraphError: bad alignment, or a temporary is tuple-typed.
+    """
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
+        raise GraphError(f"plan_memory: alignment must be a positive int, got {alignment!r}")
+    if alignment & (alignment - 1):
+        raise GraphError(f"plan_memory: alignment must be a power of two, got {alignment}")
+    live = live if live is not None else liveness(fn)
+    rule = _rule(in_place)
+    sizes = {v: _nbytes(v, fn) for v in live.temporaries}
+    arena = _Arena()
+    offsets: dict[Output, int] = {}
+    shared: dict[Output, Output] = {}
+    for node in live.order:
+        taken = _place_outputs(node, live, rule, sizes, offsets, shared, arena, alignment)
+        for value in live.dying[node]:
+            if value not in taken and sizes[value] > 0:
+                arena.free(offsets[value])
+    return MemoryPlan(
+        offsets=MappingProxyType(offsets),
+        sizes=MappingProxyType(sizes),
+        peak=arena.peak,
+        alignment=alignment,
+        in_place=MappingProxyType(shared),
+        liveness=live,
+    )
+
+
+def _place_outputs(
+    node: Node,
+    live: Liveness,
+    rule: InPlaceRule,
+    sizes: dict[Output, int],
+    offsets: dict[Output, int],
+    shared: dict[Output, Output],
+    arena: _Arena,
+    alignment: int,
+) -> set[Output]:
+    """Give ``node``'s new temporaries their offsets; return the inputs taken over in place."""
+    taken: set[Output] = set()
+    born = live.born[node]
+    pairs = rule(node) if born else ()
+    for out in born:
+        source = _in_place_source(node, out, pairs, live, sizes, taken)
+        if source is not None:
+            offsets[out] = offsets[source]
+            shared[out] = source
+            taken.add(source)
+        elif sizes[out] == 0:
+            offsets[out] = 0  # no bytes: nothing to place, nothing can overlap it
+        else:
+            offsets[out] = arena.allocate(-(-sizes[out] // alignment) * alignment)
+    return taken
+
+
+def _in_place_source(
+    node: Node,
+    out: Output,
+    pairs: Sequence[tuple[int, int]],
+    live: Liveness,
+    sizes: dict[Output, int],
+    taken: set[Output],
+) -> Output | None:
+    for output_index, input_index in pairs:
+        if output_index != out.index or not 0 <= input_index < len(node.inputs):
+            continue
+        candidate = node.inputs[input_index]
+        if (
+            candidate in live.dying[node]
+            and candidate not in taken
+            and candidate.node is not node
+            and sizes.get(candidate, -1) == sizes[out] > 0
+        ):
+            return candidate
+    return None
+
+
+def _rule(in_place: bool | InPlaceRule) -> InPlaceRule:
+    if in_place is True:
+        return in_place_pairs
+    if in_place is False:
+        return lambda node: ()
+    if callable(in_place):
+        return in_place
+    raise GraphError(
+        f"plan_memory: in_place must be True, False or a callable(node) -> pairs, "
+        f"got {type(in_place).__name__}"
+    )
+
+
+def _nbytes(value: Output, fn: Function) -> int:
+    if isinstance(value.type, TupleType):
+        raise GraphError(
+            f"plan_memory: {fn.name} has a tuple-typed value {value.type} made by "
+            f"{value.node.op.name} (built at {value.node.provenance}); run unbox_tuples first"
+        )
+    return value.tensor_type.nbytes
