@@ -11,7 +11,7 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
 """
 
 from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
-from opgraph import builders, ops, passes
+from opgraph import autodiff, builders, ops, passes, pattern
 from opgraph.core import element_type as element
 from opgraph.core.element_type import (
     ElementType,
@@ -56,6 +56,7 @@ from opgraph.runtime.backend import (
     register_backend,
 )
 from opgraph.runtime.tensor import Tensor
+from opgraph.visualize import visualize
 
 __version__ = "0.1.0"
 
@@ -82,6 +83,7 @@ __all__ = [
     "TensorType",
     "TupleType",
     "UnsupportedOpError",
+    "autodiff",
     "backend",
     "backends",
     "bf16",
@@ -100,9 +102,11 @@ __all__ = [
     "ops",
     "parameter",
     "passes",
+    "pattern",
     "register_backend",
     "u8",
     "u16",
     "u32",
     "u64",
+    "visualize",
 ]
