@@ -56,6 +56,7 @@ from opgraph.runtime.backend import (
     register_backend,
 )
 from opgraph.runtime.tensor import Tensor
+from opgraph.serialize import deserialize, load, save, serialize
 from opgraph.visualize import visualize
 
 __version__ = "0.1.0"
@@ -90,6 +91,7 @@ __all__ = [
     "boolean",
     "builders",
     "constant",
+    "deserialize",
     "element",
     "f16",
     "f32",
@@ -98,6 +100,7 @@ __all__ = [
     "i16",
     "i32",
     "i64",
+    "load",
     "opclass",
     "optim",
     "ops",
@@ -105,6 +108,8 @@ __all__ = [
     "passes",
     "pattern",
     "register_backend",
+    "save",
+    "serialize",
     "u8",
     "u16",
     "u32",

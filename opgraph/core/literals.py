@@ -71,11 +71,8 @@ class Constant(Op):
         value = np.asarray(self.value)
         if value.dtype != element_type.dtype:
             raise OpTypeError(f"value has dtype {value.dtype}, expected {element_type.dtype}")
-        if value.shape != shape:
-            if value.size == 1:
-                value = np.full(shape, value.reshape(()), dtype=value.dtype)
-            else:
-                raise OpTypeError(f"value has shape {value.shape}, expected {shape}")
+        if value.shape != shape:  # never broadcast here: a file could ask for terabytes
+            raise OpTypeError(f"value has shape {value.shape}, expected {shape}")
         value = np.array(value, order="C")  # a private copy (ascontiguousarray makes 0-d 1-d)
         value.flags.writeable = False
         set_attr(self, "element_type", element_type)

@@ -1,0 +1,54 @@
+"""Constants of the file format and the limits a reader enforces (see ``docs/format.md``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from opgraph.core.errors import SerializationError
+
+#: The version this opgraph writes. Readers accept every version up to it and refuse newer ones.
+FORMAT_VERSION = 1
+
+#: The value of the top-level ``format`` key: tells an opgraph file from any other zip of JSON.
+FORMAT_NAME = "opgraph"
+
+#: The zip member holding the graph.
+GRAPH_MEMBER = "graph.json"
+
+#: Constant data members: ``data/<sha256 of the bytes>.bin``, raw little-endian elements.
+DATA_MEMBER = re.compile(r"data/([0-9a-f]{64})\.bin")
+
+#: What every zip archive starts with (a local file header).
+ZIP_SIGNATURE = b"PK\x03\x04"
+
+_MiB = 1 << 20
+_GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps a reader enforces before it reads or allocates anything, so a hostile or corrupt file
+    fails with :class:`SerializationError` instead of exhausting memory.
+
+    Attributes:
+        max_graph_bytes: the largest ``graph.json`` (uncompressed) accepted. A 100k-node chain
+            takes about 15 MiB.
+        max_data_bytes: the largest total of constant data (uncompressed, distinct members).
+        max_members: the most zip members accepted.
+        max_depth: the deepest nesting of attribute values and tuple types.
+    """
+
+    max_graph_bytes: int = 512 * _MiB
+    max_data_bytes: int = 64 * _GiB
+    max_members: int = 1_000_000
+    max_depth: int = 64
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def fail(source: str, where: str, problem: str) -> SerializationError:
+    """The error every check raises: ``"<source>: <where>: <problem>"``."""
+    location = f"{source}: {where}" if where else source
+    return SerializationError(f"{location}: {problem}")
