@@ -18,6 +18,7 @@ from opgraph.ops.normalization import *
 from opgraph.ops.ordering import *
 from opgraph.ops.pooling import *
 from opgraph.ops.quantization import *
+from opgraph.ops.rearrange import *
 from opgraph.ops.reduction import *
 from opgraph.ops.resize import *
 from opgraph.ops.rnn import *
@@ -45,4 +46,5 @@ FAMILIES = (
     "pooling",
     "bitwise",
     "trigonometric",
+    "rearrange",
 )

@@ -1,4 +1,5 @@
-"""Checks shared by the type rules of several op families."""
+"""Checks and helpers shared by several op families: type-rule checks, attribute normalisation,
+and small graph-building helpers (scalars that fit an element type, zeros, permutations)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import numpy as np
 
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
+from opgraph.core.literals import check_fits, constant
+from opgraph.core.node import Output
 from opgraph.core.shape import Shape
 from opgraph.core.tensor_type import TensorType
 
@@ -94,3 +97,52 @@ def broadcasts_to(shape: Shape, target: Shape) -> bool:
     """True when ``shape`` broadcasts unidirectionally (NumPy rules) to ``target``."""
     offset = len(target) - len(shape)
     return offset >= 0 and all(d in (1, target[offset + i]) for i, d in enumerate(shape))
+
+
+# ----------------------------------------------------------------- graph-building helpers
+def fit_scalar(value: Any, element_type: ElementType, what: str) -> bool | int | float:
+    """A Python scalar that fits ``element_type`` exactly as ``constant`` checks it (floats may
+    round, not overflow); for boolean, the ints 0 and 1 stand for False and True.
+
+    Args:
+        value: the scalar to check (a Python or numpy number or bool).
+        element_type: the type it must fit.
+        what: how error messages name the value (``"pad value"``, ``"on_value"``).
+
+    Returns:
+        ``value`` as a Python bool, int or float, by the kind of ``element_type``.
+
+    Raises:
+        OpTypeError: ``value`` is not a scalar, or does not fit ``element_type``.
+    """
+    if element_type.is_boolean and type(value) is int and value in (0, 1):
+        value = bool(value)
+    if isinstance(value, Output) or np.ndim(value) != 0:
+        raise OpTypeError(f"{what} must be a Python scalar, got {value!r:.60}")
+    array = np.asarray(value)
+    try:
+        check_fits(array, element_type)
+    except OpTypeError as error:
+        detail = str(error).removeprefix("constant: ")
+        raise OpTypeError(f"{what} {value!r} does not fit {element_type.name}: {detail}") from None
+    if element_type.is_boolean:
+        return bool(array)
+    return int(array) if element_type.is_integral else float(array)
+
+
+def zeros(element_type: ElementType, shape: Sequence[int]) -> Output:
+    """Zeros (False for boolean) of ``element_type`` and ``shape``: a scalar Constant, broadcast
+    to ``shape`` unless that is ``()``."""
+    from opgraph.ops.movement import broadcast  # movement imports this module
+
+    zero = constant(False if element_type.is_boolean else 0, element_type)
+    return broadcast(zero, tuple(shape), tuple(range(len(shape)))) if shape else zero
+
+
+def inverse_permutation(perm: Sequence[int]) -> tuple[int, ...]:
+    """The permutation that undoes ``perm``: transposing by ``perm`` and then by its inverse
+    gives the original axis order."""
+    inverse = [0] * len(perm)
+    for i, a in enumerate(perm):
+        inverse[a] = i
+    return tuple(inverse)

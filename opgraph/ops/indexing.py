@@ -34,20 +34,14 @@ from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import (
     as_enum,
+    fit_scalar,
+    inverse_permutation,
     require_element_type,
     require_min_rank,
     require_same_element_type,
+    zeros,
 )
-from opgraph.ops.movement import (
-    _fit_scalar,
-    _inverse,
-    _scalar_constant,
-    _zeros,
-    broadcast,
-    concat,
-    reshape,
-    transpose,
-)
+from opgraph.ops.movement import broadcast, concat, reshape, transpose
 
 __all__ = [
     "Gather",
@@ -101,7 +95,7 @@ def _as_coordinates(indices: Output) -> Output:
 
 
 def _full(value: int, element_type: ElementType, shape: tuple[int, ...]) -> Output:
-    scalar = _scalar_constant(value, element_type)
+    scalar = constant(value, element_type)
     return broadcast(scalar, shape, tuple(range(len(shape)))) if shape else scalar
 
 
@@ -156,10 +150,10 @@ class Gather(Op):
             *range(b + m + j, ct.rank),
         )
         x_perm = (*range(b), axis, *range(b, axis), *range(axis + 1, x.rank))
-        moved = _zeros(x.element_type, [x.shape[a] for a in x_perm])
+        moved = zeros(x.element_type, [x.shape[a] for a in x_perm])
         full = _batch_coordinates(_as_coordinates(indices), b)
         summed = scatter_nd(moved, full, transpose(ct, ct_perm), reduction="add")
-        return transpose(summed, _inverse(x_perm)), None
+        return transpose(summed, inverse_permutation(x_perm)), None
 
 
 def gather(x: Output, indices: Output, axis: int = 0, batch_dims: int = 0) -> Output:
@@ -216,7 +210,7 @@ class GatherND(Op):
             return (None, None)
         x, indices = inputs
         full = _batch_coordinates(indices, self.batch_dims)
-        return scatter_nd(_zeros(x.element_type, x.shape), full, ct, reduction="add"), None
+        return scatter_nd(zeros(x.element_type, x.shape), full, ct, reduction="add"), None
 
 
 def gather_nd(x: Output, indices: Output, batch_dims: int = 0) -> Output:
@@ -253,8 +247,8 @@ class GatherElements(Op):
         if ct is None:
             return (None, None)
         x, indices = inputs
-        zeros = _zeros(x.element_type, x.shape)
-        return scatter_elements(zeros, indices, ct, self.axis, reduction="add"), None
+        initial = zeros(x.element_type, x.shape)
+        return scatter_elements(initial, indices, ct, self.axis, reduction="add"), None
 
 
 def _require_element_layout(x: TensorType, indices: TensorType, axis: int) -> None:
@@ -334,11 +328,11 @@ def _replace_adjoint(
     from opgraph.ops.elementwise import equal, select
 
     none, latest = ScatterReduction.NONE, ScatterReduction.MAX
-    dx = op.scatter(ct, indices, _zeros(updates.element_type, updates.shape), none)
+    dx = op.scatter(ct, indices, zeros(updates.element_type, updates.shape), none)
     ids = constant(op.write_ids(indices, updates), et.i64)
     winner = op.scatter(_full(-1, et.i64, x.shape), indices, ids, latest)
     won = equal(op.gather(winner, indices), ids)
-    return dx, select(won, op.gather(ct, indices), _zeros(ct.element_type, updates.shape))
+    return dx, select(won, op.gather(ct, indices), zeros(ct.element_type, updates.shape))
 
 
 def _add_adjoint(
@@ -533,8 +527,8 @@ class OneHot(Op):
         set_attr(self, "axis", as_int(self.axis, "axis"))
         target = as_element_type(self.element_type)
         set_attr(self, "element_type", target)
-        set_attr(self, "on_value", _fit_scalar(self.on_value, target, "on_value"))
-        set_attr(self, "off_value", _fit_scalar(self.off_value, target, "off_value"))
+        set_attr(self, "on_value", fit_scalar(self.on_value, target, "on_value"))
+        set_attr(self, "off_value", fit_scalar(self.off_value, target, "off_value"))
         require(self.depth >= 0, f"depth must be >= 0, got {self.depth}")
 
     def canonicalize(self, indices: TensorType) -> OneHot:

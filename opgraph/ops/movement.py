@@ -1,28 +1,20 @@
-"""Data movement: broadcast, reshape, transpose, slice, concat, replace_slice, pad, reverse,
-reverse_sequence, tile, split, depth_to_space, space_to_depth, and the build-time ``range_``.
-
-Pad semantics: the output is the window ``[-padding_below, dim + padding_above)`` of ``x``
-extended without end by the mode (constant value, edge clamp, reflection without repeating the
-edge, symmetric reflection repeating it); reflections repeat when the padding exceeds the
-dimension (nGraph's ``pad_reflect_1d_multi_reflect``). A negative padding crops: the window starts
-inside ``x``. The pad value is a scalar input (nGraph v0, ONNX Pad-11): the builder turns a
-Python scalar into a constant checked to fit the element type, and the gradient flows to it.
+"""Data movement: broadcast, reshape, transpose, slice, concat, replace_slice, reverse,
+reverse_sequence, tile, split, and the build-time ``range_``. Padding and block/depth
+rearrangement (pad, depth_to_space, space_to_depth) are in :mod:`opgraph.ops.rearrange`.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from opgraph.core import element_type as et
-from opgraph.core.element_type import ElementType, as_element_type
+from opgraph.core.element_type import as_element_type
 from opgraph.core.errors import OpTypeError
-from opgraph.core.literals import Constant, check_fits, constant
+from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.provenance import user_frame
@@ -36,10 +28,11 @@ from opgraph.core.shape import (
 )
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import (
-    as_enum,
+    inverse_permutation,
     require_element_type,
     require_min_rank,
     require_same_element_type,
+    zeros,
 )
 
 __all__ = [
@@ -55,9 +48,6 @@ __all__ = [
     "concat",
     "ReplaceSlice",
     "replace_slice",
-    "PadMode",
-    "Pad",
-    "pad",
     "Reverse",
     "reverse",
     "ReverseSequence",
@@ -66,24 +56,12 @@ __all__ = [
     "tile",
     "Split",
     "split",
-    "BlockMode",
-    "DepthToSpace",
-    "depth_to_space",
-    "SpaceToDepth",
-    "space_to_depth",
     "range_",
 ]
 
 
 def _is_permutation(order: Sequence[int], rank: int) -> bool:
     return sorted(order) == list(range(rank))
-
-
-def _inverse(perm: Sequence[int]) -> tuple[int, ...]:
-    inverse = [0] * len(perm)
-    for i, a in enumerate(perm):
-        inverse[a] = i
-    return tuple(inverse)
 
 
 # ------------------------------------------------------------------------------ broadcast
@@ -184,7 +162,7 @@ class Reshape(Op):
             return (None,)
         assert self.input_order is not None
         permuted = reshape(ct, [x.shape[a] for a in self.input_order])
-        return (transpose(permuted, _inverse(self.input_order)),)
+        return (transpose(permuted, inverse_permutation(self.input_order)),)
 
 
 def _resolve_wildcard(shape: tuple[int, ...], size: int) -> Shape:
@@ -241,7 +219,7 @@ class Transpose(Op):
         cotangents: tuple[Output | None, ...],
     ) -> tuple[Output | None, ...]:
         ct = cotangents[0]
-        return (None if ct is None else transpose(ct, _inverse(self.perm)),)
+        return (None if ct is None else transpose(ct, inverse_permutation(self.perm)),)
 
 
 def transpose(x: Output, perm: Any = None) -> Output:
@@ -422,215 +400,6 @@ class ReplaceSlice(Op):
 def replace_slice(x: Output, update: Output, lower: Any, upper: Any, strides: Any = None) -> Output:
     """``x`` with ``x[lower:upper:strides]`` replaced by ``update``."""
     return ReplaceSlice(lower, upper, strides)(x, update)
-
-
-# ------------------------------------------------------------------------ attribute helpers
-def _check_fits(array: np.ndarray, element_type: ElementType) -> None:
-    """``check_fits``, also for bf16: its ``np.finfo`` rejects bf16, which shares f32's kind
-    checks, so f32 stands in and the range limit is bf16's own."""
-    if element_type is not et.bf16:
-        check_fits(array, element_type)
-        return
-    check_fits(array, et.f32)
-    finite = np.abs(array[np.isfinite(array)].astype(np.float64))
-    limit = float(ml_dtypes.finfo(et.bf16.dtype).max)
-    if finite.size and float(finite.max()) > limit:
-        raise OpTypeError(f"value {float(finite.max()):g} is out of range for bf16 ({limit:g})")
-
-
-def _fit_scalar(value: Any, element_type: ElementType, what: str) -> bool | int | float:
-    """A Python scalar that fits ``element_type`` exactly as ``constant`` checks it (floats may
-    round, not overflow); for boolean, the ints 0 and 1 stand for False and True."""
-    if element_type.is_boolean and type(value) is int and value in (0, 1):
-        value = bool(value)
-    if isinstance(value, Output) or np.ndim(value) != 0:
-        raise OpTypeError(f"{what} must be a Python scalar, got {value!r:.60}")
-    array = np.asarray(value)
-    try:
-        _check_fits(array, element_type)
-    except OpTypeError as error:
-        detail = str(error).removeprefix("constant: ")
-        raise OpTypeError(f"{what} {value!r} does not fit {element_type.name}: {detail}") from None
-    if element_type.is_boolean:
-        return bool(array)
-    return int(array) if element_type.is_integral else float(array)
-
-
-def _scalar_constant(value: bool | int | float, element_type: ElementType) -> Output:
-    """A scalar Constant of a value already checked to fit (``constant`` cannot build bf16
-    values yet: its range check rejects the type)."""
-    return _array_constant(np.asarray(value), element_type)
-
-
-def _array_constant(values: np.ndarray, element_type: ElementType) -> Output:
-    _check_fits(values, element_type)
-    return Constant(element_type, values.shape, values.astype(element_type.dtype))()
-
-
-def _zeros(element_type: ElementType, shape: Sequence[int]) -> Output:
-    zero = _scalar_constant(False if element_type.is_boolean else 0, element_type)
-    return broadcast(zero, tuple(shape), tuple(range(len(shape)))) if shape else zero
-
-
-# ------------------------------------------------------------------------------------ pad
-class PadMode(enum.Enum):
-    """How :class:`Pad` extends ``x`` beyond its edges (``"constant"``, ``"edge"``,
-    ``"reflect"``, ``"symmetric"``)."""
-
-    CONSTANT = "constant"  # the pad value
-    EDGE = "edge"  # the nearest edge element: [1 2 3] -> 1 1 | 1 2 3 | 3 3
-    REFLECT = "reflect"  # mirrored, edge not repeated: [1 2 3] -> 3 2 | 1 2 3 | 2 1
-    SYMMETRIC = "symmetric"  # mirrored, edge repeated: [1 2 3] -> 2 1 | 1 2 3 | 3 2
-
-
-#: The smallest dimension each mode can extend (reflection needs two elements).
-_MIN_EXTENDED_DIM = {PadMode.CONSTANT: 0, PadMode.EDGE: 1, PadMode.REFLECT: 2, PadMode.SYMMETRIC: 1}
-
-
-def _extended_index(i: int, dim: int, mode: PadMode) -> int:
-    """The coordinate of ``x`` that the extension by ``mode`` (not constant) shows at ``i``."""
-    if mode is PadMode.EDGE:
-        return min(max(i, 0), dim - 1)
-    period = 2 * dim - 2 if mode is PadMode.REFLECT else 2 * dim
-    m = i % period
-    if m < dim:
-        return m
-    return period - m if mode is PadMode.REFLECT else period - 1 - m
-
-
-@opclass
-class Pad(Op):
-    """``x`` padded (or cropped, where negative) by ``padding_below`` / ``padding_above`` per
-    axis; inputs ``(x, value)`` with ``value`` a scalar of ``x``'s element type, used by the
-    constant mode. Output dimension ``below + dim + above`` (must be >= 0). Positions outside
-    ``x`` follow ``mode`` (see the module docstring); repeated reflection is allowed.
-
-    Attributes:
-        padding_below: per axis, elements added before (negative: removed from the start).
-        padding_above: per axis, elements added after (negative: removed from the end).
-        mode: a :class:`PadMode` or its lower-case name. Extending an axis needs a dimension
-            of at least 1 (edge, symmetric) or 2 (reflect).
-    """
-
-    padding_below: tuple[int, ...]
-    padding_above: tuple[int, ...]
-    mode: PadMode = PadMode.CONSTANT
-    num_inputs = 2
-
-    def __post_init__(self) -> None:
-        set_attr(self, "padding_below", as_int_tuple(self.padding_below, "padding_below"))
-        set_attr(self, "padding_above", as_int_tuple(self.padding_above, "padding_above"))
-        set_attr(self, "mode", as_enum(PadMode, self.mode, "mode"))
-
-    def infer(self, x: TensorType, value: TensorType) -> TensorType:
-        require_same_element_type((x, value), "x and the pad value")
-        require(value.rank == 0, f"the pad value must be a scalar, got {value}")
-        for what, pads in (
-            ("padding_below", self.padding_below),
-            ("padding_above", self.padding_above),
-        ):
-            require(
-                len(pads) == x.rank,
-                f"{what} {pads} has {len(pads)} entries, input {x} has rank {x.rank}",
-            )
-        least = _MIN_EXTENDED_DIM[self.mode]
-        shape = []
-        for axis, (lo, dim, hi) in enumerate(
-            zip(self.padding_below, x.shape, self.padding_above, strict=True)
-        ):
-            require(
-                lo + dim + hi >= 0,
-                f"axis {axis}: padding ({lo}, {hi}) crops more than the dimension {dim}",
-            )
-            require(
-                max(lo, hi) <= 0 or dim >= least,
-                f"axis {axis}: {self.mode.name.lower()} padding needs a dimension of at least "
-                f"{least}, got {dim}",
-            )
-            shape.append(lo + dim + hi)
-        return TensorType(x.element_type, tuple(shape))
-
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
-        if self.mode is not PadMode.CONSTANT:
-            return _extension_adjoint(self, inputs[0], ct), None
-        from opgraph.ops.elementwise import subtract
-        from opgraph.ops.reduction import reduce_sum
-
-        # The inverse window: crop what was padded, pad with zeros what was cropped.
-        dx = pad(ct, [-b for b in self.padding_below], [-a for a in self.padding_above])
-        every = tuple(range(ct.rank))
-        return dx, subtract(reduce_sum(ct, every), reduce_sum(dx, every))
-
-
-def _extension_adjoint(op: Pad, x: Output, ct: Output) -> Output:
-    """Axis by axis (the extension is separable): sum the cotangent of every output position
-    into the element of ``x`` it shows (a scatter-add); pure crops pad with zeros."""
-    for axis, (lo, dim, hi) in enumerate(
-        zip(op.padding_below, x.shape, op.padding_above, strict=True)
-    ):
-        if lo > 0 or hi > 0:
-            sources = [_extended_index(j - lo, dim, op.mode) for j in range(lo + dim + hi)]
-            ct = _scatter_add_along(ct, axis, sources, dim)
-        elif lo < 0 or hi < 0:
-            below, above = [0] * ct.rank, [0] * ct.rank
-            below[axis], above[axis] = -lo, -hi
-            ct = pad(ct, below, above)
-    return ct
-
-
-def _scatter_add_along(ct: Output, axis: int, sources: list[int], dim: int) -> Output:
-    """``result[.., s, ..] = Σ ct[.., j, ..]`` over the ``j`` with ``sources[j] == s``."""
-    from opgraph.ops.indexing import scatter_nd
-
-    perm = (axis, *(a for a in range(ct.rank) if a != axis))
-    moved = transpose(ct, perm)
-    index = constant(np.asarray(sources, np.int64).reshape(-1, 1), et.i64)
-    zeros = _zeros(ct.element_type, (dim, *moved.shape[1:]))
-    return transpose(scatter_nd(zeros, index, moved, reduction="add"), _inverse(perm))
-
-
-def pad(
-    x: Output,
-    padding_below: Any,
-    padding_above: Any,
-    mode: Any = "constant",
-    value: Output | bool | int | float = 0,
-) -> Output:
-    """Pad (or crop, with negative amounts) ``x`` on both sides of every axis.
-
-    Args:
-        x: the value to pad.
-        padding_below: per axis, the count before the first element (negative crops).
-        padding_above: per axis, the count after the last element (negative crops).
-        mode: ``"constant"``, ``"edge"``, ``"reflect"`` or ``"symmetric"`` (or a PadMode).
-        value: the constant mode's fill: a Python scalar that must fit ``x``'s element type
-            (0 and 1 stand for False and True for boolean ``x``), or a scalar value of that type.
-
-    Returns:
-        ``x`` padded; dimension ``below + dim + above`` per axis.
-
-    Raises:
-        OpTypeError: wrong padding lengths, a crop larger than the dimension, a mode that
-            cannot extend an axis this short, or a value that does not fit.
-
-    Example:
-        >>> pad(x, [1], [2], mode="reflect")  # x = [1, 2, 3] -> [2, 1, 2, 3, 2, 1]
-    """
-    if not isinstance(value, Output):
-        try:
-            scalar = _fit_scalar(value, x.element_type, "pad value")
-        except OpTypeError as error:
-            raise OpTypeError(f"Pad: {error} (built at {user_frame()})") from None
-        value = _scalar_constant(scalar, x.element_type)
-    return Pad(padding_below, padding_above, mode)(x, value)
 
 
 # -------------------------------------------------------------------------------- reverse
@@ -825,7 +594,7 @@ class Split(Op):
         if all(ct is None for ct in cotangents):
             return (None,)
         pieces = [
-            ct if ct is not None else _zeros(out.element_type, out.shape)
+            ct if ct is not None else zeros(out.element_type, out.shape)
             for ct, out in zip(cotangents, outputs, strict=True)
         ]
         return (concat(pieces, self.axis),)
@@ -840,126 +609,6 @@ def split(x: Output, axis: int, splits: Any) -> tuple[Output, ...]:
     if isinstance(splits, int) and not isinstance(splits, bool):
         return Split(axis, num_splits=splits)(x)
     return Split(axis, sizes=splits)(x)
-
-
-# ------------------------------------------------------------ depth_to_space / space_to_depth
-class BlockMode(enum.Enum):
-    """How :class:`DepthToSpace` / :class:`SpaceToDepth` order the channel index: blocks first
-    (ONNX DCR, channel ``block * C' + c``) or depth first (ONNX CRD, ``c * bs**k + block``)."""
-
-    BLOCKS_FIRST = "blocks_first"
-    DEPTH_FIRST = "depth_first"
-
-
-class _BlockRearrangement(Op):
-    """Shared by DepthToSpace and SpaceToDepth: ``x`` is ``(N, C, D1..Dk)``, k >= 1."""
-
-    __slots__ = ()
-    num_inputs = 1
-    block_size: int
-    mode: BlockMode
-
-    def __post_init__(self) -> None:
-        set_attr(self, "block_size", as_int(self.block_size, "block_size"))
-        set_attr(self, "mode", as_enum(BlockMode, self.mode, "mode"))
-        if self.block_size < 1:
-            raise OpTypeError(f"block_size must be >= 1, got {self.block_size}")
-
-    def layout(self, x: Shape) -> tuple[Shape, tuple[int, ...], Shape]:
-        """``(split shape, permutation, output shape)``: the op is reshape, transpose, reshape."""
-        raise NotImplementedError
-
-
-@opclass
-class DepthToSpace(_BlockRearrangement):
-    """Move channel blocks into space: ``(N, C, D1..Dk)`` to ``(N, C / bs**k, D1*bs..Dk*bs)``
-    (ONNX DepthToSpace for k = 2; N-d as nGraph). Inverse of :class:`SpaceToDepth` with the
-    same mode."""
-
-    block_size: int
-    mode: BlockMode = BlockMode.BLOCKS_FIRST
-
-    def infer(self, x: TensorType) -> TensorType:
-        require_min_rank(x, 3, "x")
-        blocks = self.block_size ** (x.rank - 2)
-        require(
-            x.shape[1] % blocks == 0,
-            f"channels {x.shape[1]} are not divisible by block_size**{x.rank - 2} = {blocks}",
-        )
-        return TensorType(x.element_type, self.layout(x.shape)[2])
-
-    def layout(self, x: Shape) -> tuple[Shape, tuple[int, ...], Shape]:
-        k, bs = len(x) - 2, self.block_size
-        depth, spatial = x[1] // bs**k, x[2:]
-        if self.mode is BlockMode.BLOCKS_FIRST:
-            split_shape = (x[0], *(bs,) * k, depth, *spatial)
-            perm = (0, k + 1, *(a for i in range(k) for a in (k + 2 + i, 1 + i)))
-        else:
-            split_shape = (x[0], depth, *(bs,) * k, *spatial)
-            perm = (0, 1, *(a for i in range(k) for a in (k + 2 + i, 2 + i)))
-        return split_shape, perm, (x[0], depth, *(d * bs for d in spatial))
-
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else space_to_depth(ct, self.block_size, self.mode),)
-
-
-def depth_to_space(x: Output, block_size: int, mode: Any = "blocks_first") -> Output:
-    """Rearrange ``(N, C, D1..Dk)`` into ``(N, C / bs**k, D1*bs, .., Dk*bs)``; ``mode`` is
-    ``"blocks_first"`` (ONNX DCR, the default) or ``"depth_first"`` (ONNX CRD)."""
-    return DepthToSpace(block_size, mode)(x)
-
-
-@opclass
-class SpaceToDepth(_BlockRearrangement):
-    """Move spatial blocks into channels: ``(N, C, D1..Dk)`` to
-    ``(N, C * bs**k, D1/bs..Dk/bs)``; every ``Di`` must divide by ``block_size``. Blocks-first
-    is ONNX SpaceToDepth. Inverse of :class:`DepthToSpace` with the same mode."""
-
-    block_size: int
-    mode: BlockMode = BlockMode.BLOCKS_FIRST
-
-    def infer(self, x: TensorType) -> TensorType:
-        require_min_rank(x, 3, "x")
-        for axis in range(2, x.rank):
-            require(
-                x.shape[axis] % self.block_size == 0,
-                f"dimension {x.shape[axis]} of axis {axis} is not divisible by block_size "
-                f"{self.block_size}",
-            )
-        return TensorType(x.element_type, self.layout(x.shape)[2])
-
-    def layout(self, x: Shape) -> tuple[Shape, tuple[int, ...], Shape]:
-        k, bs = len(x) - 2, self.block_size
-        reduced = tuple(d // bs for d in x[2:])
-        split_shape = (x[0], x[1], *(n for d in reduced for n in (d, bs)))
-        spatial = tuple(2 + 2 * i for i in range(k))
-        blocks = tuple(3 + 2 * i for i in range(k))
-        if self.mode is BlockMode.BLOCKS_FIRST:
-            perm = (0, *blocks, 1, *spatial)
-        else:
-            perm = (0, 1, *blocks, *spatial)
-        return split_shape, perm, (x[0], x[1] * bs**k, *reduced)
-
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else depth_to_space(ct, self.block_size, self.mode),)
-
-
-def space_to_depth(x: Output, block_size: int, mode: Any = "blocks_first") -> Output:
-    """Rearrange ``(N, C, D1..Dk)`` into ``(N, C * bs**k, D1/bs, .., Dk/bs)``; ``mode`` as for
-    :func:`depth_to_space`, whose inverse this is."""
-    return SpaceToDepth(block_size, mode)(x)
 
 
 # ---------------------------------------------------------------------------------- range
@@ -1008,4 +657,4 @@ def _range_constant(start: Any, stop: Any, step: Any, element_type: Any) -> Outp
     else:
         count = max(0, math.ceil((stop - start) / step))
         values = start + step * np.arange(count, dtype=np.float64)
-    return _array_constant(values, target)
+    return constant(values, target)

@@ -6,7 +6,8 @@ from opgraph.core.function import Function
 from opgraph.core.node import Output
 from opgraph.ops import reduction
 from opgraph.ops.conversion import Convert
-from opgraph.ops.movement import Broadcast, Concat, Pad, ReplaceSlice, Slice
+from opgraph.ops.movement import Broadcast, Concat, ReplaceSlice, Slice
+from opgraph.ops.rearrange import Pad
 from opgraph.pattern import P, Rules, rewrite
 
 __all__ = ["NOP_RULES", "eliminate_nops"]

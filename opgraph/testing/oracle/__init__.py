@@ -19,6 +19,7 @@ from opgraph.testing.oracle import (  # noqa: F401 - importing registers entries
     ordering,
     pooling,
     quantization,
+    rearrange,
     reduction,
     resize,
     rnn,

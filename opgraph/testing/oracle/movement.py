@@ -70,36 +70,6 @@ def _replace_slice(op: mv.ReplaceSlice, x: np.ndarray, update: np.ndarray, out: 
     return result
 
 
-def _bounce(i: int, dim: int, mode: mv.PadMode) -> int | None:
-    """The source coordinate for extended coordinate ``i`` (None: the pad value), mirroring
-    step by step as nGraph's reference does."""
-    if 0 <= i < dim:
-        return i
-    if mode is mv.PadMode.CONSTANT:
-        return None
-    if mode is mv.PadMode.EDGE:
-        return 0 if i < 0 else dim - 1
-    repeat_edge = mode is mv.PadMode.SYMMETRIC
-    while not 0 <= i < dim:
-        if i < 0:
-            i = -i - 1 if repeat_edge else -i
-        else:
-            i = 2 * dim - 1 - i if repeat_edge else 2 * dim - 2 - i
-    return i
-
-
-@ORACLE.register(mv.Pad)
-def _pad(op: mv.Pad, x: np.ndarray, value: np.ndarray, out: Any) -> np.ndarray:
-    result = np.empty(out[0].shape, x.dtype)
-    for index in np.ndindex(*result.shape):
-        source = [
-            _bounce(j - lo, dim, op.mode)
-            for j, lo, dim in zip(index, op.padding_below, x.shape, strict=True)
-        ]
-        result[index] = value if any(s is None for s in source) else x[tuple(source)]
-    return result
-
-
 @ORACLE.register(mv.Reverse)
 def _reverse(op: mv.Reverse, x: np.ndarray, out: Any) -> np.ndarray:
     result = np.empty_like(x)
@@ -147,35 +117,3 @@ def _split(op: mv.Split, x: np.ndarray, out: Any) -> tuple[np.ndarray, ...]:
         pieces.append(piece)
         start += t.shape[op.axis]
     return tuple(pieces)
-
-
-def _depth_index(op: Any, channel: int, block: list[int], channels: int) -> int:
-    """The deep channel holding (shallow ``channel``, ``block`` offsets) of ``channels``."""
-    linear_block = 0
-    for b in block:
-        linear_block = linear_block * op.block_size + b
-    if op.mode is mv.BlockMode.BLOCKS_FIRST:
-        return linear_block * channels + channel
-    return channel * op.block_size ** len(block) + linear_block
-
-
-@ORACLE.register(mv.DepthToSpace)
-def _depth_to_space(op: mv.DepthToSpace, x: np.ndarray, out: Any) -> np.ndarray:
-    result = np.empty(out[0].shape, x.dtype)
-    bs = op.block_size
-    for index in np.ndindex(*result.shape):
-        n, c, spatial = index[0], index[1], index[2:]
-        deep = _depth_index(op, c, [s % bs for s in spatial], result.shape[1])
-        result[index] = x[(n, deep, *(s // bs for s in spatial))]
-    return result
-
-
-@ORACLE.register(mv.SpaceToDepth)
-def _space_to_depth(op: mv.SpaceToDepth, x: np.ndarray, out: Any) -> np.ndarray:
-    result = np.empty(out[0].shape, x.dtype)
-    bs = op.block_size
-    for index in np.ndindex(*x.shape):
-        n, c, spatial = index[0], index[1], index[2:]
-        deep = _depth_index(op, c, [s % bs for s in spatial], x.shape[1])
-        result[(n, deep, *(s // bs for s in spatial))] = x[index]
-    return result

@@ -13,6 +13,7 @@ from opgraph.backends.interpreter.kernels import (  # noqa: F401 - importing reg
     ordering,
     pooling,
     quantization,
+    rearrange,
     reduction,
     resize,
     rnn,

@@ -1,4 +1,4 @@
-"""Reference kernels for data movement. Pad pads then crops (the window over the extension)."""
+"""Reference kernels for data movement."""
 
 from __future__ import annotations
 
@@ -54,26 +54,6 @@ def _replace_slice(op: mv.ReplaceSlice, x: np.ndarray, update: np.ndarray) -> np
     return result
 
 
-@KERNELS.register(mv.Pad)
-def _pad(op: mv.Pad, x: np.ndarray, value: np.ndarray) -> np.ndarray:
-    # Pad the positive amounts (numpy extends from the original edges, repeating
-    # reflections), then crop the negative ones: the window over the extension.
-    widths = [
-        (max(lo, 0), max(hi, 0)) for lo, hi in zip(op.padding_below, op.padding_above, strict=True)
-    ]
-    if x.ndim == 0:
-        return x.copy()  # np.pad rejects an empty width list
-    if op.mode is mv.PadMode.CONSTANT:
-        padded = np.pad(x, widths, mode="constant", constant_values=value[()])
-    else:
-        padded = np.pad(x, widths, mode=op.mode.value)
-    crop = tuple(
-        builtins.slice(max(-lo, 0), n - max(-hi, 0))
-        for lo, hi, n in zip(op.padding_below, op.padding_above, padded.shape, strict=True)
-    )
-    return padded[crop]
-
-
 @KERNELS.register(mv.Reverse)
 def _reverse(op: mv.Reverse, x: np.ndarray) -> np.ndarray:
     return np.flip(x, op.axes) if op.axes else x
@@ -107,12 +87,3 @@ def _split(op: mv.Split, x: np.ndarray) -> tuple[np.ndarray, ...]:
     assert op.sizes is not None
     cuts = np.cumsum(op.sizes)[:-1]
     return tuple(np.split(x, cuts, axis=op.axis))
-
-
-def _rearrange(op: mv.DepthToSpace | mv.SpaceToDepth, x: np.ndarray) -> np.ndarray:
-    split_shape, perm, out_shape = op.layout(x.shape)
-    return np.transpose(x.reshape(split_shape), perm).reshape(out_shape)
-
-
-KERNELS.add(mv.DepthToSpace, _rearrange)
-KERNELS.add(mv.SpaceToDepth, _rearrange)
