@@ -11,7 +11,7 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
 """
 
 from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
-from opgraph import autodiff, builders, ops, optim, passes, pattern
+from opgraph import autodiff, builders, distributed, ops, optim, passes, pattern
 from opgraph.core import element_type as element
 from opgraph.core.element_type import (
     ElementType,
@@ -92,6 +92,7 @@ __all__ = [
     "builders",
     "constant",
     "deserialize",
+    "distributed",
     "element",
     "f16",
     "f32",

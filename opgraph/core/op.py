@@ -40,6 +40,8 @@ class Op:
         version: the op's version, recorded by the serializer.
         lowered_by: the pass that removes this op before any backend runs (tuples, calls);
             such ops need no kernel.
+        foldable: False for ops whose result is not a function of their inputs alone
+            (collectives talk to other processes); they are never evaluated at compile time.
     """
 
     __slots__ = ()
@@ -50,6 +52,7 @@ class Op:
     differentiable: ClassVar[bool] = True
     version: ClassVar[int] = 1
     lowered_by: ClassVar[str | None] = None
+    foldable: ClassVar[bool] = True
 
     @property
     def name(self) -> str:

@@ -7,6 +7,7 @@ in ``__all__`` (a test checks the lists are complete); this package re-exports t
 from opgraph.core.literals import Constant, Parameter, constant, parameter
 from opgraph.ops.activation import *
 from opgraph.ops.bitwise import *
+from opgraph.ops.collective import *
 from opgraph.ops.conversion import *
 from opgraph.ops.convolution import *
 from opgraph.ops.elementwise import *
@@ -47,4 +48,5 @@ FAMILIES = (
     "bitwise",
     "trigonometric",
     "rearrange",
+    "collective",
 )

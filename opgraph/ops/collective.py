@@ -47,6 +47,7 @@ class AllReduce(Op):
 
     num_inputs = 1
     differentiable = False
+    foldable = False  # its value comes from the other ranks
     accepted: ClassVar[tuple[ElementType, ...]] = et.NUMERIC
 
     def __post_init__(self) -> None:
@@ -86,12 +87,16 @@ def all_reduce(x: Output, op: ReduceOp | str = ReduceOp.SUM) -> Output:
 @opclass
 class BroadcastDistributed(Op):
     """Rank ``root``'s value of ``x`` on every rank (other ranks' values are ignored); the
-    output has ``x``'s type. Every element type works: the value travels as bytes."""
+    output has ``x``'s type.
+
+    Every element type works: the value travels as bytes.
+    """
 
     root: int = 0
 
     num_inputs = 1
     differentiable = False
+    foldable = False  # its value comes from the other ranks
     accepted: ClassVar[tuple[ElementType, ...]] = et.ALL
 
     def __post_init__(self) -> None:

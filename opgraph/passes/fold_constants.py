@@ -71,7 +71,7 @@ def fold_constants(fn: Function, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Fu
 
 def _fold(max_elements: int, node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
     op = node.op
-    if isinstance(op, Parameter | Constant | Broadcast):
+    if isinstance(op, Parameter | Constant | Broadcast) or not op.foldable:
         return None
     from opgraph.backends.interpreter.kernels import KERNELS  # the kernels import the passes
 

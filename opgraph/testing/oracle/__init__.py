@@ -8,6 +8,7 @@ own.
 
 from opgraph.testing.oracle import (  # noqa: F401 - importing registers entries
     activation,
+    collective,
     conversion,
     convolution,
     elementwise,

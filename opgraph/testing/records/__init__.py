@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from opgraph.testing.records import (
     activation,
+    collective,
     convolution,
     core_ops,
     elementwise,
@@ -39,6 +40,7 @@ RECORDS: list[OpRecord] = [
     *rnn.RECORDS,
     *resize.RECORDS,
     *linalg.RECORDS,
+    *collective.RECORDS,
     *pooling.RECORDS,
     *convolution.RECORDS,
     *ordering.RECORDS,

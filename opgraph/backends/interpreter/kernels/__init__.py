@@ -2,6 +2,7 @@
 
 from opgraph.backends.interpreter.kernels import (  # noqa: F401 - importing registers kernels
     activation,
+    collective,
     conversion,
     convolution,
     elementwise,

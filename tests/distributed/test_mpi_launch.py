@@ -1,0 +1,164 @@
+"""Two real MPI processes on this machine (``mpiexec -n 2``, loopback only).
+
+The ranks run ``mpi_worker.py``. Data-parallel training of the f64 digits MLP must give the
+parameters of single-process training on the whole batch; a rank that fails must end the job
+(non-zero exit, the error in the output) instead of leaving the other rank waiting.
+
+Network: MPICH is launched with ``-launcher fork -hosts localhost -iface lo`` and
+``UCX_NET_DEVICES=lo``. Hydra's own control port listens on every interface, so where the
+machine allows it (``unshare -rn``) the job also runs in a private network namespace whose only
+interface is the loopback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from digits_mlp import digits, single_process
+
+import opgraph as og
+from opgraph import optim
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "mpi_worker.py"
+TIMEOUT = 180  # seconds for one job: far above the few seconds a job takes
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed"),
+    pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not on PATH"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("sklearn") is None, reason="scikit-learn not installed"
+    ),
+]
+
+
+@functools.cache
+def _isolation() -> list[str]:
+    """``unshare -rn`` with the loopback up, when this machine allows it; else nothing."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return []
+    probe = ["unshare", "-rn", "sh", "-c", "ip link set lo up"]
+    try:
+        ok = subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"] if ok else []
+
+
+def mpiexec(
+    *args: str, ranks: int = 2, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """Run the worker on ``ranks`` local processes, loopback only, one thread each."""
+    env = {
+        **os.environ,
+        "UCX_NET_DEVICES": "lo",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    command = [
+        *_isolation(),
+        "mpiexec",
+        "-launcher",
+        "fork",
+        "-hosts",
+        "localhost",
+        "-iface",
+        "lo",
+        "-n",
+        str(ranks),
+        sys.executable,
+        str(WORKER),
+        *args,
+    ]
+    # A session of its own, so that a hung job can be ended with all its ranks.
+    with subprocess.Popen(
+        command,
+        cwd=HERE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as job:
+        try:
+            out, err = job.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            out, err = job.communicate()
+            pytest.fail(f"the MPI job did not end within {timeout} s (a hang):\n{out}{err}")
+    return subprocess.CompletedProcess(command, job.returncode, out, err)
+
+
+def test_collectives_on_two_ranks():
+    job = mpiexec("collectives")
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "rank 0 of 2: collectives OK" in job.stdout
+    assert "rank 1 of 2: collectives OK" in job.stdout
+
+
+CPU = pytest.mark.skipif("CPU" not in og.backends(), reason="the CPU backend is not registered")
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "mode", "steps", "backend"),
+    [
+        ("sgd", "full", 5, "INTERPRETER"),
+        ("adam", "full", 5, "INTERPRETER"),
+        ("adam", "minibatch", 30, "INTERPRETER"),
+        pytest.param("adam", "minibatch", 30, "CPU", marks=CPU),
+    ],
+)
+def test_two_rank_training_matches_one_process(tmp_path, optimizer, mode, steps, backend):
+    job = mpiexec("train", str(tmp_path), optimizer, mode, str(steps), backend)
+    assert job.returncode == 0, job.stdout + job.stderr
+    x, y = digits(1344)
+    if mode == "full":
+        batches = [[x, y]] * steps  # the whole batch in one process
+    else:  # global batches of 64 = 2 ranks x 32, in shard_batches' permutation of each epoch
+        order = [np.random.default_rng(epoch).permutation(len(x)) for epoch in range(2)]
+        batches = [[x[o[i : i + 64]], y[o[i : i + 64]]] for o in order for i in range(0, 1344, 64)][
+            :steps
+        ]
+    rule = {"sgd": optim.SGD(lr=0.5), "adam": optim.Adam(lr=1e-2)}[optimizer]
+    losses, params = single_process(rule, batches, backend=backend)
+    for rank in (0, 1):
+        saved = np.load(tmp_path / f"rank{rank}.npz")
+        for i, want in enumerate(params):
+            np.testing.assert_allclose(saved[f"arr_{i}"], want, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(saved["losses"], losses, rtol=1e-10)
+
+
+def test_a_failing_rank_ends_the_job():
+    job = mpiexec("fail", "1")
+    assert job.returncode != 0
+    output = job.stdout + job.stderr
+    assert "RuntimeError: deliberate failure on rank 1" in output
+    assert "aborting all ranks (MPI_Abort)" in output
+    assert "unreachable" not in output
+
+
+def test_a_collective_without_init_fails_clearly():
+    job = mpiexec("no-init")
+    assert job.returncode != 0
+    assert "without an opgraph communicator; call og.distributed.init()" in job.stderr
+
+
+def test_a_hung_job_is_ended_with_all_its_ranks():
+    # A rank that never joins the collective (no exception, so no abort): only the timeout
+    # ends the job, and it must take every process of the job with it.
+    with pytest.raises(pytest.fail.Exception, match="did not end within 10 s"):
+        mpiexec("hang", timeout=10)
+    leftovers = subprocess.run(
+        ["pgrep", "-f", f"{WORKER} hang"], capture_output=True, text=True
+    ).stdout.split()
+    assert leftovers == []
