@@ -61,6 +61,16 @@ from opgraph.visualize import visualize
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """``og.onnx`` is the ONNX bridge, imported on first use (onnx is an optional extra)."""
+    if name == "onnx":
+        import importlib
+
+        return importlib.import_module("opgraph.frontends.onnx")
+    raise AttributeError(f"module 'opgraph' has no attribute {name!r}")
+
+
 __all__ = [
     "AliasingError",
     "Backend",

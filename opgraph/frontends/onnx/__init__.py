@@ -1,4 +1,5 @@
-"""The ONNX bridge: ``import_model`` (ModelProto → Function).
+"""The ONNX bridge: ``import_model`` (ModelProto → Function) and ``export_model`` (Function →
+ModelProto).
 
 ``onnx`` is an optional dependency (``pip install -e ".[onnx]"``); importing this package
 without it raises a ConversionError that says so.
@@ -15,7 +16,9 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "the ONNX bridge needs the onnx package: pip install -e '.[onnx]'"
     ) from error
 
+from opgraph.frontends.onnx.context import NeedsConstantError
+from opgraph.frontends.onnx.exporter import export_model
 from opgraph.frontends.onnx.importer import import_model
 from opgraph.frontends.onnx.registry import onnx_op, registered
 
-__all__ = ["import_model", "onnx_op", "registered"]
+__all__ = ["NeedsConstantError", "export_model", "import_model", "onnx_op", "registered"]

@@ -17,15 +17,35 @@ from opgraph.core.node import Output
 FOLD_LIMIT = 1 << 24
 
 
+class NeedsConstantError(ConversionError):
+    """A converter needs the import-time value of ``value_name`` (a shape, an axis list, the
+    data of an op whose output shape depends on it); pass it in ``constant_inputs`` when it is a
+    graph input."""
+
+    def __init__(self, message: str, value_name: str) -> None:
+        super().__init__(message)
+        self.value_name = value_name
+
+
 @dataclass
 class GraphContext:
     """The values of one ONNX graph (subgraphs see their outer scopes' values)."""
 
-    opset: int
+    opsets: dict[str, int]
     outer: GraphContext | None = None
-    values: dict[str, Output] = field(default_factory=dict)
+    values: dict[str, Output | None] = field(default_factory=dict)
 
-    def lookup(self, name: str, where: str) -> Output:
+    @property
+    def opset(self) -> int:
+        """The default domain's opset version."""
+        return self.opsets.get("", 1)
+
+    def version(self, domain: str) -> int:
+        """The opset version of ``domain`` in this graph (ai.onnx is the default domain)."""
+        return self.opsets.get("" if domain in ("", "ai.onnx") else domain, 1)
+
+    def lookup(self, name: str, where: str) -> Output | None:
+        """The value called ``name`` (None for an omitted optional function input)."""
         scope: GraphContext | None = self
         while scope is not None:
             if name in scope.values:
@@ -48,7 +68,8 @@ class NodeContext:
 
     @property
     def opset(self) -> int:
-        return self.graph.opset
+        """The opset version of the node's domain."""
+        return self.graph.version(self.node.domain)
 
     @property
     def where(self) -> str:
@@ -63,6 +84,7 @@ class NodeContext:
         return value
 
     def optional(self, index: int) -> Output | None:
+        """Optional input ``index``, or None when it is omitted."""
         return self.inputs[index] if index < len(self.inputs) else None
 
     def attr(self, name: str, default: Any = None) -> Any:
@@ -80,22 +102,27 @@ class NodeContext:
         return default
 
     def has_attr(self, name: str) -> bool:
+        """True when the node sets attribute ``name``."""
         return any(a.name == name for a in self.node.attribute)
 
     def const(self, index: int, what: str) -> np.ndarray:
         """The import-time value of input ``index``; ConversionError when it is not constant."""
         value = constant_value(self.input(index))
         if value is None:
-            raise ConversionError(
-                f"{self.where}: {what} (input {index}) must be computable at import time "
-                "(opgraph shapes are static)"
+            name = self.node.input[index]
+            raise NeedsConstantError(
+                f"{self.where}: {what} (input {index}, {name!r}) must be computable at import "
+                "time (opgraph shapes are static; constant_inputs= can specialise graph inputs)",
+                name,
             )
         return value
 
     def const_or_none(self, index: int, what: str) -> np.ndarray | None:
+        """Like :meth:`const` for an optional input; None when it is omitted."""
         return None if self.optional(index) is None else self.const(index, what)
 
     def fail(self, message: str) -> ConversionError:
+        """A ConversionError naming this node (raise it)."""
         return ConversionError(f"{self.where}: {message}")
 
 
@@ -105,7 +132,7 @@ def constant_value(value: Output) -> np.ndarray | None:
     return op.value if isinstance(op, Constant) else None
 
 
-def fold(values: Sequence[Output], inputs: Sequence[Output | None]) -> list[Output]:
+def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> list[Output | None]:
     """Replace values computed only from constants by Constants (bounded by FOLD_LIMIT).
 
     ``inputs`` are the converter's inputs (already folded when they could be), so the walk
@@ -117,16 +144,18 @@ def fold(values: Sequence[Output], inputs: Sequence[Output | None]) -> list[Outp
     todo = [
         i
         for i, v in enumerate(values)
-        if not isinstance(v.node.op, Constant)
+        if v is not None
+        and not isinstance(v.node.op, Constant)
         and v.tensor_type.size <= FOLD_LIMIT
         and _static(v, boundary)
     ]
     folded = list(values)
     if not todo:
         return folded
-    results = backend("INTERPRETER").compile(Function([values[i] for i in todo], []))()
-    for i, array in zip(todo, results, strict=True):
-        folded[i] = constant(np.asarray(array), values[i].element_type)
+    chosen = [v for v in (values[i] for i in todo) if v is not None]
+    results = backend("INTERPRETER").compile(Function(chosen, []))()
+    for i, value, array in zip(todo, chosen, results, strict=True):
+        folded[i] = constant(np.asarray(array), value.element_type)
     return folded
 
 

@@ -1,9 +1,11 @@
 """ONNX ModelProto -> opgraph Function.
 
 Initializers become Constants, graph inputs Parameters (in model order), and each node is
-converted by the newest registered converter whose ``since`` is at most the model's opset.
-Values computed only from constants fold at import time, so shape-computing subgraphs (Shape,
-ConstantOfShape, Range, computed Reshape targets…) become constants.
+converted by the newest registered converter whose ``since`` is at most the opset of its
+domain; an op without a converter whose schema defines a function body is expanded through it
+(``functions.py``). Values computed only from constants fold at import time, so
+shape-computing subgraphs (Shape, ConstantOfShape, Range, computed Reshape targets…) become
+constants. See docs/onnx.md.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from opgraph.core.node import Node, Output
 from opgraph.core.provenance import provenance_scope
 from opgraph.frontends.onnx import converters as _converters  # noqa: F401 - registers them
 from opgraph.frontends.onnx.context import GraphContext, NodeContext, fold
-from opgraph.frontends.onnx.registry import lookup
+from opgraph.frontends.onnx.functions import function_converter
+from opgraph.frontends.onnx.registry import Converter, lookup
 from opgraph.frontends.onnx.types import from_onnx
 
-OLDEST_OPSET = 7
+OLDEST_OPSET = 1
 Progress = Callable[[int, int], None]
 
 
@@ -56,6 +59,12 @@ def import_model(
     Raises:
         ConversionError: the model cannot be read, uses ops or types opgraph does not support
             (all of them are listed at once), is malformed, or needs input shapes.
+        NeedsConstantError: (a ConversionError) a converter needs the import-time value of
+            ``error.value_name`` (a shape, axes, a trip count…); specialise that input with
+            ``constant_inputs`` when it is a graph input.
+
+    Example:
+        >>> fn = import_model("bert.onnx", input_shapes={"input_ids": (1, 128)})
     """
     proto = _load(model)
     importer = Importer(proto, dict(input_shapes or {}), initializers_as_parameters, progress)
@@ -96,21 +105,19 @@ class Importer:
         self.input_shapes = input_shapes
         self.initializers_as_parameters = initializers_as_parameters
         self.progress = progress
-        self.opset = _default_opset(model)
+        self.opsets = _opsets(model)
         self.constant_inputs: dict[str, np.ndarray] = {}
 
     def run(self) -> Function:
         graph = self.model.graph
-        _check_supported(graph, self.opset, self._opsets())
-        ctx = GraphContext(self.opset)
+        _check_names(graph)
+        _check_supported(graph, self.opsets)
+        ctx = GraphContext(dict(self.opsets))
         params = self._bind_inputs(graph, ctx)
         self.convert_nodes(graph, ctx, count_progress=True)
-        results = [ctx.lookup(o.name, "graph output") for o in graph.output]
+        results = [_required(ctx, o.name, "graph output") for o in graph.output]
         fn = Function(results, params, name=graph.name or "onnx_model")
         return _name_results(fn, [o.name for o in graph.output])
-
-    def _opsets(self) -> dict[str, int]:
-        return {(o.domain or ""): o.version for o in self.model.opset_import}
 
     # ------------------------------------------------------------------------ inputs
     def _bind_inputs(self, graph: Any, ctx: GraphContext) -> list[Output]:
@@ -194,8 +201,15 @@ class Importer:
 
     # ------------------------------------------------------------------------- nodes
     def convert_nodes(self, graph: Any, ctx: GraphContext, count_progress: bool = False) -> None:
-        total = len(graph.node)
-        for index, node in enumerate(graph.node):
+        """Convert ``graph``'s nodes into ``ctx`` (reporting progress for the main graph)."""
+        self.convert_node_list(list(graph.node), ctx, count_progress)
+
+    def convert_node_list(
+        self, nodes: Sequence[Any], ctx: GraphContext, count_progress: bool = False
+    ) -> None:
+        """Convert ``nodes`` in order, binding their outputs in ``ctx``."""
+        total = len(nodes)
+        for index, node in enumerate(nodes):
             self._convert_node(node, ctx)
             if count_progress and self.progress is not None:
                 self.progress(index + 1, total)
@@ -203,10 +217,12 @@ class Importer:
     def _convert_node(self, node: Any, ctx: GraphContext) -> None:
         label = f"onnx node {node.name or node.op_type!r} ({node.op_type})"
         inputs = [ctx.lookup(name, label) if name else None for name in node.input]
-        converter = lookup(
-            node.op_type, node.domain, self._opsets().get(node.domain or "", ctx.opset)
-        )
-        assert converter is not None  # checked up front
+        converter = converter_for(node.op_type, node.domain, ctx.version(node.domain))
+        if converter is None:
+            raise ConversionError(
+                f"{label}: unsupported op {node.op_type} (domain {node.domain or 'ai.onnx'}, "
+                f"opset {ctx.version(node.domain)})"
+            )
         node_ctx = NodeContext(node, inputs, ctx, self)
         with provenance_scope(label):
             try:
@@ -215,15 +231,26 @@ class Importer:
                 raise
             except OpgraphError as error:
                 raise ConversionError(f"{node_ctx.where}: {error}") from error
+            except Exception as error:
+                # A malformed node (wrong attribute kinds, bad values) must not escape as a
+                # bare traceback from inside a converter; the cause stays chained.
+                raise ConversionError(
+                    f"{node_ctx.where}: cannot convert: {type(error).__name__}: {error}"
+                ) from error
         outputs = [produced] if isinstance(produced, Output) else list(produced)
         names = list(node.output)
-        if len(outputs) < sum(1 for n in names if n):
+        while names and not names[-1]:
+            names.pop()
+        if len(outputs) < len(names):
             raise ConversionError(
                 f"{node_ctx.where}: converter produced {len(outputs)} outputs for "
                 f"{len(names)} names"
             )
         with provenance_scope(label):
-            outputs = fold(outputs, inputs)
+            try:
+                outputs = fold(outputs, inputs)
+            except OpgraphError as error:
+                raise ConversionError(f"{node_ctx.where}: folding constants: {error}") from error
         for name, value in zip(names, outputs, strict=False):
             if name:
                 ctx.values[name] = value
@@ -233,25 +260,45 @@ class Importer:
     ) -> list[Output]:
         """Convert a subgraph (If branches, unrolled Loop/Scan bodies) with ``bindings`` for its
         inputs; returns its outputs."""
-        ctx = GraphContext(outer.opset, outer=outer, values=dict(bindings))
+        ctx = GraphContext(outer.opsets, outer=outer, values=dict(bindings))
         for tensor in graph.initializer:
             ctx.values[tensor.name] = constant(
                 _tensor_array(tensor), from_onnx(tensor.data_type, f"initializer {tensor.name!r}")
             )
         self.convert_nodes(graph, ctx)
-        return [ctx.lookup(o.name, "subgraph output") for o in graph.output]
+        return [_required(ctx, o.name, "subgraph output") for o in graph.output]
 
 
-def _default_opset(model: Any) -> int:
-    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
-    if not versions:
-        raise ConversionError("the model imports no version of the default ONNX domain")
-    opset = max(versions)
-    if opset < OLDEST_OPSET:
+def converter_for(op_type: str, domain: str, version: int) -> Converter | None:
+    """The registered converter for the op at ``version``, else its function-body expansion."""
+    return lookup(op_type, domain, version) or function_converter(op_type, domain, version)
+
+
+def _required(ctx: GraphContext, name: str, where: str) -> Output:
+    value = ctx.lookup(name, where)
+    if value is None:
+        raise ConversionError(f"{where} {name!r} is an omitted optional value")
+    return value
+
+
+def _opsets(model: Any) -> dict[str, int]:
+    """Opset version per domain ("" for ai.onnx); a model importing only other domains runs
+    their ops at the newest default opset this onnx knows."""
+    import onnx.defs
+
+    opsets: dict[str, int] = {}
+    for entry in model.opset_import:
+        domain = "" if entry.domain in ("", "ai.onnx") else entry.domain
+        opsets[domain] = max(opsets.get(domain, 0), int(entry.version))
+    if "" not in opsets:
+        if not opsets:
+            raise ConversionError("the model imports no opset (opset_import is empty)")
+        opsets[""] = int(onnx.defs.onnx_opset_version())
+    if opsets[""] < OLDEST_OPSET:
         raise ConversionError(
-            f"opset {opset} is older than the oldest supported opset ({OLDEST_OPSET})"
+            f"opset {opsets['']} is older than the oldest supported opset ({OLDEST_OPSET})"
         )
-    return int(opset)
+    return opsets
 
 
 def _tensor_array(tensor: Any) -> np.ndarray:
@@ -273,11 +320,12 @@ def _tensor_array(tensor: Any) -> np.ndarray:
     return array
 
 
-def _check_supported(graph: Any, opset: int, opsets: dict[str, int]) -> None:
+def _check_supported(graph: Any, opsets: dict[str, int]) -> None:
     missing: list[str] = []
     for node in _all_nodes(graph):
-        version = opsets.get(node.domain or "", opset)
-        if lookup(node.op_type, node.domain, version) is None:
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        version = opsets.get(domain, 1)
+        if converter_for(node.op_type, node.domain, version) is None:
             domain = node.domain or "ai.onnx"
             missing.append(
                 f"{node.op_type} (domain {domain}, opset {version}, "
@@ -288,6 +336,17 @@ def _check_supported(graph: Any, opset: int, opsets: dict[str, int]) -> None:
         raise ConversionError(
             f"the model uses {len(unique)} unsupported op(s): " + "; ".join(unique)
         )
+
+
+def _check_names(graph: Any) -> None:
+    """Protobuf hands invalid UTF-8 in string fields back as bytes: refuse such models."""
+    named = [*graph.input, *graph.output, *graph.initializer]
+    for node in _all_nodes(graph):
+        fields = [node.op_type, node.domain, node.name, *node.input, *node.output]
+        if not all(isinstance(f, str) for f in fields):
+            raise ConversionError("the model is malformed: a node has a non-UTF-8 name field")
+    if not all(isinstance(item.name, str) for item in named):
+        raise ConversionError("the model is malformed: a graph value has a non-UTF-8 name")
 
 
 def _all_nodes(graph: Any) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Cast, CastLike, Identity, Constant, Dropout (inference)."""
+"""Cast, CastLike, BitCast, Identity, Constant, Dropout (inference)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 
 from opgraph import ops
+from opgraph.core import element_type as et
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import NodeContext
+from opgraph.frontends.onnx.converters.common import full
 from opgraph.frontends.onnx.registry import onnx_op
 from opgraph.frontends.onnx.types import from_onnx
 
@@ -53,11 +55,63 @@ def _constant(ctx: NodeContext) -> Output:
     raise ctx.fail("only value, value_float(s) and value_int(s) constants are supported")
 
 
-@onnx_op("Dropout", since=7)
+@onnx_op("Dropout", since=1)
 def _dropout(ctx: NodeContext) -> Any:
     """Inference semantics: identity, and an all-true mask when asked for."""
     x = ctx.input(0)
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        mask = np.ones(x.shape, dtype=bool)
-        return [x, constant(mask)]
+        return [x, constant(np.ones(x.shape, dtype=bool))]
     return [x]
+
+
+@onnx_op("Dropout", since=12)
+def _dropout_v12(ctx: NodeContext) -> Any:
+    """Training mode (input 2) drops at random: refused unless the ratio is 0."""
+    training = ctx.const_or_none(2, "training_mode")
+    if training is not None and bool(np.asarray(training).reshape(-1)[0]):
+        ratio = ctx.const_or_none(1, "ratio")
+        if ratio is None or float(np.asarray(ratio).reshape(-1)[0]) != 0.0:
+            raise ctx.fail("training-mode Dropout is random; only inference is supported")
+    return _dropout(ctx)
+
+
+_SIGNED_PAIRS = {
+    (et.i8, et.u8),
+    (et.i16, et.u16),
+    (et.i32, et.u32),
+    (et.i64, et.u64),
+}
+
+
+@onnx_op("BitCast", since=26)
+def _bit_cast(ctx: NodeContext) -> Output:
+    """Reinterpret bits: identity, bool → u8, and between the signed and unsigned integer of
+    one width (two's complement, exact); float ↔ integer needs a core bitcast op."""
+    x = ctx.input(0)
+    target = from_onnx(int(ctx.attr("to")), ctx.where)
+    source = x.element_type
+    if source is target:
+        return x
+    if source is et.boolean and target is et.u8:
+        return ops.convert(x, target)
+    if (source, target) in _SIGNED_PAIRS:
+        return _to_unsigned(x, target)
+    if (target, source) in _SIGNED_PAIRS:
+        return _to_signed(x, target)
+    raise ctx.fail(f"reinterpreting {source} as {target} needs a bitcast op the core lacks")
+
+
+def _to_unsigned(x: Output, target: et.ElementType) -> Output:
+    half = 1 << (8 * x.element_type.dtype.itemsize - 1)
+    negative = ops.less(x, full(0, x))
+    lifted = ops.convert(ops.add(ops.add(x, full(half - 1, x)), full(1, x)), target)
+    wrapped = ops.add(lifted, full(half, lifted))
+    return ops.select(negative, wrapped, ops.convert(x, target))
+
+
+def _to_signed(x: Output, target: et.ElementType) -> Output:
+    half = 1 << (8 * x.element_type.dtype.itemsize - 1)
+    high = ops.greater_equal(x, full(half, x))
+    lowered = ops.convert(ops.subtract(x, full(half, x)), target)
+    wrapped = ops.add(lowered, full(-half, lowered))
+    return ops.select(high, wrapped, ops.convert(x, target))

@@ -1,4 +1,5 @@
-"""ONNX reductions (axes as an attribute, or as an input from opset 13/18)."""
+"""ONNX reductions (axes as an attribute, or as an input from opset 13 for ReduceSum and 18 for
+the others); ReduceMax/ReduceMin of booleans are any/all."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _axes(ctx: NodeContext, from_input: bool) -> list[int] | None:
     raw = ctx.const_or_none(1, "axes") if from_input else ctx.attr("axes")
     if raw is None or len(raw) == 0:
         return [] if ctx.attr("noop_with_empty_axes", 0) else None
-    return axes_list(raw, x.rank)
+    return sorted(set(axes_list(raw, x.rank)))
 
 
 def _reduction(reducer: Reducer, from_input: bool) -> Callable[[NodeContext], Output]:
@@ -34,12 +35,26 @@ def _reduction(reducer: Reducer, from_input: bool) -> Callable[[NodeContext], Ou
     return convert
 
 
-def _register(name: str, reducer: Reducer, input_since: int) -> None:
-    onnx_op(name, since=1)(_reduction(reducer, from_input=False))
-    onnx_op(name, since=input_since)(_reduction(reducer, from_input=True))
+def _boolean_aware(numeric: Reducer, boolean: Reducer) -> Reducer:
+    def reduce(x: Output, axes: Any, keep_dims: bool) -> Output:
+        return (boolean if x.element_type.is_boolean else numeric)(x, axes, keep_dims)
+
+    return reduce
 
 
-_register("ReduceSum", ops.reduce_sum, 13)
-_register("ReduceMax", ops.reduce_max, 18)
-_register("ReduceMin", ops.reduce_min, 18)
-_register("ReduceProd", ops.reduce_prod, 18)
+_REDUCTIONS: dict[str, tuple[Reducer, int]] = {
+    "ReduceSum": (ops.reduce_sum, 13),
+    "ReduceMean": (ops.reduce_mean, 18),
+    "ReduceMax": (_boolean_aware(ops.reduce_max, ops.reduce_any), 18),
+    "ReduceMin": (_boolean_aware(ops.reduce_min, ops.reduce_all), 18),
+    "ReduceProd": (ops.reduce_prod, 18),
+    "ReduceL1": (ops.reduce_l1, 18),
+    "ReduceL2": (ops.reduce_l2, 18),
+    "ReduceLogSum": (ops.reduce_log_sum, 18),
+    "ReduceLogSumExp": (ops.reduce_log_sum_exp, 18),
+    "ReduceSumSquare": (ops.reduce_sum_square, 18),
+}
+
+for _name, (_reducer, _input_since) in _REDUCTIONS.items():
+    onnx_op(_name, since=1)(_reduction(_reducer, from_input=False))
+    onnx_op(_name, since=_input_since)(_reduction(_reducer, from_input=True))

@@ -1,0 +1,116 @@
+"""ArgMax/ArgMin, TopK (k as an attribute before opset 10, an input after), CumSum, CumProd
+(a log-depth scan of products) and Unique (import-time constants only: its output shape
+depends on the data)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opgraph import ops
+from opgraph.core.literals import constant
+from opgraph.core.node import Output
+from opgraph.frontends.onnx.context import NodeContext
+from opgraph.frontends.onnx.converters.common import axis_of, full
+from opgraph.frontends.onnx.registry import onnx_op
+
+
+def _arg(builder: Any) -> Any:
+    def convert(ctx: NodeContext) -> Output:
+        x = ctx.input(0)
+        axis = axis_of(int(ctx.attr("axis", 0)), x.rank)
+        keep = bool(ctx.attr("keepdims", 1))
+        last = bool(ctx.attr("select_last_index", 0))
+        result: Output = builder(x, axis, keep_dims=keep, select_last_index=last)
+        return result
+
+    return convert
+
+
+onnx_op("ArgMax", since=1)(_arg(ops.arg_max))
+onnx_op("ArgMin", since=1)(_arg(ops.arg_min))
+
+
+def _top_k(ctx: NodeContext, k: int) -> tuple[Output, Output]:
+    x = ctx.input(0)
+    axis = axis_of(int(ctx.attr("axis", -1)), x.rank)
+    largest, ordered = bool(ctx.attr("largest", 1)), bool(ctx.attr("sorted", 1))
+    values, indices = ops.top_k(x, k, axis=axis, largest=largest, sorted=ordered)
+    return values, indices
+
+
+@onnx_op("TopK", since=1)
+def _top_k_v1(ctx: NodeContext) -> tuple[Output, Output]:
+    return _top_k(ctx, int(ctx.attr("k")))
+
+
+@onnx_op("TopK", since=10)
+def _top_k_v10(ctx: NodeContext) -> tuple[Output, Output]:
+    return _top_k(ctx, int(ctx.const(1, "k").reshape(-1)[0]))
+
+
+def _scan_axis(ctx: NodeContext) -> int:
+    return axis_of(int(ctx.const(1, "axis").reshape(-1)[0]), ctx.input(0).rank)
+
+
+@onnx_op("CumSum", since=11)
+def _cumsum(ctx: NodeContext) -> Output:
+    exclusive, reverse = bool(ctx.attr("exclusive", 0)), bool(ctx.attr("reverse", 0))
+    return ops.cumsum(ctx.input(0), _scan_axis(ctx), exclusive=exclusive, reverse=reverse)
+
+
+@onnx_op("CumProd", since=26)
+def _cumprod(ctx: NodeContext) -> Output:
+    x = ctx.input(0)
+    axis = _scan_axis(ctx)
+    exclusive, reverse = bool(ctx.attr("exclusive", 0)), bool(ctx.attr("reverse", 0))
+    if reverse:
+        x = ops.reverse(x, [axis])
+    if exclusive:
+        x = _shifted(x, axis, 1)
+    shift = 1
+    while shift < x.shape[axis]:  # Hillis-Steele scan: log2(n) products
+        x = ops.multiply(x, _shifted(x, axis, shift))
+        shift *= 2
+    return ops.reverse(x, [axis]) if reverse else x
+
+
+def _shifted(x: Output, axis: int, shift: int) -> Output:
+    """``x`` moved ``shift`` places up ``axis``, ones filling the start."""
+    dim = x.shape[axis]
+    below = [0] * x.rank
+    above = [0] * x.rank
+    below[axis] = min(shift, dim)
+    above[axis] = -min(shift, dim)
+    return ops.pad(x, below, above, value=full(1, x, ()))
+
+
+@onnx_op("Unique", since=11)
+def _unique(ctx: NodeContext) -> list[Output]:
+    x = ctx.const(0, "X (Unique's output shape depends on the data)")
+    axis = ctx.attr("axis")
+    ordered = bool(ctx.attr("sorted", 1))
+    values, first, inverse, counts = _numpy_unique(x, None if axis is None else int(axis), ordered)
+    return [
+        constant(values, ctx.input(0).element_type),
+        constant(first.astype(np.int64)),
+        constant(inverse.astype(np.int64)),
+        constant(counts.astype(np.int64)),
+    ]
+
+
+def _numpy_unique(
+    x: np.ndarray, axis: int | None, ordered: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    values, first, inverse, counts = np.unique(
+        x, return_index=True, return_inverse=True, return_counts=True, axis=axis
+    )
+    inverse = inverse.reshape(-1)
+    if not ordered:  # order of first occurrence
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        values = np.take(values, order, axis=0 if axis is None else axis)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    return values, first, inverse, counts

@@ -1,0 +1,30 @@
+"""Resize (nearest and linear) with explicit sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opgraph import ops
+from opgraph.core.node import Node
+from opgraph.frontends.onnx.exporters.base import ExportContext, exports
+
+
+@exports(ops.Resize, since=13)
+def _resize(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+    op = node.op
+    attributes = {
+        "mode": op.mode.value,
+        "coordinate_transformation_mode": op.coordinate_transformation_mode.value,
+        "nearest_mode": op.nearest_mode.value,
+    }
+    shape_in, shape_out = node.inputs[0].shape, node.outputs[0].shape
+    implied = [o / i if i else 1.0 for o, i in zip(shape_out, shape_in, strict=True)]
+    if op.scales is not None and not np.allclose(op.scales, implied, rtol=1e-12, atol=0):
+        # The scales feed the coordinate transformation (float32 in ONNX)…
+        stored = np.asarray(op.scales, dtype=np.float32)
+        sizes = [int(d * float(s)) for d, s in zip(node.inputs[0].shape, stored, strict=True)]
+        if list(node.outputs[0].shape) == sizes:  # …when float32 scales give the same sizes
+            scales = ctx.constant(stored, "scales")
+            return [ctx.one("Resize", [inputs[0], "", scales], **attributes)]
+    sizes = ctx.ints(node.outputs[0].shape, "sizes")
+    return [ctx.one("Resize", [inputs[0], "", "", sizes], **attributes)]
