@@ -6,11 +6,13 @@ from typing import Any
 
 from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.node import Output
-from opgraph.core.op import Op, opclass, set_attr
+from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.tensor_type import TensorType
 
 __all__ = [
+    "Bitcast",
     "Convert",
+    "bitcast",
     "convert",
 ]
 
@@ -47,3 +49,35 @@ class Convert(Op):
 def convert(x: Output, element_type: Any) -> Output:
     """``x`` converted to ``element_type`` (see :class:`Convert` for the rounding rules)."""
     return Convert(element_type)(x)
+
+
+@opclass
+class Bitcast(Op):
+    """Reinterpret the bytes of each element as ``element_type``, which must have the same
+    width (f32 ↔ i32/u32, f64 ↔ i64/u64, f16/bf16 ↔ i16/u16, i8 ↔ u8…); same shape. Booleans
+    are not bit patterns (a boolean's only values are 0 and 1), so they are refused."""
+
+    element_type: ElementType
+    num_inputs = 1
+    differentiable = False
+
+    def __post_init__(self) -> None:
+        set_attr(self, "element_type", as_element_type(self.element_type))
+
+    def infer(self, x: TensorType) -> TensorType:
+        source, target = x.element_type, self.element_type
+        require(
+            not source.is_boolean and not target.is_boolean,
+            f"cannot bitcast {source.name} to {target.name}: booleans have no bit pattern",
+        )
+        require(
+            source.bitwidth == target.bitwidth,
+            f"cannot bitcast {source.name} ({source.bitwidth} bits) to {target.name} "
+            f"({target.bitwidth} bits): the widths differ",
+        )
+        return TensorType(target, x.shape)
+
+
+def bitcast(x: Output, element_type: Any) -> Output:
+    """``x``'s bytes reinterpreted as ``element_type`` of the same width."""
+    return Bitcast(element_type)(x)

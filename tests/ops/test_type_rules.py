@@ -218,3 +218,23 @@ def test_ops_are_immutable():
     node = op and ops.exp(p((2,))).node
     with pytest.raises(AttributeError):
         node.inputs = ()
+
+
+def test_bitcast_rules():
+    assert str(ops.bitcast(p((2, 3)), og.i32).type) == "i32[2,3]"
+    assert str(ops.bitcast(p((2,), og.bf16), "u16").type) == "u16[2]"
+    with pytest.raises(
+        og.OpTypeError,
+        match=r"Bitcast: cannot bitcast f32 \(32 bits\) to f64 \(64 bits\): the widths differ",
+    ):
+        ops.bitcast(p((2,)), og.f64)
+    with pytest.raises(og.OpTypeError, match="booleans have no bit pattern"):
+        ops.bitcast(p((2,), og.boolean), og.u8)
+
+
+def test_bitcast_values():
+    x = og.parameter(og.f32, (2,))
+    exe = og.backend("INTERPRETER").compile(og.Function([ops.bitcast(x, og.i32)], [x]))
+    import numpy as np
+
+    assert exe(np.array([1.0, -0.0], np.float32))[0].tolist() == [1065353216, -2147483648]

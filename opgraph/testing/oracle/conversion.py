@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.ops.conversion import Convert
+from opgraph.ops.conversion import Bitcast, Convert
 from opgraph.testing.oracle.registry import ORACLE
 
 
@@ -37,3 +37,14 @@ def _convert(op: Convert, x: np.ndarray, out: Any) -> np.ndarray:
     return (
         x.astype(np.float64).astype(target.dtype) if x.dtype.kind != "b" else x.astype(target.dtype)
     )
+
+
+@ORACLE.register(Bitcast)
+def _bitcast(op: Bitcast, x: np.ndarray, out: Any) -> np.ndarray:
+    """Through the raw little-endian bytes, element by element."""
+    size = op.element_type.itemsize
+    raw = b"".join(v.tobytes() for v in x.reshape(-1))
+    items = [
+        np.frombuffer(raw[i : i + size], op.element_type.dtype)[0] for i in range(0, len(raw), size)
+    ]
+    return np.array(items, dtype=op.element_type.dtype).reshape(x.shape)

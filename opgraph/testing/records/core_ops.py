@@ -86,6 +86,22 @@ RECORDS: list[OpRecord] = [
     ),
     # f64 -> f64 keeps the graph in f64, so the gradient check covers Convert's adjoint.
     OpRecord("convert_same_type", lambda x: ops.convert(ops.exp(x), et.f64), (In(S),), (et.f64,)),
+    *(
+        OpRecord(
+            f"bitcast_to_{target.name}",
+            lambda x, t=target: ops.bitcast(x, t),
+            (In(S, low=-50, high=50),),
+            sources,
+        )
+        for target, sources in (
+            (et.i32, (et.f32, et.u32)),
+            (et.f32, (et.i32, et.u32)),
+            (et.u64, (et.f64, et.i64)),
+            (et.f64, (et.i64,)),
+            (et.i16, (et.f16, et.bf16, et.u16)),
+            (et.u8, (et.i8,)),
+        )
+    ),
     # movement
     OpRecord("broadcast_middle", lambda x: ops.broadcast(x, (2, 4, 3), (1,)), (In(S),), ALL),
     OpRecord("broadcast_scalar", lambda x: ops.broadcast(x, (2, 2), (0, 1)), (In(()),), ALL),

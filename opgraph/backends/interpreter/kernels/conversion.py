@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from opgraph.backends.interpreter.kernels.registry import KERNELS, is_float
-from opgraph.ops.conversion import Convert
+from opgraph.ops.conversion import Bitcast, Convert
 
 
 @KERNELS.register(Convert)
@@ -33,3 +33,8 @@ def _float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:  # type: ignore
     result[high] = info.max
     result[low] = info.min
     return result
+
+
+@KERNELS.register(Bitcast)
+def _bitcast(op: Bitcast, x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(op.element_type.dtype).reshape(x.shape)

@@ -11,7 +11,6 @@ from opgraph.core import element_type as et
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import NodeContext
-from opgraph.frontends.onnx.converters.common import full
 from opgraph.frontends.onnx.registry import onnx_op
 from opgraph.frontends.onnx.types import from_onnx
 
@@ -75,43 +74,13 @@ def _dropout_v12(ctx: NodeContext) -> Any:
     return _dropout(ctx)
 
 
-_SIGNED_PAIRS = {
-    (et.i8, et.u8),
-    (et.i16, et.u16),
-    (et.i32, et.u32),
-    (et.i64, et.u64),
-}
-
-
 @onnx_op("BitCast", since=26)
 def _bit_cast(ctx: NodeContext) -> Output:
-    """Reinterpret bits: identity, bool → u8, and between the signed and unsigned integer of
-    one width (two's complement, exact); float ↔ integer needs a core bitcast op."""
+    """Reinterpret bits between types of one width (bool → u8 reads 0/1 bytes)."""
     x = ctx.input(0)
     target = from_onnx(int(ctx.attr("to")), ctx.where)
-    source = x.element_type
-    if source is target:
+    if x.element_type is target:
         return x
-    if source is et.boolean and target is et.u8:
+    if x.element_type is et.boolean and target is et.u8:
         return ops.convert(x, target)
-    if (source, target) in _SIGNED_PAIRS:
-        return _to_unsigned(x, target)
-    if (target, source) in _SIGNED_PAIRS:
-        return _to_signed(x, target)
-    raise ctx.fail(f"reinterpreting {source} as {target} needs a bitcast op the core lacks")
-
-
-def _to_unsigned(x: Output, target: et.ElementType) -> Output:
-    half = 1 << (8 * x.element_type.dtype.itemsize - 1)
-    negative = ops.less(x, full(0, x))
-    lifted = ops.convert(ops.add(ops.add(x, full(half - 1, x)), full(1, x)), target)
-    wrapped = ops.add(lifted, full(half, lifted))
-    return ops.select(negative, wrapped, ops.convert(x, target))
-
-
-def _to_signed(x: Output, target: et.ElementType) -> Output:
-    half = 1 << (8 * x.element_type.dtype.itemsize - 1)
-    high = ops.greater_equal(x, full(half, x))
-    lowered = ops.convert(ops.subtract(x, full(half, x)), target)
-    wrapped = ops.add(lowered, full(-half, lowered))
-    return ops.select(high, wrapped, ops.convert(x, target))
+    return ops.bitcast(x, target)
