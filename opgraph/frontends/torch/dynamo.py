@@ -1,0 +1,340 @@
+"""The ``"opgraph"`` torch.compile backend.
+
+Dynamo hands the backend a torch-level FX graph. For each concrete input signature (shapes,
+dtypes, Python scalar values, and the identity and version of frozen weights) the backend:
+
+1. lowers the graph to core ATen with ``torch.export.export(gm, args)`` and
+   ``run_decompositions()`` (the same dialect :func:`import_exported` reads; export also
+   functionalizes in-place ops and reports input mutations, which are applied afterwards);
+2. partitions the ATen graph: supported nodes are fused into opgraph Executables, the rest
+   stays in eager PyTorch, with one :class:`FallbackWarning` naming those ops;
+3. runs the partitioned graph, wrapping torch tensors zero-copy.
+
+Shapes are static per compilation: a new signature compiles again (dynamo's automatic dynamic
+shapes hand over symbolic graphs; the backend specialises them to the call's sizes). The
+backend is for inference: when grad mode is on and an input requires grad, the graph runs in
+eager PyTorch (one warning), so gradients stay correct; use ``torch.no_grad()`` or
+``torch.inference_mode()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import InputKind, OutputKind
+
+from opgraph.core.errors import ConversionError
+from opgraph.frontends.torch.importer import _lifted
+from opgraph.frontends.torch.partition import partition, refusal
+from opgraph.frontends.torch.registry import name_of
+from opgraph.runtime.backend import backend as get_backend
+from opgraph.runtime.backend import backends
+
+
+class FallbackWarning(UserWarning):
+    """Part (or all) of a torch.compile graph runs in eager PyTorch instead of opgraph."""
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """``torch.compile(..., backend="opgraph", options={...})`` keys.
+
+    Attributes:
+        backend: the opgraph backend ("CPU" when registered, else "INTERPRETER").
+        freeze: fold parameters and buffers into the compiled Functions as Constants (so
+            backends can constant-fold them); a weight updated in place or replaced
+            (checked through its identity, version counter and data pointer) recompiles.
+        fallback: what to do with unsupported ops: "partition" (run just them eagerly),
+            "eager" (run the whole graph eagerly) or "error" (raise ConversionError).
+        cache_size: specialisations kept per graph (the oldest are dropped first).
+    """
+
+    backend: str | None = None
+    freeze: bool = True
+    fallback: str = "partition"
+    cache_size: int = 8
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any] | None) -> BackendOptions:
+        """Validate a user's options dict."""
+        options = dict(options or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"unknown opgraph backend option(s) {unknown}; known: {sorted(known)}")
+        parsed = cls(**options)
+        if parsed.fallback not in ("partition", "eager", "error"):
+            raise ValueError(
+                f"fallback must be 'partition', 'eager' or 'error', got {parsed.fallback!r}"
+            )
+        return parsed
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend or default_backend()
+
+
+def default_backend() -> str:
+    """ "CPU" when that backend is registered, else "INTERPRETER"."""
+    return "CPU" if "CPU" in backends() else "INTERPRETER"
+
+
+def backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: Mapping[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """The torch.compile backend: ``torch.compile(model, backend="opgraph")``.
+
+    Args:
+        gm: the FX graph dynamo captured.
+        example_inputs: its example arguments (used to recognise parameters and buffers).
+        options: see :class:`BackendOptions`.
+
+    Returns:
+        A callable taking and returning torch tensors, compiling per input signature.
+    """
+    return CompiledGraph(gm, example_inputs, BackendOptions.parse(options))
+
+
+class CompiledGraph:
+    """One dynamo graph: a cache of specialisations keyed by input signature."""
+
+    def __init__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions
+    ) -> None:
+        self.gm = gm
+        self.options = options
+        self.weights = _weight_positions(gm, example_inputs) if options.freeze else frozenset()
+        self._cache: OrderedDict[tuple[Any, ...], Callable[[Sequence[Any]], Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    def __call__(self, *args: Any) -> Any:
+        if _needs_autograd(args) or _off_cpu(args):
+            self._warn_eager(args)
+            return self.gm(*args)
+        key = self._key(args)
+        run = self._cache.get(key)
+        if run is None:
+            run = self._specialize(args, key)
+        return run(args)
+
+    def _key(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        parts: list[Any] = []
+        for index, arg in enumerate(args):
+            if isinstance(arg, torch.Tensor):
+                parts.append((arg.shape, arg.dtype))
+                if index in self.weights:
+                    parts.append((id(arg), _version(arg), arg.data_ptr()))
+            elif isinstance(arg, bool | int | float) or arg is None:
+                parts.append((type(arg), arg))
+            else:
+                parts.append(type(arg))
+        return tuple(parts)
+
+    def _specialize(self, args: Sequence[Any], key: tuple[Any, ...]) -> Callable[..., Any]:
+        with self._lock:
+            run = self._cache.get(key)
+            if run is None:
+                run = specialize(self.gm, args, self.weights, self.options, self.warn)
+                self._cache[key] = run
+                while len(self._cache) > self.options.cache_size:
+                    self._cache.popitem(last=False)
+            return run
+
+    def warn(self, message: str) -> None:
+        """Issue a FallbackWarning once per graph and message (new shapes recompile, and
+        would otherwise repeat it)."""
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(f"opgraph: {message}", FallbackWarning, stacklevel=4)
+
+    def _warn_eager(self, args: Sequence[Any]) -> None:
+        why = (
+            "inputs live off the CPU"
+            if _off_cpu(args)
+            else "inputs require grad while grad mode is on (the opgraph backend is for "
+            "inference: wrap the call in torch.no_grad() or torch.inference_mode())"
+        )
+        self.warn(f"{why}; this graph runs in eager PyTorch")
+
+
+def _version(tensor: torch.Tensor) -> int:
+    try:
+        return int(tensor._version)
+    except RuntimeError:  # inference tensors have no version counter
+        return -1
+
+
+def _needs_autograd(args: Sequence[Any]) -> bool:
+    return torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in args
+    )
+
+
+def _off_cpu(args: Sequence[Any]) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
+
+
+def _weight_positions(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> frozenset[int]:
+    """Positions of the arguments that are module parameters or buffers."""
+    try:
+        from torch._dynamo.source import is_from_unspecialized_param_buffer_source
+    except ImportError:  # pragma: no cover - other torch versions
+        is_from_unspecialized_param_buffer_source = None  # type: ignore[assignment]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    found = set()
+    for index, (node, example) in enumerate(zip(placeholders, example_inputs, strict=False)):
+        grapharg = node.meta.get("grapharg")
+        source = getattr(grapharg, "source", None)
+        by_source = (
+            source is not None
+            and is_from_unspecialized_param_buffer_source is not None
+            and is_from_unspecialized_param_buffer_source(source)
+        )
+        if by_source or isinstance(example, torch.nn.Parameter):
+            found.add(index)
+    return frozenset(found)
+
+
+# ------------------------------------------------------------------------ specialisation
+def specialize(
+    gm: torch.fx.GraphModule,
+    args: Sequence[Any],
+    weights: frozenset[int],
+    options: BackendOptions,
+    warn: Callable[[str], None],
+) -> Callable[[Sequence[Any]], Any]:
+    """Compile ``gm`` for the concrete ``args``: export, partition, compile; ``warn``
+    reports what runs in eager PyTorch."""
+    try:
+        program = export(gm, args)
+    except Exception as error:  # torch raises many kinds; any of them means "cannot lower"
+        message = f"torch.export could not lower the graph ({type(error).__name__}: {error})"
+        if options.fallback == "error":
+            raise ConversionError(message) from error
+        warn(f"{message.splitlines()[0]}; it runs in eager PyTorch")
+        return lambda call_args: gm(*call_args)
+    return Specialization(program, args, weights, options, warn)
+
+
+def export(gm: torch.fx.GraphModule, args: Sequence[Any]) -> torch.export.ExportedProgram:
+    """``gm`` in core ATen for ``args`` (shapes and Python scalars specialised)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch-internal deprecation noise
+        program = torch.export.export(gm, tuple(args), strict=False)
+        return program.run_decompositions()
+
+
+class Specialization:
+    """One exported, partitioned and compiled version of a graph."""
+
+    def __init__(
+        self,
+        program: torch.export.ExportedProgram,
+        args: Sequence[Any],
+        weights: frozenset[int],
+        options: BackendOptions,
+        warn: Callable[[str], None],
+    ) -> None:
+        module = program.graph_module
+        self.sources, constants = _sources(program, args, weights, options.freeze)
+        self.roles = _output_roles(program)
+        self.out_spec = program.call_spec.out_spec
+        refused = _refused(module.graph) if options.fallback != "partition" else {}
+        if refused:
+            listing = _listing(refused)
+            if options.fallback == "error":
+                raise ConversionError(f"opgraph cannot convert {listing}")
+            warn(f"{listing} are not supported; the whole graph runs in eager PyTorch")
+            self.module: Callable[..., Any] = module
+            return
+        result = partition(module, constants, get_backend(options.backend_name))
+        if result.eager:
+            warn(f"{_listing(result.eager)} run in eager PyTorch")
+        self.module = result.module
+
+    def __call__(self, args: Sequence[Any]) -> Any:
+        flat = [args[s] if isinstance(s, int) else s for s in self.sources]
+        outputs = self.module(*flat)
+        users = []
+        for role, value in zip(self.roles, outputs, strict=True):
+            if role is None:
+                users.append(value)
+            else:
+                target = args[role] if isinstance(role, int) else role
+                with torch.no_grad():
+                    target.copy_(value)
+        return pytree.tree_unflatten(users, self.out_spec)
+
+
+def _sources(
+    program: torch.export.ExportedProgram,
+    args: Sequence[Any],
+    weights: frozenset[int],
+    freeze: bool,
+) -> tuple[list[int | torch.Tensor], dict[str, Any]]:
+    """For each placeholder, the argument index feeding it or its lifted tensor; and the
+    placeholders (by name) whose values are fixed for this compilation."""
+    placeholders = [n for n in program.graph_module.graph.nodes if n.op == "placeholder"]
+    sources: list[int | torch.Tensor] = []
+    constants: dict[str, Any] = {}
+    user = 0
+    for node, spec in zip(placeholders, program.graph_signature.input_specs, strict=True):
+        if spec.kind == InputKind.USER_INPUT:
+            if user >= len(args):
+                raise ConversionError("the exported program has more inputs than the graph")
+            if user in weights or not isinstance(args[user], torch.Tensor):
+                constants[node.name] = args[user]
+            sources.append(user)
+            user += 1
+        else:
+            tensor = _lifted(program, str(spec.target), f"input {node.name!r}")
+            if freeze or spec.kind == InputKind.CONSTANT_TENSOR:
+                constants[node.name] = tensor
+            sources.append(tensor)
+    if user != len(args):
+        raise ConversionError(f"the exported program reads {user} of {len(args)} arguments")
+    return sources, constants
+
+
+def _output_roles(program: torch.export.ExportedProgram) -> list[int | torch.Tensor | None]:
+    """For each output: None for a user output, else the argument index or lifted tensor it
+    updates in place."""
+    signature = program.graph_signature
+    user_inputs = [s.arg.name for s in signature.input_specs if s.kind == InputKind.USER_INPUT]
+    roles: list[int | torch.Tensor | None] = []
+    for spec in signature.output_specs:
+        if spec.kind in (OutputKind.USER_OUTPUT, OutputKind.LOSS_OUTPUT):
+            roles.append(None)
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            roles.append(user_inputs.index(str(spec.target)))
+        elif spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
+            roles.append(_lifted(program, str(spec.target), f"output {spec.arg}"))
+        else:
+            raise ConversionError(f"{spec.kind.name} outputs are not supported")
+    return roles
+
+
+def _refused(graph: torch.fx.Graph) -> dict[str, str]:
+    refused: dict[str, str] = {}
+    for node in graph.nodes:
+        if node.op == "call_function":
+            reason = refusal(node)
+            if reason is not None:
+                refused.setdefault(name_of(node.target), reason)
+    return refused
+
+
+def _listing(refused: Mapping[str, str]) -> str:
+    """``2 op(s) (aten.a.default: no converter; aten.b.default: …)``."""
+    reasons = "; ".join(f"{op}: {why}" for op, why in sorted(refused.items()))
+    return f"{len(refused)} op(s) ({reasons})"
