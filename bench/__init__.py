@@ -1,0 +1,1 @@
+"""Benchmarks of opgraph against other runtimes (not part of the test run)."""

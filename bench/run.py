@@ -1,0 +1,191 @@
+"""Benchmark opgraph against onnxruntime, OpenVINO, torch and numpy on the same models.
+
+    python bench/run.py --workload all [--quick] [--repeat 3] [--report results.md]
+
+Runtimes run interleaved in one process (round after round, each runtime a block of
+iterations, the starting runtime rotating), each with the same number of threads. Before
+timing, opgraph's outputs are checked against onnxruntime's. Reported: per-runtime medians,
+and the ratio of opgraph's median to the fastest of onnxruntime and OpenVINO.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, str(THREADS))  # numpy's BLAS, torch's OpenMP: before imports
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bench import runners  # noqa: E402
+from bench.models import Case  # noqa: E402
+from bench.workloads import WORKLOADS, build  # noqa: E402
+
+PEERS = ("onnxruntime", "openvino")
+SETTLE = 0.02  # seconds between runtime blocks
+
+
+def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) -> dict[str, float]:
+    """Median seconds per run of each runtime, interleaved."""
+    iterations = {}
+    for name, p in prepared.items():
+        for _ in range(3):
+            p.run()  # warm up
+        started = time.perf_counter()
+        p.run()
+        once = max(time.perf_counter() - started, 1e-7)
+        iterations[name] = int(min(max(block / once, 1), 5000))
+    samples: dict[str, list[float]] = {name: [] for name in prepared}
+    names = list(prepared)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            run = prepared[name].run
+            for _ in range(min(3, iterations[name])):
+                run()  # re-warm after another runtime's threads
+            for _ in range(iterations[name]):
+                started = time.perf_counter_ns()
+                run()
+                samples[name].append((time.perf_counter_ns() - started) * 1e-9)
+            time.sleep(SETTLE)  # let this runtime's spinning threads go idle before the next
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def prepare(case: Case, cache: Path, interpreter: bool) -> dict[str, runners.Prepared]:
+    prepared = runners.opgraph_cpu(case, THREADS, cache)
+    prepared["onnxruntime"] = runners.onnxruntime(case, THREADS)
+    prepared["openvino"] = runners.openvino(case, THREADS)
+    prepared["torch"] = runners.torch_eager(case, THREADS)
+    numpy_runner = runners.numpy_eager(case)
+    if numpy_runner is not None:
+        prepared["numpy"] = numpy_runner
+    if interpreter:
+        prepared["INTERPRETER"] = runners.interpreter(case)
+    return prepared
+
+
+def check(case: Case, prepared: dict[str, runners.Prepared]) -> float:
+    """Max abs difference of opgraph's outputs from onnxruntime's (raises when too large)."""
+    got = prepared["opgraph"].outputs() if prepared["opgraph"].run() is None else []
+    want = [np.asarray(w) for w in prepared["onnxruntime"].outputs()]
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        worst = max(worst, float(np.max(np.abs(g - w))) if g.size else 0.0)
+        if not np.allclose(g, w, rtol=case.tolerance, atol=case.tolerance):
+            raise AssertionError(f"{case.name}: opgraph differs from onnxruntime by {worst}")
+    return worst
+
+
+def fmt(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+COLUMNS = ("opgraph", "opgraph exe()", "onnxruntime", "openvino", "torch", "numpy", "INTERPRETER")
+
+
+def run_case(case: Case, args: argparse.Namespace) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="opgraph-bench-cache-") as tmp:
+        prepared = prepare(case, Path(tmp), interpreter=not args.no_interpreter)
+        error = check(case, prepared)
+        sessions = [measure(prepared, args.rounds, args.block) for _ in range(args.repeat)]
+    medians = {n: statistics.median(s[n] for s in sessions) for n in sessions[0]}
+    best_peer = min(medians[p] for p in PEERS)
+    extra = prepared["opgraph"].extra
+    return {
+        "case": case,
+        "medians": medians,
+        "sessions": sessions,
+        "ratio": medians["opgraph"] / best_peer,
+        "ratio_exe": medians["opgraph exe()"] / best_peer,
+        "error": error,
+        "extra": extra,
+        "peer_compile": {p: prepared[p].compile_seconds for p in PEERS},
+    }
+
+
+def table(results: list[dict[str, object]]) -> str:
+    head = "| case | " + " | ".join(COLUMNS) + " | ratio call | ratio exe() | per-run ratios |"
+    lines = [head, "|" + "---|" * (len(COLUMNS) + 4)]
+    for r in results:
+        medians = r["medians"]
+        assert isinstance(medians, dict)
+        cells = [fmt(medians[c]) if c in medians else "—" for c in COLUMNS]
+        per_run = ", ".join(
+            f"{s['opgraph'] / min(s[p] for p in PEERS):.2f}"
+            for s in r["sessions"]  # type: ignore[attr-defined]
+        )
+        case = r["case"]
+        assert isinstance(case, Case)
+        lines.append(
+            f"| {case.name} | "
+            + " | ".join(cells)
+            + f" | **{r['ratio']:.2f}** | {r['ratio_exe']:.2f} | {per_run} |"
+        )
+    ratios = [float(r["ratio"]) for r in results]  # type: ignore[arg-type]
+    geomean = float(np.exp(np.mean(np.log(ratios))))
+    lines.append(f"\nGeometric mean of the ratios (call): **{geomean:.3f}**")
+    return "\n".join(lines)
+
+
+def compile_table(results: list[dict[str, object]]) -> str:
+    lines = [
+        "| case | opgraph cold compile | opgraph warm compile | onnxruntime session | "
+        "OpenVINO compile | arena peak | intermediates without reuse | max abs diff vs ORT |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        extra, peers, case = r["extra"], r["peer_compile"], r["case"]
+        assert isinstance(extra, dict) and isinstance(peers, dict) and isinstance(case, Case)
+        cells = [
+            f"{extra['cold_compile_s']:.3f} s",
+            f"{extra['warm_compile_s'] * 1e3:.1f} ms",
+            f"{peers['onnxruntime'] * 1e3:.1f} ms",
+            f"{peers['openvino'] * 1e3:.1f} ms",
+            f"{extra['arena_bytes'] / 2**20:.2f} MiB",
+            f"{extra['unplanned_bytes'] / 2**20:.2f} MiB",
+            f"{r['error']:.2e}",
+        ]
+        lines.append(f"| {case.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workload", default="all", choices=["all", *WORKLOADS])
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=1, help="measurement sessions")
+    parser.add_argument("--block", type=float, default=None, help="seconds per block")
+    parser.add_argument("--no-interpreter", action="store_true")
+    parser.add_argument("--report", type=Path, default=None, help="write markdown here")
+    args = parser.parse_args()
+    args.rounds = args.rounds or (3 if args.quick else 10)
+    args.block = args.block or (0.02 if args.quick else 0.1)
+    results = []
+    for case in build(args.workload):
+        result = run_case(case, args)
+        results.append(result)
+        print(table([result]).splitlines()[-3], flush=True)
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    report = (
+        f"threads: {THREADS}; load average at the end: {load}\n\n"
+        f"{table(results)}\n\n{compile_table(results)}\n"
+    )
+    print(report)
+    if args.report:
+        args.report.write_text(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""One runner per runtime: prepare a case once, then a zero-argument ``run`` closure that
+executes it on tensors created once. Every runtime gets the same number of threads."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import openvino as ov
+import torch
+
+import opgraph as og
+from bench.models import Case
+from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config
+
+
+@dataclass
+class Prepared:
+    """A case ready to time on one runtime."""
+
+    run: Callable[[], object]
+    outputs: Callable[[], list[np.ndarray]]
+    compile_seconds: float
+    extra: dict[str, float]
+
+
+def opgraph_cpu(case: Case, threads: int, cache: Path) -> dict[str, Prepared]:
+    """opgraph CPU twice: ``exe.call(outputs, inputs)`` on tensors made once, and ``exe(*a)``.
+    Compile time is measured cold (empty cache directory) and warm (same directory)."""
+    config = CpuConfig(cache, default_config().compiler, num_threads=threads)
+    started = time.perf_counter()
+    exe = CpuBackend(config).compile(case.function)
+    cold = time.perf_counter() - started
+    started = time.perf_counter()
+    exe = CpuBackend(config).compile(case.function)
+    warm = time.perf_counter() - started
+    backend = CpuBackend(config)
+    inputs = [
+        backend.create_tensor(og.element.from_dtype(a.dtype), a.shape, a.copy())
+        for a in case.inputs
+    ]
+    outputs = [backend.create_tensor(t.element_type, t.shape) for t in exe.result_types]
+    plan = exe.memory_plan()
+    extra = {
+        "cold_compile_s": cold,
+        "warm_compile_s": warm,
+        "arena_bytes": float(plan.peak),
+        "unplanned_bytes": float(sum(plan.sizes.values())),
+        "fallbacks": float(len(exe.fallback_ops())),
+    }
+
+    def call() -> None:
+        exe.call(outputs, inputs)
+
+    arrays = [a.copy() for a in case.inputs]
+    return {
+        "opgraph": Prepared(call, lambda: [o.read() for o in outputs], cold, extra),
+        "opgraph exe()": Prepared(lambda: exe(*arrays), lambda: exe(*arrays), cold, {}),
+    }
+
+
+def interpreter(case: Case) -> Prepared:
+    started = time.perf_counter()
+    exe = og.backend("INTERPRETER").compile(case.function)
+    seconds = time.perf_counter() - started
+    arrays = [a.copy() for a in case.inputs]
+    return Prepared(lambda: exe(*arrays), lambda: exe(*arrays), seconds, {})
+
+
+def onnxruntime(case: Case, threads: int) -> Prepared:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    started = time.perf_counter()
+    session = ort.InferenceSession(
+        case.onnx.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    seconds = time.perf_counter() - started
+    feeds = {i.name: a.copy() for i, a in zip(session.get_inputs(), case.inputs, strict=True)}
+    return Prepared(lambda: session.run(None, feeds), lambda: session.run(None, feeds), seconds, {})
+
+
+def openvino(case: Case, threads: int) -> Prepared:
+    core = ov.Core()
+    config = {
+        "INFERENCE_NUM_THREADS": threads,
+        "INFERENCE_PRECISION_HINT": "f32",
+        "PERFORMANCE_HINT": "LATENCY",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(case.onnx.SerializeToString())
+        started = time.perf_counter()
+        compiled = core.compile_model(str(path), "CPU", config)
+        seconds = time.perf_counter() - started
+    request = compiled.create_infer_request()
+    feeds = {i: a.copy() for i, a in enumerate(case.inputs)}
+
+    def run() -> object:
+        return request.infer(feeds, share_inputs=True, share_outputs=True)
+
+    def outputs() -> list[np.ndarray]:
+        result = request.infer(feeds)
+        return [np.array(result[o]) for o in compiled.outputs]
+
+    return Prepared(run, outputs, seconds, {})
+
+
+def torch_eager(case: Case, threads: int) -> Prepared:
+    torch.set_num_threads(threads)
+    tensors = [torch.from_numpy(a.copy()) for a in case.inputs]
+
+    def run() -> object:
+        with torch.inference_mode():
+            return case.torch_fn(*tensors)
+
+    def outputs() -> list[np.ndarray]:
+        result = run()
+        return [result.numpy()] if isinstance(result, torch.Tensor) else [r.numpy() for r in result]
+
+    return Prepared(run, outputs, 0.0, {})
+
+
+def numpy_eager(case: Case) -> Prepared | None:
+    if case.numpy_fn is None:
+        return None
+    fn = case.numpy_fn
+    arrays = [a.copy() for a in case.inputs]
+    return Prepared(lambda: fn(*arrays), lambda: [np.asarray(fn(*arrays))], 0.0, {})

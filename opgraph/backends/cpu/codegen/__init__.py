@@ -1,0 +1,2 @@
+"""C code generation for the CPU backend: the dialect (types, literals, helpers), loop
+kernels, BLAS calls and the module's single entry function."""

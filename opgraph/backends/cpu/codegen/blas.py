@@ -1,0 +1,237 @@
+"""Generate the C of a GEMM step: OpenBLAS (``scipy_cblas_*``) for f32/f64, a wrapping loop
+for integers.
+
+OpenBLAS runs single-threaded; the step is a function over *units* — batch entries, each
+split into column (or row) blocks when the batch is too small to feed every thread — that
+the runtime's thread pool shares out. So one pool serves the whole module, OpenBLAS's own
+threads never compete with it, and a batch of small products (attention heads) runs one
+product per thread. A product with one row or one column is a GEMV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.loops import LoopEmitter
+from opgraph.backends.cpu.lowering.linalg import blas_layout
+from opgraph.backends.cpu.program import GemmStep
+from opgraph.backends.cpu.views import View
+from opgraph.core import element_type as et
+
+PROTOTYPES = """enum { OG_ROW = 101, OG_NOTRANS = 111, OG_TRANS = 112 };
+extern void scipy_cblas_sgemm(int, int, int, int, int, int, float, const float*, int,
+                              const float*, int, float, float*, int);
+extern void scipy_cblas_dgemm(int, int, int, int, int, int, double, const double*, int,
+                              const double*, int, double, double*, int);
+extern void scipy_cblas_sgemv(int, int, int, int, float, const float*, int, const float*, int,
+                              float, float*, int);
+extern void scipy_cblas_dgemv(int, int, int, int, double, const double*, int, const double*,
+                              int, double, double*, int);"""
+
+#: Multiply-adds below which a product runs on one thread.
+PARALLEL_MACS = 1 << 17
+BLOCK = 16  # columns per block: whole AVX-512 vectors
+
+
+def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
+    t = dialect.storage_type(view.element_type)
+    q = "const " if const else ""
+    return f"  {q}{t}* {name} = ({q}{t}*)({module.base(view.buffer)}) + {view.offset}L;"
+
+
+Call = Callable[[str, str], str]  # (first, count) -> one BLAS call over that sub-range
+
+
+class GemmEmitter:
+    """Emits ``static int <name>(T, A, lo, hi)`` over units and ``<name>_run(T, A)``."""
+
+    def __init__(
+        self, step: GemmStep, name: str, module: ModuleContext, checks: list[Check] | None = None
+    ) -> None:
+        assert step.a is not None and step.b is not None and step.out is not None
+        self.step = step
+        self.name = name
+        self.module = module
+        self.a, self.b, self.out = step.a, step.b, step.out
+        self.rows, self.inner = self.a.shape
+        self.cols = self.b.shape[1]
+        self.t = self.out.element_type
+        self.c = dialect.storage_type(self.t)
+        self.checks: list[Check] = checks if checks is not None else []
+
+    def work(self) -> int:
+        return self.rows * self.cols * self.inner * len(self.step.batch)
+
+    def emit(self) -> str:
+        batch = self.step.batch
+        threads = self.module.num_threads
+        parallel = threads > 1 and self.work() >= PARALLEL_MACS
+        extent, call = self.split()
+        blocks = 1
+        if parallel and len(batch) < threads and extent >= 2 * BLOCK:
+            blocks = min(self.blocks_per_thread() * threads, -(-extent // BLOCK))
+        lines = [f"/* {self.name}: {self.step.label.replace('*/', '* /')} */"]
+        lines += self.epilogue_function()
+        rows = ", ".join(f"{{{a}L, {b}L, {c}L}}" for a, b, c in batch)
+        lines.append(f"static const long {self.name}_batch[{len(batch)}][3] = {{{rows}}};")
+        lines += [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(self.module, self.a, "a0", True),
+            _pointer(self.module, self.b, "b0", True),
+            _pointer(self.module, self.out, "c0", False),
+            "  for (long u_ = lo; u_ < hi; ++u_) {",
+            f"    long i_ = u_ / {blocks}L, k_ = u_ % {blocks}L;",
+            f"    const {self.c}* a = a0 + {self.name}_batch[i_][0];",
+            f"    const {self.c}* b = b0 + {self.name}_batch[i_][1];",
+            f"    {self.c}* c = c0 + {self.name}_batch[i_][2];",
+            f"    long first = {extent}L * k_ / {blocks}L;",
+            f"    long last = {extent}L * (k_ + 1) / {blocks}L;",
+            *self.aligned(blocks),
+            "    if (first >= last) continue;",
+            f"    {call('first', '(int)(last - first)')}",
+            *self.epilogue_calls(),
+            "  }",
+            "  return err;",
+            "}",
+        ]
+        lines.insert(lines.index("  for (long u_ = lo; u_ < hi; ++u_) {"), "  int err = 0;")
+        units = len(batch) * blocks
+        lines.append(f"static int {self.name}_run(void* const* T, char* A) {{")
+        if parallel and units > 1:
+            self.module.uses_pool = True
+            lines.append(f"  return og_parallel({self.name}, T, A, {units}L, 1L, {threads});")
+        else:
+            lines.append(f"  return {self.name}(T, A, 0, {units}L);")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def blocks_per_thread(self) -> int:
+        """Every block packs the whole operand it does not split: two blocks per thread when
+        that operand is large (less packing), four when it is small. More blocks than threads
+        let a thread that finishes early take work instead of waiting."""
+        whole = self.rows * self.inner if self.split_columns else self.cols * self.inner
+        return 2 if whole * self.out.element_type.itemsize > (1 << 18) else 4
+
+    def epilogue_function(self) -> list[str]:
+        if self.step.epilogue is None:
+            return []
+        label = "epilogue of " + self.name
+        emitter = LoopEmitter(
+            self.step.epilogue, f"{self.name}_ep", self.module, label, self.checks
+        )
+        return [emitter.emit()]
+
+    def epilogue_calls(self) -> list[str]:
+        """Run the epilogue on the block just computed (flat indices of the output)."""
+        if self.step.epilogue is None:
+            return []
+        ep, base, cols = f"{self.name}_ep", f"{self.name}_batch[i_][2]", self.cols
+        if self.split_columns:
+            return [
+                f"    for (long r_ = 0; r_ < {self.rows}L; ++r_)",
+                f"      err |= {ep}(T, A, {base} + r_ * {cols}L + first, "
+                f"{base} + r_ * {cols}L + last);",
+            ]
+        return [f"    err |= {ep}(T, A, {base} + first * {cols}L, {base} + last * {cols}L);"]
+
+    def aligned(self, blocks: int) -> list[str]:
+        if blocks == 1 or not self.split_columns:
+            return []
+        return [
+            f"    first = first / {BLOCK} * {BLOCK};",
+            f"    if (k_ < {blocks - 1}L) last = last / {BLOCK} * {BLOCK};",
+        ]
+
+    # ---------------------------------------------------------------------- splitting
+    def split(self) -> tuple[int, Call]:
+        """(extent of the split dimension, the call over a sub-range of it)."""
+        self.split_columns = True
+        if self.t not in (et.f32, et.f64):
+            return self.loops()
+        self.module.uses_blas = True
+        if self.step.panels:
+            return self.panel_gemv()
+        if self.rows == 1 or self.cols == 1:
+            self.split_columns = self.rows == 1
+            return self.gemv()
+        return self.gemm()
+
+    def gemm(self) -> tuple[int, Call]:
+        layout_a, layout_b = blas_layout(self.a), blas_layout(self.b)
+        assert layout_a is not None and layout_b is not None
+        (ta, lda), (tb, ldb) = layout_a, layout_b
+        fn = "scipy_cblas_sgemm" if self.t is et.f32 else "scipy_cblas_dgemm"
+        flag = {False: "OG_NOTRANS", True: "OG_TRANS"}
+        cols, rows, k = self.cols, self.rows, self.inner
+        by_columns = cols >= 32 * self.module.num_threads or rows < self.module.num_threads
+        self.split_columns = by_columns
+
+        def call(first: str, count: str) -> str:
+            m0, m, n0, n = (
+                ("0", str(rows), first, count) if by_columns else (first, count, "0", str(cols))
+            )
+            a = f"a + {m0}" + ("" if ta else f" * {lda}L")
+            b = f"b + {n0}" + (f" * {ldb}L" if tb else "")
+            return (
+                f"{fn}(OG_ROW, {flag[ta]}, {flag[tb]}, {m}, {n}, {k}, 1, {a}, {lda}, {b}, "
+                f"{ldb}, 0, c + {m0} * {cols}L + {n0}, {cols});"
+            )
+
+        return (cols if by_columns else rows), call
+
+    def panel_gemv(self) -> tuple[int, Call]:
+        """One row times a matrix repacked as column panels (see ``GemmStep.panels``)."""
+        self.module.helper("gemv_panels")
+        inc = self.a.strides[1] if self.inner > 1 else 1
+        self.split_columns = True
+
+        def call(first: str, count: str) -> str:
+            return f"og_gemv_panels(a, {inc}L, b, c, {self.inner}L, {first}, {first} + {count});"
+
+        return self.cols, call
+
+    def gemv(self) -> tuple[int, Call]:
+        """One row (x @ B) or one column (A @ x): y over ``length`` outputs."""
+        layout_a, layout_b = blas_layout(self.a), blas_layout(self.b)
+        assert layout_a is not None and layout_b is not None
+        fn = "scipy_cblas_sgemv" if self.t is et.f32 else "scipy_cblas_dgemv"
+        if self.rows == 1:  # y[cols] = x B, x = the row of a
+            (transposed, ld), length = layout_b, self.cols
+            inc = self.a.strides[1] if self.inner > 1 else 1
+            matrix, vector, other_major = "b", "a", not transposed
+        else:  # y[rows] = A x, x = the column of b
+            (transposed, ld), length = layout_a, self.rows
+            inc = self.b.strides[0] if self.inner > 1 else 1
+            matrix, vector, other_major = "a", "b", transposed
+        other = self.inner
+
+        def call(first: str, count: str) -> str:
+            if other_major:  # stored other x length: BLAS Trans, outputs are columns
+                return (
+                    f"{fn}(OG_ROW, OG_TRANS, {other}, {count}, 1, {matrix} + {first}, {ld}, "
+                    f"{vector}, {inc}, 0, c + {first}, 1);"
+                )
+            return (  # stored length x other: BLAS NoTrans, outputs are rows
+                f"{fn}(OG_ROW, OG_NOTRANS, {count}, {other}, 1, {matrix} + {first} * {ld}L, "
+                f"{ld}, {vector}, {inc}, 0, c + {first}, 1);"
+            )
+
+        return length, call
+
+    def loops(self) -> tuple[int, Call]:
+        """Integers: a loop accumulating in 64 bits, keeping the low bits (wrap-around)."""
+        (ars, acs), (brs, bcs) = self.a.strides, self.b.strides
+        cols, k, c = self.cols, self.inner, self.c
+
+        def call(first: str, count: str) -> str:
+            return (
+                f"for (long m = {first}; m < {first} + {count}; ++m) "
+                f"for (long n = 0; n < {cols}L; ++n) {{ uint64_t acc = 0; "
+                f"for (long k = 0; k < {k}L; ++k) acc += (uint64_t)a[m * {ars}L + k * {acs}L] * "
+                f"(uint64_t)b[k * {brs}L + n * {bcs}L]; c[m * {cols}L + n] = ({c})acc; }}"
+            )
+
+        self.split_columns = False
+        return self.rows, call

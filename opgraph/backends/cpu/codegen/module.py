@@ -1,0 +1,189 @@
+"""Assemble one C module per Function: its kernels and a single entry point.
+
+``int og_run(void* const* T, char* A, og_callback cb, double* prof)`` runs every step in
+order. ``T`` holds the constants, then the arguments, then the results; ``A`` is the arena.
+Fallback steps call ``cb(step, T, A)`` (Python runs the reference kernel). A failing step
+returns ``(step << 8) | (check + 1)``; a failing callback returns -1 (Python kept the error).
+With profiling, ``prof[step]`` accumulates each step's seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opgraph.backends.cpu.codegen import dialect, runtime
+from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.loops import LoopEmitter
+from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
+from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
+from opgraph.backends.cpu.config import CpuConfig
+from opgraph.backends.cpu.memory import MemoryPlan
+from opgraph.backends.cpu.program import (
+    BufferKind,
+    ConvStep,
+    FallbackStep,
+    GemmStep,
+    LoopStep,
+    PoolStep,
+    Program,
+    Step,
+    WinogradStep,
+)
+
+#: Results at least this large are written with non-temporal stores: the caller reads them
+#: later (if at all), so caching them only evicts the inputs still being read.
+STREAM_BYTES = 1 << 22
+
+
+@dataclass(frozen=True)
+class GeneratedModule:
+    """The source and what the runtime needs to know about it."""
+
+    source: str
+    needs: frozenset[str]  # "blas", "openmp", "mvec": what to link
+    checks: tuple[tuple[Check, ...], ...]  # per step
+
+
+def table_slots(program: Program) -> dict[int, int]:
+    """Index in ``T`` of every constant, argument and result buffer."""
+    constants = [b for b in program.buffers if b.kind is BufferKind.CONST]
+    slots = {b.id: b.index for b in constants}
+    for b in program.buffers:
+        if b.kind is BufferKind.ARG:
+            slots[b.id] = len(constants) + b.index
+        elif b.kind is BufferKind.RESULT:
+            slots[b.id] = len(constants) + program.num_args + b.index
+    return slots
+
+
+def generate(
+    program: Program, plan: MemoryPlan, config: CpuConfig, name: str, profile: bool = False
+) -> GeneratedModule:
+    """The C source of ``program`` laid out by ``plan``."""
+    slots = table_slots(program)
+
+    def base(buffer: int) -> str:
+        if buffer in slots:
+            return f"(char*)T[{slots[buffer]}]"
+        return f"(A + {plan.offsets.get(buffer, 0)}L)"
+
+    module = ModuleContext(base, config.num_threads, config.parallel_threshold)
+    module.stream_bytes = STREAM_BYTES
+    module.sizes = {b.id: b.nbytes for b in program.buffers if b.kind is BufferKind.RESULT}
+    inplace = {b for pair in plan.inplace for b in pair}
+    functions: list[str] = []
+    calls: list[str] = []
+    checks: list[tuple[Check, ...]] = []
+    for i, step in enumerate(program.steps):
+        text, call, step_checks = _step(step, i, module)
+        if inplace & {v.buffer for v in step.writes()}:
+            text = text.replace("* restrict ", "* ")
+        functions.append(text)
+        calls.append(_timed(call, i) if profile else call)
+        checks.append(step_checks)
+    source = _assemble(program, name, module, functions, calls, profile)
+    needs = {"blas"} if module.uses_blas else set()
+    needs |= {"mvec"} if any(n in dialect.VECTOR_MATH for n, _ in module.math) else set()
+    return GeneratedModule(source, frozenset(needs), tuple(checks))
+
+
+Emitted = tuple[str, str, tuple[Check, ...]]  # (C functions, the entry's call, checks)
+
+
+def _loop(step: LoopStep, i: int, module: ModuleContext) -> Emitted:
+    texts: list[str] = []
+    calls: list[str] = []
+    checks: list[Check] = []
+    for j, kernel in enumerate(step.kernels):
+        emitter = LoopEmitter(kernel, f"k{i}_{j}", module, step.label, checks)
+        texts.append(emitter.emit())
+        calls.append(f"if ((e = k{i}_{j}_run(T, A))) return OG_FAIL({i}, e);")
+    return "\n\n".join(texts), "\n  ".join(calls), tuple(checks)
+
+
+def _gemm(step: GemmStep, i: int, module: ModuleContext) -> Emitted:
+    checks: list[Check] = []
+    text = GemmEmitter(step, f"g{i}", module, checks).emit()
+    return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
+
+
+def _conv(step: ConvStep, i: int, module: ModuleContext) -> Emitted:
+    checks: list[Check] = []
+    text = ConvEmitter(step, f"g{i}", module, checks).emit()
+    return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
+
+
+def _winograd(step: WinogradStep, i: int, module: ModuleContext) -> Emitted:
+    checks: list[Check] = []
+    text = WinogradEmitter(step, f"g{i}", module, checks).emit()
+    return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
+
+
+def _pool(step: PoolStep, i: int, module: ModuleContext) -> Emitted:
+    return PoolEmitter(step, f"w{i}", module).emit(), f"w{i}_run(T, A);", ()
+
+
+def _fallback(step: FallbackStep, i: int, module: ModuleContext) -> Emitted:
+    text = f"/* step {i} falls back to the reference kernel: {step.label.replace('*/', '')} */"
+    return text, f"if (cb({i}, T, A)) return -1;", ()
+
+
+#: The C generator of each kind of step.
+STEP_EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
+    LoopStep: _loop,
+    GemmStep: _gemm,
+    ConvStep: _conv,
+    WinogradStep: _winograd,
+    PoolStep: _pool,
+    FallbackStep: _fallback,
+}
+
+
+def _step(step: Step, i: int, module: ModuleContext) -> Emitted:
+    return STEP_EMITTERS[type(step)](step, i, module)
+
+
+def _timed(call: str, i: int) -> str:
+    return (
+        "{ struct timespec t0_, t1_; clock_gettime(CLOCK_MONOTONIC, &t0_);\n    "
+        + call
+        + "\n    clock_gettime(CLOCK_MONOTONIC, &t1_);\n"
+        + f"    prof[{i}] += (t1_.tv_sec - t0_.tv_sec) + 1e-9 * (t1_.tv_nsec - t0_.tv_nsec); }}"
+    )
+
+
+def _assemble(
+    program: Program,
+    name: str,
+    module: ModuleContext,
+    functions: list[str],
+    calls: list[str],
+    profile: bool,
+) -> str:
+    head = [
+        f"/* opgraph CPU module for function {name}: {len(program.steps)} step(s) */",
+        dialect.PRELUDE,
+    ]
+    if module.uses_pool:
+        head.append(runtime.DECLARATION)
+    if profile:
+        head.append("#include <time.h>")
+    if module.uses_blas:
+        head.append(PROTOTYPES)
+    head.append(dialect.simd_declarations(module.math))
+    head.append(dialect.HELPERS["bf16"]())
+    head.append(module.helper_code())
+    head.append("typedef int (*og_callback)(int, void* const*, char*);")
+    head.append("#define OG_FAIL(step, bits) (((step) << 8) | (__builtin_ctz(bits) + 1))")
+    entry = [
+        "int og_run(void* const* T, char* A, og_callback cb, double* prof) {",
+        "  int e = 0; (void)e; (void)cb; (void)prof;",
+        *[f"  {c}" for c in calls],
+        "  return 0;",
+        "}",
+    ]
+    sections = [part for part in [*head, *functions, "\n".join(entry)] if part]
+    return "\n\n".join(sections) + "\n"

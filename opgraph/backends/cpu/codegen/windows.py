@@ -1,0 +1,356 @@
+"""Generate the C of windowed steps: convolution (im2col blocks + GEMM) and pooling.
+
+Both are functions over *units* shared out by the runtime's thread pool: a convolution unit
+is one block of output rows of one image and group, a pooling unit one (image, channel)
+plane. Patch rows are built with the out-of-bounds columns cut off by arithmetic, so the
+inner copy is a plain strided loop.
+"""
+
+from __future__ import annotations
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.loops import LoopEmitter
+from opgraph.backends.cpu.program import ConvStep, PoolStep
+from opgraph.backends.cpu.views import View
+from opgraph.core import element_type as et
+
+
+def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
+    t = dialect.storage_type(view.element_type)
+    q = "const " if const else ""
+    return f"  {q}{t}* {name} = ({q}{t}*)({module.base(view.buffer)}) + {view.offset}L;"
+
+
+def _driver(name: str, units: int, parallel: bool, threads: int, module: ModuleContext) -> str:
+    if parallel and units > 1 and threads > 1:
+        module.uses_pool = True
+        call = f"og_parallel({name}, T, A, {units}L, 1L, {threads})"
+    else:
+        call = f"{name}(T, A, 0, {units}L)"
+    return f"static int {name}_run(void* const* T, char* A) {{\n  return {call};\n}}"
+
+
+class ConvEmitter:
+    """A convolution step: by blocks of output rows, or "wide" (see ``ConvStep``)."""
+
+    def __init__(
+        self, step: ConvStep, name: str, module: ModuleContext, checks: list[Check] | None = None
+    ) -> None:
+        self.step, self.name, self.module = step, name, module
+        self.checks: list[Check] = checks if checks is not None else []
+        assert step.x is not None and step.w is not None and step.out is not None
+        self.x, self.w, self.out = step.x, step.w, step.out
+        self.ctype = dialect.storage_type(step.out.element_type)
+        self.gemm = "scipy_cblas_sgemm" if step.out.element_type is et.f32 else "scipy_cblas_dgemm"
+
+    def direct(self) -> bool:
+        """1x1, stride 1, unpadded, rows contiguous: the image is the GEMM's right operand."""
+        s = self.step
+        h, w = self.x.shape[2:]
+        xs = self.x.strides
+        return (
+            s.kernel == (1, 1)
+            and s.strides == (1, 1)
+            and s.padding == (0, 0)
+            and xs[3] == 1
+            and (h == 1 or xs[2] == w)
+        )
+
+    def emit(self) -> str:
+        self.module.uses_blas = True
+        head = f"/* {self.name}: {self.step.label.replace('*/', '* /')} */"
+        epilogue = []
+        if self.step.epilogue is not None:
+            label = "epilogue of " + self.name
+            ep = LoopEmitter(self.step.epilogue, f"{self.name}_ep", self.module, label, self.checks)
+            epilogue.append(ep.emit())
+        body = self.emit_wide() if self.step.wide else self.emit_rows()
+        return "\n".join([head, *epilogue, body])
+
+    def epilogue_rows(
+        self, base: str, count: str, stride: int, first: str, length: str
+    ) -> list[str]:
+        """Run the epilogue over ``count`` output rows starting at flat index ``base``
+        (``stride`` apart), columns ``first`` .. ``first + length``."""
+        if self.step.epilogue is None:
+            return []
+        ep = f"{self.name}_ep"
+        return [
+            f"    for (long q_ = 0; q_ < {count}; ++q_) {{",
+            f"      long at_ = {base} + q_ * {stride}L + {first};",
+            f"      err |= {ep}(T, A, at_, at_ + {length});",
+            "    }",
+        ]
+
+    def parallel(self) -> bool:
+        n, oh, ow = self.step.images
+        return n * self.w.shape[0] * oh * ow * self.w.shape[1] >= PARALLEL_MACS
+
+    def phase(self, fn: str, units: int) -> str:
+        threads = self.module.num_threads
+        if self.parallel() and units > 1 and threads > 1:
+            self.module.uses_pool = True
+            return f"  err |= og_parallel({fn}, T, A, {units}L, 1L, {threads});"
+        return f"  err |= {fn}(T, A, 0, {units}L);"
+
+    def emit_rows(self) -> str:
+        """Units: (image, group, block of output rows); patches in this thread's scratch."""
+        s = self.step
+        n, c = self.x.shape[:2]
+        o, k = self.w.shape
+        _, oh, ow = s.images
+        g, xs, ct = s.groups, self.x.strides, self.ctype
+        cg, og = c // g, o // g
+        blocks = -(-oh // s.block_rows)
+        lines = [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, self.w, "w0", True),
+            _pointer(self.module, self.out, "y0", False),
+        ]
+        if not self.direct():
+            assert s.scratch is not None
+            lines.append(_pointer(self.module, s.scratch, "scratch", False))
+        lines += [
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    long img = u / {g * blocks}L, grp = (u / {blocks}L) % {g}L, blk = u % {blocks}L;",
+            f"    long oh0 = blk * {s.block_rows}L;",
+            f"    long oh1 = oh0 + {s.block_rows}L < {oh}L ? oh0 + {s.block_rows}L : {oh}L;",
+            f"    long cols = (oh1 - oh0) * {ow}L;",
+            f"    const {ct}* x = x0 + img * {xs[0]}L + grp * {cg * xs[1]}L;",
+            f"    {ct}* y = y0 + img * {o * oh * ow}L + grp * {og * oh * ow}L + oh0 * {ow}L;",
+        ]
+        if self.direct():
+            lines.append(f"    const {ct}* b = x + oh0 * {ow}L; long ldb = {xs[1]}L;")
+        else:
+            lines += [
+                f"    {ct}* col = scratch + (long)og_worker_index() * {k * s.block_rows * ow}L;",
+                f"    for (long r = 0; r < {k}L; ++r) {{",
+                f"      {ct}* row = col + r * cols;",
+                *[f"    {line}" for line in self.patch_row()],
+                "    }",
+                f"    const {ct}* b = col; long ldb = cols;",
+            ]
+        lines += [
+            f"    {self.gemm}(101, 111, 111, {og}, (int)cols, {k}, 1, w0 + grp * {og * k}L, {k}, "
+            f"b, (int)ldb, 0, y, {oh * ow});",
+            *self.epilogue_rows(
+                f"img * {o * oh * ow}L + grp * {og * oh * ow}L",
+                f"{og}L",
+                oh * ow,
+                f"oh0 * {ow}L",
+                "cols",
+            ),
+            "  }",
+            "  return err;",
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            "  int err = 0;",
+            self.phase(self.name, n * g * blocks),
+            "  return err;",
+            "}",
+        ]
+        lines.insert(lines.index("  for (long u = lo; u < hi; ++u) {"), "  int err = 0;")
+        return "\n".join(lines)
+
+    def emit_wide(self) -> str:
+        """Phase 1: every patch row of every image into scratch (units: group x patch row).
+        Phase 2: one GEMM per group over all images, split by output-channel blocks."""
+        s = self.step
+        assert s.scratch is not None
+        c = self.x.shape[1]
+        o, k = self.w.shape
+        n, oh, ow = s.images
+        g, xs, ct = s.groups, self.x.strides, self.ctype
+        cg, og = c // g, o // g
+        columns = n * oh * ow
+        blocks, by_columns = self.gemm_blocks(og, columns, k)
+        split, other = ("n", columns) if by_columns else ("m", og)
+        m0, m1 = ("0", f"{og}L") if by_columns else ("lo_", "hi_")
+        n0, n1 = ("lo_", "hi_") if by_columns else ("0", f"{columns}L")
+        lines = [
+            f"static int {self.name}_patches(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, s.scratch, "scratch", False),
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    long grp = u / {k}L, r = u % {k}L;",
+            f"    for (long img = 0; img < {n}L; ++img) {{",
+            f"      const {ct}* x = x0 + img * {xs[0]}L + grp * {cg * xs[1]}L;",
+            f"      {ct}* row = scratch + (grp * {k}L + r) * {columns}L + img * {oh * ow}L;",
+            f"      long oh0 = 0, oh1 = {oh}L;",
+            *[f"    {line}" for line in self.patch_row()],
+            "    }",
+            "  }",
+            "  return 0;",
+            "}",
+            f"/* the GEMM is split by {split}: each block packs the other operand once */",
+            f"static int {self.name}_gemm(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(self.module, self.w, "w0", True),
+            _pointer(self.module, s.scratch, "scratch", True),
+            _pointer(self.module, self.out, "y0", False),
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    long grp = u / {blocks}L, blk = u % {blocks}L;",
+            f"    long lo_ = {other}L * blk / {blocks}L, hi_ = {other}L * (blk + 1) / {blocks}L;",
+            "    if (lo_ >= hi_) continue;",
+            f"    {self.gemm}(101, 111, 111, (int)({m1} - {m0}), (int)({n1} - {n0}), {k}, 1, "
+            f"w0 + (grp * {og}L + {m0}) * {k}L, {k}, scratch + grp * {k * columns}L + {n0}, "
+            f"{columns}, 0, y0 + (grp * {og}L + {m0}) * {columns}L + {n0}, {columns});",
+            *self.epilogue_rows(
+                f"(grp * {og}L + {m0}) * {columns}L",
+                f"({m1} - {m0})",
+                columns,
+                n0,
+                f"({n1} - {n0})",
+            ),
+            "  }",
+            "  return err;",
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            "  int err = 0;",
+            self.phase(f"{self.name}_patches", g * k),
+            self.phase(f"{self.name}_gemm", g * blocks),
+            "  return err;",
+            "}",
+        ]
+        at = lines.index(
+            f"static int {self.name}_gemm(void* const* T, char* A, long lo, long hi) {{"
+        )
+        lines.insert(at + 4, "  int err = 0;")
+        return "\n".join(lines)
+
+    def gemm_blocks(self, m: int, n: int, k: int) -> tuple[int, bool]:
+        """(blocks, split by columns?): split the larger side; every block packs the whole
+        other operand, so use one block per thread unless that operand is small."""
+        by_columns = n >= m
+        extent, other = (n, m) if by_columns else (m, n)
+        threads = self.module.num_threads
+        per_thread = 1 if other * k * self.out.element_type.itemsize > (1 << 20) else 2
+        return max(1, min(threads * per_thread, extent // 16)), by_columns
+
+    def patch_row(self) -> list[str]:
+        """Fill ``row`` (output rows oh0..oh1 of patch row ``r`` = (channel, ki, kj)) from
+        image ``x``; out-of-bounds columns are cut off by arithmetic, not tested per element."""
+        s = self.step
+        h, w = self.x.shape[2:]
+        ow = s.images[2]
+        xs, ct = self.x.strides, self.ctype
+        (kh, kw), (sh, sw), (dh, dw), (pt, pl) = s.kernel, s.strides, s.dilations, s.padding
+        return [
+            f"  long ch = r / {kh * kw}L, ki = (r / {kw}L) % {kh}L, kj = r % {kw}L;",
+            f"  const {ct}* xc = x + ch * {xs[1]}L;",
+            f"  long shift = kj * {dw}L - {pl}L;  /* iw = ow * {sw} + shift */",
+            f"  long lo_ = shift >= 0 ? 0 : (-shift + {sw - 1}L) / {sw}L;",
+            f"  long hi_ = {w}L - 1 - shift < 0 ? 0 : ({w}L - 1 - shift) / {sw}L + 1;",
+            f"  if (hi_ > {ow}L) hi_ = {ow}L;",
+            "  if (lo_ > hi_) lo_ = hi_;",
+            "  for (long oh = oh0; oh < oh1; ++oh) {",
+            f"    {ct}* d = row + (oh - oh0) * {ow}L;",
+            f"    long ih = oh * {sh}L - {pt}L + ki * {dh}L;",
+            f"    if (ih < 0 || ih >= {h}L) {{",
+            f"      for (long j = 0; j < {ow}L; ++j) d[j] = 0;",
+            "      continue;",
+            "    }",
+            f"    const {ct}* src = xc + ih * {xs[2]}L + shift * {xs[3]}L;",
+            "    for (long j = 0; j < lo_; ++j) d[j] = 0;",
+            "    #pragma omp simd",
+            f"    for (long j = lo_; j < hi_; ++j) d[j] = src[j * {sw * xs[3]}L];",
+            f"    for (long j = hi_; j < {ow}L; ++j) d[j] = 0;",
+            "  }",
+        ]
+
+
+class PoolEmitter:
+    """``static int <name>(T, A, lo, hi)`` over (image, channel) planes."""
+
+    def __init__(self, step: PoolStep, name: str, module: ModuleContext) -> None:
+        assert step.x is not None and step.out is not None
+        self.step, self.name, self.module = step, name, module
+        self.x, self.out = step.x, step.out
+
+    def emit(self) -> str:
+        s = self.step
+        n, c = self.x.shape[:2]
+        oh, ow = self.out.shape[2:]
+        (fh, fw), xs = s.window, self.x.strides
+        ctype = dialect.storage_type(self.x.element_type)
+        work = n * c * oh * ow * fh * fw
+        lines = [
+            f"/* {self.name}: {s.label.replace('*/', '* /')} */",
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, self.out, "y0", False),
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    const {ctype}* x = x0 + (u / {c}L) * {xs[0]}L + (u % {c}L) * {xs[1]}L;",
+            f"    {ctype}* y = y0 + u * {oh * ow}L;",
+            f"    for (long i = 0; i < {oh}L; ++i) {{",
+            *self.window(),
+            "    }",
+            "  }",
+            "  return 0;",
+            "}",
+            _driver(
+                self.name, n * c, work >= PARALLEL_MACS // 4, self.module.num_threads, self.module
+            ),
+        ]
+        return "\n".join(lines)
+
+    def window(self) -> list[str]:
+        """Output row ``i``: a row of accumulators, updated tap by tap with a vector loop over
+        the output columns whose input column lies inside the data."""
+        s = self.step
+        t = self.x.element_type
+        h, w = self.x.shape[2:]
+        ow = self.out.shape[3]
+        xs = self.x.strides
+        (fh, fw), (sh, sw), (dh, dw), (pt, pl) = s.window, s.strides, s.dilations, s.padding
+        compute, ctype = dialect.compute_type(t), dialect.storage_type(t)
+        load = dialect.load(t, f"src[j * {sw * xs[3]}L]")
+        start = dialect.lowest(t) if s.maximum else dialect.literal(0, t)
+        nan = s.maximum and t.is_real
+        update = "acc[j] = v > acc[j] ? v : acc[j];" if s.maximum else "acc[j] += v;"
+        lines = [
+            f"      {compute} acc[{ow}];",
+            *([f"      int nan[{ow}];"] if nan else []),
+            f"      for (long j = 0; j < {ow}L; ++j) {{ acc[j] = {start};"
+            + (" nan[j] = 0;" if nan else "")
+            + " }",
+            f"      for (long a = 0; a < {fh}L; ++a) {{",
+            f"        long ih = i * {sh}L - {pt}L + a * {dh}L;",
+            f"        if (ih < 0 || ih >= {h}L) continue;",
+            f"        for (long b = 0; b < {fw}L; ++b) {{",
+            f"          long shift = b * {dw}L - {pl}L;  /* iw = j * {sw} + shift */",
+            f"          long lo_ = shift >= 0 ? 0 : (-shift + {sw - 1}L) / {sw}L;",
+            f"          long hi_ = {w}L - 1 - shift < 0 ? 0 : ({w}L - 1 - shift) / {sw}L + 1;",
+            f"          if (hi_ > {ow}L) hi_ = {ow}L;",
+            f"          const {ctype}* src = x + ih * {xs[2]}L + shift * {xs[3]}L;",
+            "          #pragma omp simd",
+            "          for (long j = lo_; j < hi_; ++j) {",
+            f"            {compute} v = {load};",
+            f"            {update}",
+            *(["            nan[j] |= v != v;"] if nan else []),
+            "          }",
+            "        }",
+            "      }",
+        ]
+        if s.maximum:
+            value = f"(nan[j] ? {dialect.literal(float('nan'), t)} : acc[j])" if nan else "acc[j]"
+        else:
+            value = f"acc[j] / {self.divisor()}"
+        stored = dialect.store(t, dialect.round_to(t, value))
+        lines.append(f"      for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = {stored};")
+        return lines
+
+    def divisor(self) -> str:
+        """Taps counted in the average: in the data, or in data and padding."""
+        s = self.step
+        h, w = self.x.shape[2:]
+        (fh, fw), (sh, sw), (pt, pl) = s.window, s.strides, s.padding
+        ph, pw = s.padded
+        low = (0, 0) if s.count_padding else (pt, pl)
+        high = (ph, pw) if s.count_padding else (pt + h, pl + w)
+        rows = f"og_count(i * {sh}L, {fh}L, {low[0]}L, {high[0]}L)"
+        cols = f"og_count(j * {sw}L, {fw}L, {low[1]}L, {high[1]}L)"
+        self.module.helper("pool_count")
+        return f"({dialect.compute_type(self.x.element_type)})({rows} * {cols})"

@@ -1,0 +1,200 @@
+"""Generate the C of a Winograd F(2x2, 3x3) convolution step (``WinogradStep``).
+
+Each 2x2 block of outputs is computed from a 4x4 input tile with 16 products instead of 36:
+``Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A`` (Lavin & Gray). The filter transform ``U = G g Gᵀ`` is done at
+compile time (a constant of shape (16, O, C)). A unit is one block of tile rows of one image:
+
+1. input transform of the block's tiles into this thread's scratch, ``V[ξ][c][tile]``;
+2. 16 GEMMs ``M[ξ] = U[ξ] (O x C) · V[ξ] (C x tiles)`` (OpenBLAS);
+3. output transform ``Aᵀ M A`` into the output rows, then the epilogue on them.
+
+Interior tiles load without bounds tests (rows outside the data read a zero row), so the
+transforms vectorize across tiles; edge tiles test each tap.
+"""
+
+from __future__ import annotations
+
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.loops import LoopEmitter
+from opgraph.backends.cpu.codegen.windows import _pointer
+from opgraph.backends.cpu.program import WinogradStep
+
+# (Bᵀ d) then (·) B, for the four rows/columns of a tile.
+_BT = ("{0} - {2}", "{1} + {2}", "{2} - {1}", "{1} - {3}")
+
+
+def _transform(prefix: str, source: str) -> list[str]:
+    """``{prefix}[a][b] = (Bᵀ {source} B)[a][b]`` as straight-line C."""
+    lines = []
+    for a in range(4):  # t[a][b] = (Bᵀ d)[a][b]
+        for b in range(4):
+            rows = [f"{source}{r}{b}" for r in range(4)]
+            lines.append(f"const float t{a}{b} = {_BT[a].format(*rows)};")
+    for a in range(4):
+        for b in range(4):
+            cols = [f"t{a}{c}" for c in range(4)]
+            lines.append(f"const float {prefix}{a}{b} = {_BT[b].format(*cols)};")
+    return lines
+
+
+class WinogradEmitter:
+    """``static int <name>(T, A, lo, hi)`` over (image, tile-row block) units."""
+
+    def __init__(
+        self,
+        step: WinogradStep,
+        name: str,
+        module: ModuleContext,
+        checks: list[Check] | None = None,
+    ) -> None:
+        assert step.x is not None and step.u is not None and step.out is not None
+        assert step.scratch is not None
+        self.step, self.name, self.module = step, name, module
+        self.checks: list[Check] = checks if checks is not None else []
+        self.x, self.u, self.out, self.scratch = step.x, step.u, step.out, step.scratch
+
+    def emit(self) -> str:
+        self.module.uses_blas = True
+        s = self.step
+        n, c, h, w = self.x.shape
+        o, oh, ow = self.out.shape[1], self.out.shape[2], self.out.shape[3]
+        th, tw = -(-oh // 2), -(-ow // 2)
+        blocks = -(-th // s.block_rows)
+        tb = s.block_rows * tw
+        per_thread = 16 * (c + o) * tb
+        head = [f"/* {self.name}: Winograd F(2x2,3x3): {s.label.replace('*/', '* /')} */"]
+        if s.epilogue is not None:
+            label = "epilogue of " + self.name
+            ep = LoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
+            head.append(ep.emit())
+        head.append(f"static const float {self.name}_zero[{w + 16}];")
+        body = [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, self.u, "u0", True),
+            _pointer(self.module, self.out, "y0", False),
+            _pointer(self.module, self.scratch, "scratch", False),
+            "  for (long unit = lo; unit < hi; ++unit) {",
+            f"    long img = unit / {blocks}L, blk = unit % {blocks}L;",
+            f"    long tr0 = blk * {s.block_rows}L;",
+            f"    long tr1 = tr0 + {s.block_rows}L < {th}L ? tr0 + {s.block_rows}L : {th}L;",
+            f"    long tb = (tr1 - tr0) * {tw}L;",
+            f"    float* V = scratch + (long)og_worker_index() * {per_thread}L;",
+            f"    float* M = V + {16 * c * tb}L;",
+            f"    const float* x = x0 + img * {self.x.strides[0]}L;",
+            *self.input_transform(c, h, w, tw),
+            "    for (int xi = 0; xi < 16; ++xi)",
+            f"      scipy_cblas_sgemm(101, 111, 111, {o}, (int)tb, {c}, 1, u0 + xi * {o * c}L, "
+            f"{c}, V + xi * {c}L * tb, (int)tb, 0, M + xi * {o}L * tb, (int)tb);",
+            *self.output_transform(o, oh, ow, tw),
+            *self.epilogue_calls(o, oh, ow),
+            "  }",
+            "  return err;",
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            f"  return {self.dispatch(n * blocks)};",
+            "}",
+        ]
+        return "\n".join(head + body)
+
+    def dispatch(self, units: int) -> str:
+        if units > 1 and self.module.num_threads > 1:
+            self.module.uses_pool = True
+            return f"og_parallel({self.name}, T, A, {units}L, 1L, {self.module.num_threads})"
+        return f"{self.name}(T, A, 0, {units}L)"
+
+    def input_transform(self, c: int, h: int, w: int, tw: int) -> list[str]:
+        s = self.step
+        xs = self.x.strides
+        pt, pl = s.padding
+        # interior tiles: columns 2*tc - pl .. +3 all inside [0, w)
+        lo = max(0, -(-pl // 2))
+        hi = max(lo, min(tw, (w - 4 + pl) // 2 + 1))
+        store = [
+            f"V[({a * 4 + b} * {c}L + ch) * tb + col] = v{a}{b};"
+            for a in range(4)
+            for b in range(4)
+        ]
+        interior_loads = [
+            f"const float d{a}{b} = r{a}[(2 * tc - {pl}L + {b}) * {xs[3]}L];"
+            for a in range(4)
+            for b in range(4)
+        ]
+        edge_loads = [
+            f"const float d{a}{b} = (iw + {b} >= 0 && iw + {b} < {w}L) ? "
+            f"r{a}[(iw + {b}) * {xs[3]}L] : 0.0f;"
+            for a in range(4)
+            for b in range(4)
+        ]
+        transform = _transform("v", "d")
+        return [
+            f"    for (long ch = 0; ch < {c}L; ++ch) {{",
+            f"      const float* xc = x + ch * {xs[1]}L;",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            *[
+                f"        long ih{a} = 2 * tr - {pt}L + {a};\n"
+                f"        const float* r{a} = (ih{a} >= 0 && ih{a} < {h}L) ? xc + ih{a} * {xs[2]}L "
+                f": {self.name}_zero + 4;"
+                for a in range(4)
+            ],
+            f"        long base = (tr - tr0) * {tw}L;",
+            "        #pragma omp simd",
+            f"        for (long tc = {lo}L; tc < {hi}L; ++tc) {{",
+            "          long col = base + tc;",
+            *[f"          {line}" for line in interior_loads + transform + store],
+            "        }",
+            f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
+            f"          if (tc >= {lo}L && tc < {hi}L) continue;",
+            f"          long col = base + tc, iw = 2 * tc - {pl}L;",
+            *[f"          {line}" for line in edge_loads + transform + store],
+            "        }",
+            "      }",
+            "    }",
+        ]
+
+    def output_transform(self, o: int, oh: int, ow: int, tw: int) -> list[str]:
+        ys = self.out.strides
+        loads = [
+            f"const float m{a}{b} = M[({a * 4 + b} * {o}L + oc) * tb + col];"
+            for a in range(4)
+            for b in range(4)
+        ]
+        rows = [
+            f"const float r0{b} = m0{b} + m1{b} + m2{b}; const float r1{b} = m1{b} - m2{b} - m3{b};"
+            for b in range(4)
+        ]
+        outs = [
+            f"const float y{i}0 = r{i}0 + r{i}1 + r{i}2; const float y{i}1 = r{i}1 - r{i}2 - r{i}3;"
+            for i in range(2)
+        ]
+        return [
+            f"    for (long oc = 0; oc < {o}L; ++oc) {{",
+            f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            f"        long base = (tr - tr0) * {tw}L;",
+            f"        float* y_0 = yc + (2 * tr) * {ys[2]}L;",
+            f"        float* y_1 = yc + (2 * tr + 1) * {ys[2]}L;",
+            f"        int second = 2 * tr + 1 < {oh}L;",
+            f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
+            "          long col = base + tc;",
+            *[f"          {line}" for line in loads + rows + outs],
+            f"          y_0[2 * tc] = y00; if (2 * tc + 1 < {ow}L) y_0[2 * tc + 1] = y01;",
+            "          if (second) {",
+            f"            y_1[2 * tc] = y10; if (2 * tc + 1 < {ow}L) y_1[2 * tc + 1] = y11;",
+            "          }",
+            "        }",
+            "      }",
+            "    }",
+        ]
+
+    def epilogue_calls(self, o: int, oh: int, ow: int) -> list[str]:
+        if self.step.epilogue is None:
+            return []
+        return [
+            f"    long row0 = 2 * tr0, row1 = 2 * tr1 < {oh}L ? 2 * tr1 : {oh}L;",
+            f"    for (long oc = 0; oc < {o}L; ++oc) {{",
+            f"      long at_ = img * {o * oh * ow}L + oc * {oh * ow}L + row0 * {ow}L;",
+            f"      err |= {self.name}_ep(T, A, at_, at_ + (row1 - row0) * {ow}L);",
+            "    }",
+        ]

@@ -1,0 +1,99 @@
+"""Configuration of the CPU backend: the one module of it that reads environment variables.
+
+Everything else takes a :class:`CpuConfig` explicitly. ``default_config()`` builds one from the
+environment once per process:
+
+* ``OPGRAPH_CPU_CACHE_DIR``: where compiled modules are cached (default
+  ``$XDG_CACHE_HOME/opgraph/cpu`` or ``~/.cache/opgraph/cpu``);
+* ``OPGRAPH_CC`` or ``CC``: the C compiler (default ``gcc``, then ``cc``), looked up on ``PATH``;
+* ``OPGRAPH_NUM_THREADS``: threads per parallel kernel (default: the number of CPUs, at most 8).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Work (elements times per-element cost) below which a kernel runs serially: an OpenMP region
+#: costs about a microsecond, a serial element about a nanosecond.
+DEFAULT_PARALLEL_THRESHOLD = 32768
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    """How the CPU backend compiles and runs.
+
+    Attributes:
+        cache_dir: directory of the compiled-module cache (created on first use).
+        compiler: the C compiler command (a name looked up on ``PATH`` or a path); None means
+            none was found, and compiling raises a clear error.
+        num_threads: threads used by parallel kernels and BLAS calls.
+        parallel_threshold: work below which kernels run on one thread.
+        optimize: run the default optimization pipeline (``opgraph.passes.optimize``) when it
+            exists.
+        extra_cflags: appended to the compiler flags (part of the cache key).
+    """
+
+    cache_dir: Path
+    compiler: str | None
+    num_threads: int = 2
+    parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD
+    optimize: bool = True
+    extra_cflags: tuple[str, ...] = field(default=())
+
+    def with_compiler(self, compiler: str | None) -> CpuConfig:
+        """This configuration with another compiler (a path or a name on ``PATH``)."""
+        return CpuConfig(
+            self.cache_dir,
+            compiler,
+            self.num_threads,
+            self.parallel_threshold,
+            self.optimize,
+            self.extra_cflags,
+        )
+
+
+def resolve_compiler(name: str | None) -> str | None:
+    """The full path of compiler ``name`` (a path or a command on ``PATH``), or None."""
+    if not name:
+        return None
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) and os.path.isfile(name) else None
+    return shutil.which(name)
+
+
+def _default_cache_dir() -> Path:
+    explicit = os.environ.get("OPGRAPH_CPU_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base else Path.home() / ".cache"
+    return root / "opgraph" / "cpu"
+
+
+def _default_compiler() -> str | None:
+    for name in (os.environ.get("OPGRAPH_CC"), os.environ.get("CC"), "gcc", "cc"):
+        found = resolve_compiler(name)
+        if found:
+            return found
+    return None
+
+
+def _default_threads() -> int:
+    explicit = os.environ.get("OPGRAPH_NUM_THREADS")
+    if explicit and explicit.isdigit() and int(explicit) > 0:
+        return int(explicit)
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+@functools.cache
+def default_config() -> CpuConfig:
+    """The configuration ``og.backend("CPU")`` uses, read from the environment once."""
+    return CpuConfig(
+        cache_dir=_default_cache_dir(),
+        compiler=_default_compiler(),
+        num_threads=_default_threads(),
+    )

@@ -1,0 +1,186 @@
+"""Epilogue fusion: an elementwise kernel that consumes a GEMM's or a convolution's result runs
+inside that step, on each block right after the block is computed (while it is in cache).
+
+The kernel qualifies when it is pointwise, reads the product whole and nowhere else reads it,
+and everything else it reads is ready before the product. When one of its results has the
+product's type and shape, the product is written straight into that result's buffer and the
+kernel updates it in place, so the product needs no buffer of its own (bias, batch-norm
+scale and shift, activation, residual add: one pass over cache-hot data).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from opgraph.backends.cpu.program import (
+    BufferKind,
+    ConvStep,
+    GemmStep,
+    KKind,
+    LoopKernel,
+    LoopStep,
+    Program,
+    Step,
+    WinogradStep,
+)
+from opgraph.backends.cpu.views import View
+
+Producer = GemmStep | ConvStep | WinogradStep
+
+
+def fuse_epilogues(program: Program) -> None:
+    """Move qualifying consumers of products into the producing steps (in place)."""
+    merge_pointwise_steps(program)
+    producers = [s for s in program.steps if isinstance(s, GemmStep | ConvStep | WinogradStep)]
+    for producer in producers:
+        out = producer.out
+        if out is None or not _fusable_output(program, producer):
+            continue
+        consumer = _consumer(program, out.buffer)
+        if consumer is None:
+            continue
+        _hoist_inputs(program, consumer, producer)
+        position = {id(step): i for i, step in enumerate(program.steps)}
+        if not _ready(program, consumer, out.buffer, position[id(producer)]):
+            continue
+        kernel = consumer.kernels[0]
+        _redirect(producer, kernel, out)
+        producer.epilogue = kernel
+        producer.label += "; epilogue: " + consumer.label
+        producer.nodes = producer.nodes + consumer.nodes
+        program.steps.remove(consumer)
+
+
+def _hoist_inputs(program: Program, consumer: Step, producer: Step) -> None:
+    """Move the steps computing the consumer's other inputs before the producer when they
+    depend only on earlier steps (a residual branch computed after the main one)."""
+    for view in consumer.reads():
+        steps = program.steps
+        at = steps.index(producer)
+        writer = next((s for s in steps[at:] if view.buffer in _written(s)), None)
+        if writer is None or writer is consumer or writer is producer:
+            continue
+        before = {b for s in steps[:at] for b in _written(s)}
+        needs = {v.buffer for v in writer.reads()}
+        arena = {
+            b for b in needs if program.buffers[b].kind in (BufferKind.ARENA, BufferKind.RESULT)
+        }
+        if arena <= before:
+            steps.remove(writer)
+            steps.insert(at, writer)
+
+
+def _written(step: Step) -> set[int]:
+    return {v.buffer for v in step.writes()}
+
+
+def merge_pointwise_steps(program: Program) -> None:
+    """A pointwise kernel whose only reader is another pointwise kernel of the same shape
+    (a layout copy made by a lowering, then its consumer) becomes part of that kernel."""
+    for first in [s for s in program.steps if _pointwise(s)]:
+        assert isinstance(first, LoopStep)
+        kernel = first.kernels[0]
+        if len(kernel.stores) != 1:
+            continue
+        stored, view = kernel.stores[0]
+        if program.buffers[view.buffer].kind is not BufferKind.ARENA or not view.is_whole:
+            continue
+        second = _consumer(program, view.buffer)
+        if second is None or second.kernels[0].shape != kernel.shape:
+            continue
+        _inline(kernel, stored, second.kernels[0], view.buffer)
+        second.label = first.label + "; " + second.label
+        second.nodes = first.nodes + second.nodes
+        program.steps.remove(first)
+
+
+def _pointwise(step: Step) -> bool:
+    return isinstance(step, LoopStep) and len(step.kernels) == 1 and not step.kernels[0].axes
+
+
+def _inline(source: LoopKernel, value: int, target: LoopKernel, buffer: int) -> None:
+    """Replace ``target``'s load of ``buffer`` by ``source``'s computation of ``value``
+    (source nodes first, then target nodes renumbered densely)."""
+    load = next(
+        n for n in target.nodes if isinstance(n.operand, View) and n.operand.buffer == buffer
+    )
+    nodes = [dataclasses.replace(n) for n in source.nodes]
+    renumber = {load.index: value}
+    for node in target.nodes:
+        if node is not load:
+            renumber[node.index] = len(nodes)
+            node.args = tuple(renumber[a] for a in node.args)
+            node.index = len(nodes)
+            nodes.append(node)
+    target.stores[:] = [(renumber[k], v) for k, v in target.stores]
+    target.nodes[:] = nodes
+
+
+def _fusable_output(program: Program, producer: Producer) -> bool:
+    out = producer.out
+    assert out is not None
+    if program.buffers[out.buffer].kind is not BufferKind.ARENA or not out.is_whole:
+        return False
+    # a wide convolution of several images writes a (O, N·OH·OW) plane: not the layout read
+    return not (isinstance(producer, ConvStep) and producer.wide and producer.images[0] != 1)
+
+
+def _consumer(program: Program, buffer: int) -> LoopStep | None:
+    readers = [s for s in program.steps if any(v.buffer == buffer for v in s.reads())]
+    if len(readers) != 1 or not isinstance(readers[0], LoopStep):
+        return None
+    step = readers[0]
+    if len(step.kernels) != 1 or step.kernels[0].axes:
+        return None
+    loads = [n for n in step.kernels[0].nodes if isinstance(n.operand, View)]
+    of_product = [n.operand for n in loads if n.operand.buffer == buffer]  # type: ignore[union-attr]
+    if len(of_product) != 1:
+        return None
+    view = of_product[0]
+    assert isinstance(view, View)
+    size = program.buffers[buffer].size
+    if not view.is_whole or view.size != size or view.shape != step.kernels[0].shape:
+        return None
+    return step
+
+
+def _ready(program: Program, consumer: Step, product: int, at: int) -> bool:
+    """Every other input of ``consumer`` is written before step ``at`` (or is an argument)."""
+    written_before = {v.buffer for s in program.steps[:at] for v in s.writes()}
+    for view in consumer.reads():
+        kind = program.buffers[view.buffer].kind
+        if (
+            view.buffer != product
+            and kind is BufferKind.ARENA
+            and view.buffer not in written_before
+        ):
+            return False
+        if (
+            view.buffer != product
+            and kind is BufferKind.RESULT
+            and view.buffer not in written_before
+        ):
+            return False
+    return True
+
+
+def _redirect(producer: Producer, kernel: LoopKernel, out: View) -> None:
+    """Write the product into a same-typed result of the kernel, which then works in place."""
+    for _, store in kernel.stores:
+        if (
+            store.is_whole
+            and store.shape == kernel.shape
+            and store.element_type is out.element_type
+        ):
+            target = View(store.buffer, out.element_type, out.shape, out.strides, 0)
+            producer.out = target
+            in_place = View(store.buffer, store.element_type, store.shape, store.strides, 0)
+            for node in kernel.nodes:
+                source = node.operand
+                if (
+                    node.kind is KKind.LOAD
+                    and isinstance(source, View)
+                    and source.buffer == out.buffer
+                ):
+                    node.operand = in_place
+            return

@@ -1,0 +1,197 @@
+"""The CPU Executable: one native call per run.
+
+The call path is short: check the tensors against the parameter and result types (same rules
+and messages as ``runtime.validation``, which it defers to on any violation), look up cached
+buffer addresses, take an arena from the pool, call ``og_run`` once (without the GIL), give
+the arena back. Concurrent calls each take their own arena from the pool, so an Executable
+is safe to call from several threads at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.backends.cpu.codegen.context import Check
+from opgraph.backends.cpu.codegen.module import GeneratedModule, table_slots
+from opgraph.backends.cpu.compiler import CompiledModule
+from opgraph.backends.cpu.memory import MemoryPlan
+from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address
+from opgraph.backends.cpu.program import BufferKind, FallbackStep, Program
+from opgraph.core.errors import ExecutionError
+from opgraph.core.function import Function
+from opgraph.core.printing import format_node, value_names
+from opgraph.runtime.backend import Executable
+from opgraph.runtime.tensor import Tensor
+from opgraph.runtime.validation import validate_call
+
+
+class CpuExecutable(Executable):
+    """A Function compiled to one native module (see the module docstring)."""
+
+    def __init__(
+        self,
+        function: Function,
+        lowered: Function,
+        program: Program,
+        plan: MemoryPlan,
+        generated: GeneratedModule,
+        compiled: CompiledModule,
+        profile: bool,
+    ) -> None:
+        super().__init__(function, profile)
+        self.lowered = lowered
+        self.program = program
+        self.plan = plan
+        self.generated = generated
+        self.compiled = compiled
+        names = value_names(lowered)
+        self._describe = lambda node: format_node(node, names)
+        slots = table_slots(program)
+        constants = [b for b in program.buffers if b.kind is BufferKind.CONST]
+        self._constants = [b.data for b in constants]  # keeps them alive
+        pointers = [address(c) if c is not None else 0 for c in self._constants]
+        self._io_slice = slice(len(constants), len(slots))
+        self._pool = ArenaPool(plan.peak, len(slots), pointers)
+        self._fallbacks = FallbackRunner(program, plan.offsets, slots, self._describe)
+        entry = compiled.library.og_run
+        entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        entry.restype = ctypes.c_int
+        self._entry = entry
+        self._callback = ctypes.cast(self._fallbacks.callback, ctypes.c_void_p).value
+        self._in_types = [(t.element_type, t.shape) for t in self.parameter_types]
+        self._out_types = [(t.element_type, t.shape) for t in self.result_types]
+        types = (*self.parameter_types, *self.result_types)
+        self._sizes = [t.nbytes for t in types]
+        self._expected = [(t.element_type, t.shape) for t in types]
+        self._num_in, self._num_out = len(self.parameter_types), len(self.result_types)
+        self._seen_types: list[object] = [None] * len(types)
+        self._last_buffers: list[tuple[Any, int]] = [(_dead, 0)] * len(types)
+
+    # --------------------------------------------------------------------- calling
+    def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        """Run: read ``inputs``, write ``outputs`` (validated as ``Executable.call`` does)."""
+        pointers = self._checked_pointers(outputs, inputs)
+        if pointers is None:  # some rule is broken: the shared validation says which
+            validate_call(
+                outputs, inputs, self.result_types, self.parameter_types, self.function.name
+            )
+            pointers = [address(t.buffer) for t in (*inputs, *outputs)]
+        self._invoke(pointers)
+
+    def call_unchecked(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        """Run without any validation: wrong types, shapes or aliasing are undefined behavior.
+        For callers that validated once and call in a loop."""
+        self._invoke([address(t.buffer) for t in (*inputs, *outputs)])
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        """Numpy arrays in, a list of numpy arrays out (fresh results, no aliasing to check)."""
+        if len(arrays) != len(self._in_types):
+            return super().__call__(*arrays)
+        pointers = []
+        for array, (element_type, shape) in zip(arrays, self._in_types, strict=True):
+            if (
+                array.__class__ is not np.ndarray
+                or array.dtype != element_type.dtype
+                or array.shape != shape
+                or not array.flags.c_contiguous
+            ):
+                return super().__call__(*arrays)
+            pointers.append(address(array))
+        results = [np.empty(shape, t.dtype) for t, shape in self._out_types]
+        self._invoke(pointers + [r.__array_interface__["data"][0] for r in results])
+        return results
+
+    def _run(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        self._invoke([address(t.buffer) for t in (*inputs, *outputs)])
+
+    def _checked_pointers(
+        self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]
+    ) -> list[int] | None:
+        """The buffer addresses (inputs, then outputs), or None when a count, class, element
+        type or shape is wrong or a result tensor overlaps another tensor.
+
+        Per argument position, the last TensorType object that passed and the last buffer's
+        address (through a weak reference) are remembered, so calling again with the same
+        tensors costs a few identity tests. C-contiguous buffers: address ranges decide
+        overlap exactly, as ``np.may_share_memory`` does."""
+        if len(inputs) != self._num_in or len(outputs) != self._num_out:
+            return None
+        tensors = (*inputs, *outputs)
+        pointers: list[int] = []
+        seen, last, expected = self._seen_types, self._last_buffers, self._expected
+        for i, tensor in enumerate(tensors):
+            if tensor.__class__ is not Tensor:
+                return None
+            t = tensor.type
+            if t is not seen[i]:
+                element_type, shape = expected[i]
+                if t.element_type is not element_type or t.shape != shape:
+                    return None
+                seen[i] = t
+            buffer = tensor.buffer
+            ref, pointer = last[i]
+            if ref() is not buffer:
+                pointer = address(buffer)
+                last[i] = (weakref.ref(buffer), pointer)
+            pointers.append(pointer)
+        sizes = self._sizes
+        for i in range(self._num_in, len(tensors)):
+            p, n = pointers[i], sizes[i]
+            for j in range(i):
+                q, m = pointers[j], sizes[j]
+                if tensors[i] is tensors[j] or (n and m and p < q + m and q < p + n):
+                    return None
+        return pointers
+
+    def _invoke(self, pointers: list[int]) -> None:
+        pool = self._pool
+        slot = pool.take()
+        table, arena, _ = slot
+        table[self._io_slice] = pointers
+        if self.profile:
+            times = (ctypes.c_double * max(len(self.program.steps), 1))()
+            code = self._entry(table, arena, self._callback, times)
+            self._record_steps(times)
+        else:
+            code = self._entry(table, arena, self._callback, None)
+        pool.give(slot)
+        if code:
+            raise self._error(code)
+
+    def _record_steps(self, times: Any) -> None:
+        for i, step in enumerate(self.program.steps):
+            self._record(f"{i}: {step.label}", float(times[i]))
+
+    def _error(self, code: int) -> BaseException:
+        if code < 0:
+            return self._fallbacks.take_error()
+        step, bit = code >> 8, (code & 0xFF) - 1
+        check: Check = self.generated.checks[step][bit]
+        node = check.node
+        where = f"{self._describe(node)} (built at {node.provenance})" if node else "a copy"
+        return ExecutionError(f"while executing {where}: {check.message}")
+
+    # ---------------------------------------------------------------- introspection
+    def fallback_ops(self) -> list[str]:
+        """Names of the ops this Executable runs through reference kernels (sorted)."""
+        return sorted(
+            {s.node.op.name for s in self.program.steps if isinstance(s, FallbackStep) and s.node}
+        )
+
+    def memory_plan(self) -> MemoryPlan:
+        """The arena layout; ``.peak`` is the arena size in bytes."""
+        return self.plan
+
+    def source(self) -> str:
+        """The generated C source."""
+        return self.generated.source
+
+
+def _dead() -> None:
+    """A weak reference that never matches a buffer."""
+    return None

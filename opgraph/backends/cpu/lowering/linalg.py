@@ -1,0 +1,205 @@
+"""Contractions: Dot becomes a BLAS call (f32/f64), a BLAS call between conversions (f16,
+bf16: accumulated in f32 like the reference), or a generated wrapping loop (integers)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from opgraph.backends.cpu import views
+from opgraph.backends.cpu.lowering.registry import REWRITES, STEP_OPS
+from opgraph.backends.cpu.program import BufferKind, GemmStep
+from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.builders.broadcasting import numpy_broadcast_shape
+from opgraph.core import element_type as et
+from opgraph.core.element_type import ElementType
+from opgraph.core.literals import Constant
+from opgraph.core.node import Node, Output
+from opgraph.core.shape import Shape
+from opgraph.ops import elementwise, movement
+from opgraph.ops.conversion import Convert
+from opgraph.ops.linalg import Dot, MatMul
+
+if TYPE_CHECKING:
+    from opgraph.backends.cpu.builder import ProgramBuilder
+
+BLAS_TYPES = (et.f32, et.f64)
+PANEL = 16  # columns per panel of a repacked GEMV matrix: one AVX-512 vector
+
+
+def blas_layout(view: View) -> tuple[bool, int] | None:
+    """(transposed, leading dimension) of a 2-D view in BLAS's row-major terms, or None."""
+    rows, cols = view.shape
+    row_stride, col_stride = view.strides
+    if cols == 1 or col_stride == 1:
+        ld = row_stride if rows > 1 else max(cols, 1)
+        if ld >= max(1, cols):
+            return False, ld
+    if rows == 1 or row_stride == 1:
+        ld = col_stride if cols > 1 else max(rows, 1)
+        if ld >= max(1, rows):
+            return True, ld
+    return None
+
+
+def as_matrix(
+    builder: ProgramBuilder, x: Operand, rows: int, cols: int, compute: ElementType
+) -> View:
+    """``x`` as a ``rows x cols`` view of ``compute`` elements that the GEMM can read."""
+    if isinstance(x, Literal) or x.element_type is not compute:
+        op = Convert(compute) if x.element_type is not compute else None
+        x = builder.materialize(x, compute, op)
+    matrix = views.reshape(x, (rows, cols))
+    if matrix is None:
+        matrix = views.reshape(builder.materialize(x), (rows, cols))
+    assert isinstance(matrix, View)
+    if compute in BLAS_TYPES and blas_layout(matrix) is None:
+        matrix = builder.materialize(matrix)
+    return matrix
+
+
+@STEP_OPS.register(Dot)
+def _dot(builder: ProgramBuilder, node: Node) -> None:
+    a, b = node.inputs
+    out = node.outputs[0]
+    assert isinstance(node.op, Dot) and node.op.reduction_axes_count is not None
+    n = node.op.reduction_axes_count
+    rows = math.prod(a.shape[: a.rank - n])
+    inner = math.prod(a.shape[a.rank - n :])
+    cols = math.prod(b.shape[n:])
+    target = builder.home(out)
+    if out.tensor_type.size == 0:
+        return
+    if inner == 0:
+        builder.materialize(Literal(0, out.element_type, out.shape), into=target)
+        return
+    t = out.element_type
+    compute = t if t in BLAS_TYPES or t.is_integral else et.f32
+    left = as_matrix(builder, builder.operand(a), rows, inner, compute)
+    dense = views.reshape(target, (rows, cols))
+    assert isinstance(dense, View)
+    result = dense if compute is t else builder.scratch(compute, (rows, cols))
+    packed = _panels(builder, b, rows, inner, cols, compute)
+    right = packed or as_matrix(builder, builder.operand(b), inner, cols, compute)
+    step = GemmStep(builder.describe(node), (node,), left, right, result, panels=bool(packed))
+    builder.add_step(step)
+    if result is not dense:
+        builder.materialize(result, t, Convert(t), into=dense)
+
+
+def _panels(
+    builder: ProgramBuilder, b: Output, rows: int, inner: int, cols: int, compute: ElementType
+) -> View | None:
+    """A one-row product by a constant f32 matrix reads the matrix as contiguous column
+    panels (repacked once, at compile time): the GEMV then streams memory in order and keeps
+    its accumulators in vector registers."""
+    if rows != 1 or compute is not et.f32 or cols < PANEL or not isinstance(b.node.op, Constant):
+        return None
+    matrix = b.node.op.value.reshape(inner, cols).astype(np.float32)
+    count = -(-cols // PANEL)
+    padded = np.zeros((inner, count * PANEL), np.float32)
+    padded[:, :cols] = matrix
+    data = np.ascontiguousarray(padded.reshape(inner, count, PANEL).transpose(1, 0, 2))
+    buffer = builder.new_buffer(
+        BufferKind.CONST, et.f32, data.shape, len(builder.constants()), b, data
+    )
+    return View(buffer.id, et.f32, (inner, cols), (PANEL, inner * PANEL), 0)
+
+
+@REWRITES.register(Dot)
+def _outer_product(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+    """A Dot that contracts nothing is an elementwise product of two broadcasts."""
+    if not isinstance(node.op, Dot) or node.op.reduction_axes_count != 0:
+        return None
+    a, b = inputs
+    shape = node.outputs[0].shape
+    wide_a = movement.broadcast(a, shape, tuple(range(a.rank, len(shape))))
+    wide_b = movement.broadcast(b, shape, tuple(range(a.rank)))
+    return [elementwise.multiply(wide_a, wide_b)]
+
+
+# --------------------------------------------------------------------------------- matmul
+def _batch_strides(view: View, batch: Shape, rank: int) -> list[int]:
+    """Element strides of ``view``'s batch axes aligned to ``batch`` (0 where broadcast)."""
+    own = view.shape[: rank - 2]
+    strides = view.strides[: rank - 2]
+    lead = len(batch) - len(own)
+    return [0] * lead + [0 if d == 1 else s for d, s in zip(own, strides, strict=True)]
+
+
+def _operand(builder: ProgramBuilder, x: Output, shape: Shape, compute: ElementType) -> View:
+    """``x`` re-viewed as ``shape`` in ``compute`` elements, each matrix BLAS-readable."""
+    view = builder.operand(x)
+    if isinstance(view, Literal) or view.element_type is not compute:
+        op = Convert(compute) if view.element_type is not compute else None
+        view = builder.materialize(view, compute, op)
+    shaped = views.reshape(view, shape)
+    if shaped is None:
+        shaped = views.reshape(builder.materialize(view), shape)
+    assert isinstance(shaped, View)
+    matrix = View(shaped.buffer, compute, shape[-2:], shaped.strides[-2:], shaped.offset)
+    if compute in BLAS_TYPES and blas_layout(matrix) is None:
+        dense = views.reshape(builder.materialize(shaped), shape)
+        assert isinstance(dense, View)
+        shaped = dense
+    return shaped
+
+
+@STEP_OPS.register(MatMul)
+def _matmul(builder: ProgramBuilder, node: Node) -> None:
+    """Batched GEMM: one call per broadcast batch entry, or one call when the right operand
+    has no batch (the left batch folds into rows)."""
+    a, b = node.inputs
+    out = node.outputs[0]
+    target = builder.home(out)
+    a_shape = (1, *a.shape) if a.rank == 1 else a.shape
+    b_shape = (*b.shape, 1) if b.rank == 1 else b.shape
+    (n, k), m = a_shape[-2:], b_shape[-1]
+    batch = numpy_broadcast_shape(a_shape[:-2], b_shape[:-2])
+    if out.tensor_type.size == 0:
+        return
+    if k == 0:
+        builder.materialize(Literal(0, out.element_type, out.shape), into=target)
+        return
+    t = out.element_type
+    compute = t if t in BLAS_TYPES or t.is_integral else et.f32
+    if math.prod(b_shape[:-2]) == 1:
+        rows = math.prod(a_shape[:-1])
+        left = as_matrix(builder, builder.operand(a), rows, k, compute)
+        packed = _panels(builder, b, rows, k, m, compute)
+        right = packed or as_matrix(builder, builder.operand(b), k, m, compute)
+        batched: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
+    else:
+        av = _operand(builder, a, a_shape, compute)
+        bv = _operand(builder, b, b_shape, compute)
+        left = View(av.buffer, compute, (n, k), av.strides[-2:], av.offset)
+        right = View(bv.buffer, compute, (k, m), bv.strides[-2:], bv.offset)
+        rows = n
+        batched = _batch_offsets(av, bv, batch, n * m)
+        packed = None
+    dense = View(target.buffer, t, (rows, m), (m, 1), target.offset)
+    result = dense if compute is t else builder.scratch(compute, (math.prod(batch) * rows, m))
+    result = View(result.buffer, compute, (rows, m), (m, 1), result.offset)
+    step = GemmStep(builder.describe(node), (node,), left, right, result, batched)
+    step.panels = batched == ((0, 0, 0),) and packed is not None
+    builder.add_step(step)
+    if compute is not t:
+        source = View(result.buffer, compute, out.shape, target.strides, result.offset)
+        builder.materialize(source, t, Convert(t), into=target)
+
+
+def _batch_offsets(
+    av: View, bv: View, batch: Shape, block: int
+) -> tuple[tuple[int, int, int], ...]:
+    sa = _batch_strides(av, batch, len(av.shape))
+    sb = _batch_strides(bv, batch, len(bv.shape))
+    offsets = []
+    for position, index in enumerate(itertools.product(*(range(d) for d in batch))):
+        da = sum(i * s for i, s in zip(index, sa, strict=True))
+        db = sum(i * s for i, s in zip(index, sb, strict=True))
+        offsets.append((da, db, position * block))
+    return tuple(offsets)

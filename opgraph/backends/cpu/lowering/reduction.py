@@ -1,0 +1,46 @@
+"""Reductions: how each accumulates. Fused as phases of row kernels (``codegen/loops.py``).
+
+Sums and products of 16-bit floats accumulate in f32 (the reference does); integer
+accumulations wrap, which is order-independent; max/min carry a NaN flag so that NaN
+propagates whatever order the vectorized loop uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.lowering.registry import (
+    REDUCTIONS,
+    REWRITES,
+    ReductionRule,
+    reduction_axes,
+)
+from opgraph.core.node import Node, Output
+from opgraph.ops import movement
+from opgraph.ops import reduction as rd
+
+REDUCTIONS.add(rd.ReduceSum, ReductionRule("{acc} += {x};", "+", lambda t: dialect.literal(0, t)))
+REDUCTIONS.add(rd.ReduceProd, ReductionRule("{acc} *= {x};", "*", lambda t: dialect.literal(1, t)))
+REDUCTIONS.add(rd.ReduceAll, ReductionRule("{acc} &= {x};", "&", lambda t: "1"))
+REDUCTIONS.add(rd.ReduceAny, ReductionRule("{acc} |= {x};", "|", lambda t: "0"))
+REDUCTIONS.add(
+    rd.ReduceMax,
+    ReductionRule("{acc} = {x} > {acc} ? {x} : {acc};", "max", dialect.lowest, True),
+)
+REDUCTIONS.add(
+    rd.ReduceMin,
+    ReductionRule("{acc} = {x} < {acc} ? {x} : {acc};", "min", dialect.highest, True),
+)
+
+
+def _reduce_nothing(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+    """A reduction over no axes is the identity: a reshape view (no kernel)."""
+    if reduction_axes(node.op):
+        return None
+    (x,) = inputs
+    return [movement.reshape(x, node.outputs[0].shape)]
+
+
+for _cls in (rd.ReduceSum, rd.ReduceProd, rd.ReduceMax, rd.ReduceMin, rd.ReduceAll, rd.ReduceAny):
+    REWRITES.add(_cls, _reduce_nothing)

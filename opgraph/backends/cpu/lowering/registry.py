@@ -1,0 +1,108 @@
+"""The CPU lowering registries, keyed by op class (DESIGN.md §4).
+
+* ``SCALAR_OPS``: the scalar semantics of an elementwise op, written once as an expression
+  template over argument expressions. Templates use only the dialect-neutral
+  :class:`ScalarContext` (math functions, literals, helpers, run-time checks), so a GPU
+  renderer can reuse them with a CUDA context.
+* ``VIEW_OPS``: movement ops as operand re-views (no copy).
+* ``REDUCTIONS``: accumulate/identity rules of reductions, fused as row phases.
+* ``STEP_OPS``: ops that lower to a whole native step (BLAS contractions, …).
+* ``REWRITES``: CPU-only graph rewrites applied before fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from opgraph.core.element_type import ElementType
+from opgraph.core.node import Node, Output
+from opgraph.core.op import Op
+from opgraph.core.registry import Registry
+
+if TYPE_CHECKING:
+    from opgraph.backends.cpu.views import Operand
+
+
+class ScalarContext(Protocol):
+    """What a scalar renderer may ask of the code generator."""
+
+    @property
+    def inputs(self) -> tuple[ElementType, ...]:
+        """Element types of the op's inputs."""
+
+    @property
+    def output(self) -> ElementType:
+        """Element type of the op's output."""
+
+    def math(self, name: str, *args: str) -> str:
+        """A libm call (``"exp"``, ``"pow"``…) in the precision of the output type."""
+
+    def math_in(self, name: str, t: ElementType, *args: str) -> str:
+        """A libm call in the precision of ``t``."""
+
+    def literal(self, value: bool | int | float, t: ElementType | None = None) -> str:
+        """An exact literal (default type: the output's)."""
+
+    def ctype(self, t: ElementType | None = None) -> str:
+        """The compute type of ``t`` (default: the output's)."""
+
+    def helper(self, name: str) -> None:
+        """Require a helper function (``"div_i32"``, ``"f2i_u8"``…) in the module."""
+
+    def check(self, condition: str, message: str) -> None:
+        """Fail the run with ``message`` (an ExecutionError naming the node) when
+        ``condition`` holds for some element."""
+
+
+#: ``render(op, args, ctx) -> expression``: the op's value, in the compute type of its output.
+ScalarRenderer = Callable[[Any, Sequence[str], ScalarContext], str]
+SCALAR_OPS: Registry[type, ScalarRenderer] = Registry("CPU scalar renderer")
+
+#: ``rule(op, operand, copy) -> operand``; ``copy(operand)`` makes a dense copy, for what
+#: strides cannot express.
+ViewRule = Callable[[Any, "Operand", Callable[["Operand"], "Operand"]], "Operand"]
+VIEW_OPS: Registry[type, ViewRule] = Registry("CPU view rule")
+
+
+@dataclass(frozen=True)
+class ReductionRule:
+    """How a reduction accumulates.
+
+    Attributes:
+        combine: C statement template updating ``{acc}`` with ``{x}``.
+        omp: the OpenMP reduction operator that merges per-lane accumulators.
+        identity: the identity for an element type, as a literal (``ctx``-free).
+        propagates_nan: NaN inputs make the result NaN (max/min track a flag).
+    """
+
+    combine: str
+    omp: str
+    identity: Callable[[ElementType], str]
+    propagates_nan: bool = False
+
+
+REDUCTIONS: Registry[type, ReductionRule] = Registry("CPU reduction rule")
+
+
+def reduction_axes(op: Op) -> tuple[int, ...]:
+    """The reduced axes of a registered reduction op."""
+    axes: tuple[int, ...] = op.axes  # type: ignore[attr-defined]
+    return axes
+
+
+#: ``rewrite(node, inputs) -> replacement outputs | None``: CPU-specific graph rewrites.
+Rewrite = Callable[[Node, tuple[Output, ...]], Sequence[Output] | None]
+REWRITES: Registry[type, Rewrite] = Registry("CPU rewrite")
+
+#: Ops lowered to a whole native step; the value is the step builder (see ``steps.py``).
+STEP_OPS: Registry[type, Callable[..., Any]] = Registry("CPU step lowering")
+
+#: ``bridge(op, input_shape, output_shape, full_shape, axes, input_level) -> level | None``:
+#: a movement op that, inside a row kernel, re-presents a row value at another shape without
+#: moving data (a row value broadcast back along the reduced axes, a keep-dims reshape).
+Bridge = Callable[
+    [Any, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int], int | None
+]
+BRIDGES: Registry[type, Bridge] = Registry("CPU bridge rule")

@@ -1,0 +1,311 @@
+"""The CPU backend's executable plan: buffers and the steps that read and write them.
+
+A lowered Function becomes a :class:`Program`: an ordered list of steps (generated loop
+kernels, BLAS contractions, fallbacks to reference kernels) over buffers that are either the
+caller's arguments and results, constants, or slices of one arena laid out by the memory
+plan. Values flow between steps as :class:`~opgraph.backends.cpu.views.View` s of buffers.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from opgraph.backends.cpu.views import Operand, View
+from opgraph.core.element_type import ElementType
+from opgraph.core.node import Node
+from opgraph.core.op import Op
+from opgraph.core.shape import Shape
+
+
+class BufferKind(enum.Enum):
+    ARG = "arg"
+    RESULT = "result"
+    CONST = "const"
+    ARENA = "arena"
+
+
+@dataclass(eq=False)
+class Buffer:
+    """Storage for ``size`` elements of ``element_type``."""
+
+    id: int
+    kind: BufferKind
+    element_type: ElementType
+    size: int
+    index: int = -1
+    label: str = ""
+    data: np.ndarray | None = None  # constants
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.element_type.itemsize
+
+
+class Level(enum.IntEnum):
+    """Where a kernel node is computed: once per row (outer) or per element (full)."""
+
+    OUTER = 0
+    FULL = 1
+
+
+class KKind(enum.Enum):
+    LOAD = "load"  # read an operand (a view or a literal)
+    OP = "op"  # a scalar op (SCALAR_OPS)
+    REDUCE = "reduce"  # a reduction over the kernel's inner axes (REDUCTIONS)
+    ALIAS = "alias"  # a bridge: the same value seen at another shape (broadcast back, …)
+
+
+@dataclass(eq=False)
+class KNode:
+    """One value computed inside a loop kernel."""
+
+    index: int
+    kind: KKind
+    level: Level
+    element_type: ElementType
+    shape: Shape
+    args: tuple[int, ...] = ()
+    op: Op | None = None
+    operand: Operand | None = None
+    source: Node | None = None
+    phase: int = 0
+
+
+@dataclass(eq=False)
+class LoopKernel:
+    """A fused loop nest over ``shape`` (the full domain) whose ``axes`` are reduced by the
+    kernel's REDUCE nodes (empty for a pointwise kernel).
+
+    Rows are the non-reduced axes; a REDUCE node turns a full-level value into a row value.
+    ``stores`` write node values into destination views (the shape of the stored node).
+    """
+
+    shape: Shape
+    axes: tuple[int, ...]
+    nodes: list[KNode] = field(default_factory=list)
+    stores: list[tuple[int, View]] = field(default_factory=list)
+
+    @property
+    def outer_shape(self) -> Shape:
+        return tuple(d for i, d in enumerate(self.shape) if i not in self.axes)
+
+    @property
+    def inner_shape(self) -> Shape:
+        return tuple(self.shape[a] for a in self.axes)
+
+
+@dataclass(eq=False)
+class Step:
+    """One unit of execution. ``nodes`` are the graph nodes it computes (for messages)."""
+
+    label: str
+    nodes: tuple[Node, ...]
+
+    def reads(self) -> list[View]:
+        return []
+
+    def writes(self) -> list[View]:
+        return []
+
+    def inplace_pairs(self) -> list[tuple[int, int]]:
+        """(input buffer, output buffer) pairs the output may share when the input dies
+        here."""
+        return []
+
+
+@dataclass(eq=False)
+class LoopStep(Step):
+    """Generated loop kernels run one after the other (several for a concat)."""
+
+    kernels: tuple[LoopKernel, ...] = ()
+
+    def reads(self) -> list[View]:
+        return [n.operand for k in self.kernels for n in k.nodes if isinstance(n.operand, View)]
+
+    def writes(self) -> list[View]:
+        return [view for k in self.kernels for _, view in k.stores]
+
+    def inplace_pairs(self) -> list[tuple[int, int]]:
+        return loop_inplace_pairs(self.kernels[0]) if len(self.kernels) == 1 else []
+
+
+@dataclass(eq=False)
+class GemmStep(Step):
+    """``out = a @ b`` on 2-D views (``rows x cols`` with any strides BLAS accepts), once per
+    batch entry: ``batch`` lists element offsets added to (a, b, out).
+
+    ``panels``: ``b`` is a constant repacked as column panels of ``PANEL`` (a
+    ``(cols/PANEL, inner, PANEL)`` array, zero-padded) for the one-row product kernel."""
+
+    a: View | None = None
+    b: View | None = None
+    out: View | None = None
+    batch: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
+    epilogue: LoopKernel | None = None
+    panels: bool = False
+
+    def reads(self) -> list[View]:
+        assert self.a is not None and self.b is not None and self.out is not None
+        return [self.a, self.b, *epilogue_reads(self.epilogue, self.out)]
+
+    def writes(self) -> list[View]:
+        assert self.out is not None
+        return [self.out, *epilogue_writes(self.epilogue)]
+
+
+@dataclass(eq=False)
+class FallbackStep(Step):
+    """A node run by its reference kernel, called back from the native code."""
+
+    node: Node | None = None
+    inputs: tuple[Operand, ...] = ()
+    outputs: tuple[View, ...] = ()
+
+    def reads(self) -> list[View]:
+        return [x for x in self.inputs if isinstance(x, View)]
+
+    def writes(self) -> list[View]:
+        return list(self.outputs)
+
+
+@dataclass
+class Program:
+    """Steps in execution order over buffers; results map to RESULT buffers."""
+
+    buffers: list[Buffer]
+    steps: list[Step]
+    num_args: int
+    num_results: int
+
+    def buffer(self, view: View) -> Buffer:
+        return self.buffers[view.buffer]
+
+    def constants(self) -> list[Buffer]:
+        return [b for b in self.buffers if b.kind is BufferKind.CONST]
+
+
+def loop_inplace_pairs(kernel: LoopKernel) -> list[tuple[int, int]]:
+    """A stored full-level value may overwrite an input buffer that the kernel reads only at
+    the same element (same whole dense view) — each element is read before it is written."""
+    if kernel.axes:
+        return []
+    reads: dict[int, set[View]] = {}
+    for node in kernel.nodes:
+        if isinstance(node.operand, View):
+            reads.setdefault(node.operand.buffer, set()).add(node.operand)
+    pairs = []
+    for _, out in kernel.stores:
+        if not out.is_whole:
+            continue
+        for buffer, seen in reads.items():
+            view = next(iter(seen))
+            same_layout = view.is_whole and view.shape == out.shape
+            same_width = view.element_type.itemsize == out.element_type.itemsize
+            if len(seen) == 1 and same_layout and same_width:
+                pairs.append((buffer, out.buffer))
+    return pairs
+
+
+def epilogue_reads(epilogue: LoopKernel | None, out: View) -> list[View]:
+    """What an epilogue kernel reads besides the producer's output (updated in place)."""
+    if epilogue is None:
+        return []
+    return [
+        n.operand
+        for n in epilogue.nodes
+        if isinstance(n.operand, View) and n.operand.buffer != out.buffer
+    ]
+
+
+def epilogue_writes(epilogue: LoopKernel | None) -> list[View]:
+    return [] if epilogue is None else [view for _, view in epilogue.stores]
+
+
+def nbytes(element_type: ElementType, shape: Shape) -> int:
+    return math.prod(shape) * element_type.itemsize
+
+
+@dataclass(eq=False)
+class ConvStep(Step):
+    """2-D convolution by im2col and GEMM (f32/f64). ``x`` (N, C, H, W) is read through its
+    strides; ``w`` is the dense (O, C/groups·kh·kw) filter matrix.
+
+    ``wide`` False: ``out`` is dense (N, O, OH, OW); each unit builds the patches of a block
+    of output rows in its thread's slice of ``scratch`` and multiplies them. ``wide`` True
+    (small outputs): all patches go to ``scratch`` as (groups, K, N·OH·OW) first, then one
+    GEMM per group, split by output channels, writes ``out`` as (O, N·OH·OW)."""
+
+    x: View | None = None
+    w: View | None = None
+    out: View | None = None
+    kernel: tuple[int, int] = (1, 1)
+    strides: tuple[int, int] = (1, 1)
+    dilations: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)  # below (top, left); above is implied by the shapes
+    groups: int = 1
+    block_rows: int = 1
+    scratch: View | None = None
+    wide: bool = False
+    images: tuple[int, int, int] = (1, 1, 1)  # N, OH, OW
+    epilogue: LoopKernel | None = None
+
+    def reads(self) -> list[View]:
+        assert self.x is not None and self.w is not None and self.out is not None
+        return [self.x, self.w, *epilogue_reads(self.epilogue, self.out)]
+
+    def writes(self) -> list[View]:
+        assert self.out is not None
+        scratch = [self.scratch] if self.scratch is not None else []
+        return [self.out, *scratch, *epilogue_writes(self.epilogue)]
+
+
+@dataclass(eq=False)
+class PoolStep(Step):
+    """2-D max or average pooling over windows; ``x`` (N, C, H, W) read through its strides,
+    ``out`` dense. ``divisor_low``/``divisor_high`` bound the padded coordinates that count in
+    an average's divisor."""
+
+    x: View | None = None
+    out: View | None = None
+    maximum: bool = True
+    window: tuple[int, int] = (1, 1)
+    strides: tuple[int, int] = (1, 1)
+    dilations: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    count_padding: bool = False
+    padded: tuple[int, int] = (0, 0)  # H + pb + pa, W + pb + pa
+
+    def reads(self) -> list[View]:
+        assert self.x is not None
+        return [self.x]
+
+    def writes(self) -> list[View]:
+        assert self.out is not None
+        return [self.out]
+
+
+@dataclass(eq=False)
+class WinogradStep(Step):
+    """A 3x3 stride-1 convolution by Winograd F(2x2, 3x3) (f32, one group): ``u`` is the
+    transformed filter constant (16, O, C); units are blocks of ``block_rows`` tile rows of
+    one image; ``scratch`` holds each thread's transformed tiles and products."""
+
+    x: View | None = None
+    u: View | None = None
+    out: View | None = None
+    padding: tuple[int, int] = (0, 0)
+    block_rows: int = 1
+    scratch: View | None = None
+    epilogue: LoopKernel | None = None
+
+    def reads(self) -> list[View]:
+        assert self.x is not None and self.u is not None and self.out is not None
+        return [self.x, self.u, *epilogue_reads(self.epilogue, self.out)]
+
+    def writes(self) -> list[View]:
+        assert self.out is not None and self.scratch is not None
+        return [self.out, self.scratch, *epilogue_writes(self.epilogue)]
