@@ -2,3 +2,4 @@
 
 from opgraph.backends import interpreter as interpreter  # registers INTERPRETER
 from opgraph.backends import cpu as cpu  # registers CPU
+from opgraph.backends import gpu as gpu  # registers GPU when CuPy sees a CUDA device

@@ -199,6 +199,10 @@ def _report(
     if callable(fallbacks):
         names = fallbacks()
         print("reference-kernel fallbacks: " + (", ".join(names) if names else "none"))
+    placement = getattr(exe, "placement", None)
+    if callable(placement):
+        print("placement:")
+        print(placement())
 
 
 def _summary(value: np.ndarray) -> str:

@@ -119,6 +119,7 @@ class Backend(ABC):
 
 
 _BACKENDS: dict[str, Callable[[], Backend]] = {}
+_UNAVAILABLE: dict[str, Callable[[], str]] = {}
 
 
 def register_backend(name: str, factory: Callable[[], Backend]) -> None:
@@ -127,6 +128,12 @@ def register_backend(name: str, factory: Callable[[], Backend]) -> None:
     if key in _BACKENDS:
         raise RegistryError(f"backend {key} is already registered")
     _BACKENDS[key] = factory
+
+
+def register_unavailable(name: str, reason: Callable[[], str]) -> None:
+    """Name a built-in backend that cannot run on this machine, with why (e.g. no GPU), so
+    ``og.backend(name)`` explains instead of saying the name is unknown."""
+    _UNAVAILABLE[name.upper()] = reason
 
 
 def backends() -> list[str]:
@@ -139,6 +146,9 @@ def backend(name: str) -> Backend:
     try:
         factory = _BACKENDS[name.upper()]
     except KeyError:
+        why = _UNAVAILABLE.get(name.upper())
+        if why is not None:
+            raise RegistryError(f"backend {name.upper()} is unavailable here: {why()}") from None
         raise RegistryError(
             f"unknown backend {name!r}; registered backends: {', '.join(backends()) or 'none'}"
         ) from None

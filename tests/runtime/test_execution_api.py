@@ -150,7 +150,7 @@ def test_parameter_as_result_and_repeated_result(backend):
     np.testing.assert_array_equal(results[0], values)
     np.testing.assert_array_equal(results[3], values)
     np.testing.assert_allclose(results[1], np.exp(values), rtol=1e-6)
-    outs[1].buffer[:] = 0  # each result has its own storage
+    outs[1].write(np.zeros(3, np.float32))  # each result has its own storage
     assert outs[2].read()[1] != 0
 
 
@@ -216,3 +216,11 @@ def test_unsupported_op_is_reported_at_compile(backend):
     x = og.parameter(og.f32, (2,))
     with pytest.raises(og.UnsupportedOpError, match="no kernel for: Unknown"):
         backend.compile(og.Function([Unknown()(x)], [x]))
+
+
+def test_unavailable_backend_says_why():
+    from opgraph.runtime.backend import register_unavailable
+
+    register_unavailable("TESTDEVICE", lambda: "no such device on this machine")
+    with pytest.raises(og.OpgraphError, match="backend TESTDEVICE is unavailable here: no such device"):
+        og.backend("testdevice")

@@ -1,0 +1,133 @@
+"""Steps placed on the host, run on numpy views of the host side of the call's memory.
+
+Fallback steps run their reference kernels (as the CPU backend runs them); loop, GEMM,
+convolution and pooling steps run the numpy semantics of :mod:`opgraph.backends.gpu.interpret`
+(small loop kernels between host steps, or steps a device lacks). Keyed by step class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from opgraph.backends.cpu.program import (
+    ConvStep,
+    FallbackStep,
+    GemmStep,
+    LoopKernel,
+    LoopStep,
+    PoolStep,
+    Step,
+)
+from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.gpu import interpret
+from opgraph.backends.gpu.cuda.kernel import IntGemm
+from opgraph.backends.gpu.steps import direct, im2col_spec, pool_spec
+from opgraph.core import element_type as et
+from opgraph.core.errors import ExecutionError, OpgraphError
+from opgraph.core.registry import Registry
+
+Resolve = Callable[[View], np.ndarray]
+HostStep = Callable[[Any, Resolve], None]
+
+#: How the host runs each kind of step: ``run(step, resolve)``, ``resolve(view)`` giving the
+#: host numpy view of a program view.
+HOST_STEPS: Registry[type, HostStep] = Registry("GPU backend host step")
+
+
+def run_host_step(step: Step, resolve: Resolve, describe: Callable[[Any], str]) -> None:
+    """Run ``step`` on the host; errors name the node being executed."""
+    try:
+        HOST_STEPS[type(step)](step, resolve)
+    except ExecutionError:
+        raise
+    except (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError) as error:
+        node = step.nodes[0] if step.nodes else None
+        where = f"{describe(node)} (built at {node.provenance})" if node is not None else step.label
+        raise ExecutionError(f"while executing {where}: {error}") from error
+
+
+def _operand(x: Operand, resolve: Resolve) -> np.ndarray:
+    if isinstance(x, Literal):
+        return np.full(x.shape, x.value, x.element_type.dtype)
+    return resolve(x)
+
+
+@HOST_STEPS.register(FallbackStep)
+def _fallback(step: FallbackStep, resolve: Resolve) -> None:
+    node = step.node
+    assert node is not None
+    inputs = [_operand(x, resolve) for x in step.inputs]
+    try:
+        interpret.run_reference(node, inputs, [resolve(v) for v in step.outputs])
+    except ExecutionError as error:
+        raise ExecutionError(
+            f"while executing {step.label} (built at {node.provenance}): {error}"
+        ) from error
+
+
+def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
+    """Interpret a loop kernel on host views."""
+    loads, stores = interpret.loop_names(kernel)
+    arrays = {name: resolve(kernel.nodes[k].operand) for k, name in loads.items()}  # type: ignore[arg-type]
+    arrays.update({name: resolve(kernel.stores[slot][1]) for slot, name in stores.items()})
+    interpret.run_loop_kernel(kernel, arrays)
+
+
+@HOST_STEPS.register(LoopStep)
+def _loop(step: LoopStep, resolve: Resolve) -> None:
+    for kernel in step.kernels:
+        run_loop(kernel, resolve)
+
+
+def _shifted(view: View, delta: int) -> View:
+    return View(view.buffer, view.element_type, view.shape, view.strides, view.offset + delta)
+
+
+@HOST_STEPS.register(GemmStep)
+def _gemm(step: GemmStep, resolve: Resolve) -> None:
+    a, b, c = step.a, step.b, step.out
+    assert a is not None and b is not None and c is not None
+    for da, db, dc in step.batch:
+        left, right, out = (
+            resolve(_shifted(a, da)),
+            resolve(_shifted(b, db)),
+            resolve(_shifted(c, dc)),
+        )
+        if c.element_type in (et.f32, et.f64):
+            interpret.matmul(left, right, out)
+        else:
+            interpret.run_int_gemm(IntGemm(c.shape[0], c.shape[1], a.shape[1]), left, right, out)
+    if step.epilogue is not None:
+        run_loop(step.epilogue, resolve)
+
+
+@HOST_STEPS.register(ConvStep)
+def _conv(step: ConvStep, resolve: Resolve) -> None:
+    assert step.x is not None and step.w is not None and step.out is not None
+    x, w = resolve(step.x), resolve(step.w)
+    n = x.shape[0]
+    o, k = w.shape
+    g, p = step.groups, step.images[1] * step.images[2]
+    if direct(step):
+        patches = np.ascontiguousarray(x).reshape(n, g, k, p)
+    else:
+        patches = np.empty((n, g, k, p), x.dtype)
+        interpret.run_im2col(im2col_spec(step), x, patches)
+    og = o // g
+    product = np.stack(
+        [np.matmul(w[i * og : (i + 1) * og], patches[:, i]) for i in range(g)], axis=1
+    ).reshape(n, o, p)  # (N, O, P)
+    out = resolve(step.out)
+    layout = product.transpose(1, 0, 2).reshape(o, n * p) if step.wide else product
+    np.copyto(out, layout.reshape(out.shape).astype(out.dtype, copy=False))
+    if step.epilogue is not None:
+        run_loop(step.epilogue, resolve)
+
+
+@HOST_STEPS.register(PoolStep)
+def _pool(step: PoolStep, resolve: Resolve) -> None:
+    assert step.x is not None and step.out is not None
+    interpret.run_pool(pool_spec(step), resolve(step.x), resolve(step.out))
