@@ -31,7 +31,7 @@ from bench.models import Case  # noqa: E402
 from bench.workloads import WORKLOADS, build  # noqa: E402
 
 PEERS = ("onnxruntime", "openvino")
-SETTLE = 0.02  # seconds between runtime blocks
+SETTLE = 0.15  # seconds between runtime blocks: longer than OpenBLAS spin-waits
 
 
 def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) -> dict[str, float]:

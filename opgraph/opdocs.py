@@ -58,9 +58,15 @@ def _gradient(cls: type[Op]) -> str:
 
 def op_classes() -> list[type[Op]]:
     return sorted(
-        (cls for _, cls in OP_REGISTRY.items() if not cls.__module__.startswith("opgraph.testing")),
+        (cls for _, cls in OP_REGISTRY.items() if _is_library_op(cls)),
         key=lambda c: (_family(c), c.__name__),
     )
+
+
+def _is_library_op(cls: type[Op]) -> bool:
+    """opgraph's own ops: not test-only ones (tests may register ops while they run)."""
+    module = cls.__module__
+    return module.startswith("opgraph.") and not module.startswith("opgraph.testing")
 
 
 def markdown() -> str:

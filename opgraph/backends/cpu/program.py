@@ -138,15 +138,16 @@ class GemmStep(Step):
     """``out = a @ b`` on 2-D views (``rows x cols`` with any strides BLAS accepts), once per
     batch entry: ``batch`` lists element offsets added to (a, b, out).
 
-    ``panels``: ``b`` is a constant repacked as column panels of ``PANEL`` (a
-    ``(cols/PANEL, inner, PANEL)`` array, zero-padded) for the one-row product kernel."""
+    ``panel``: when not 0, ``b`` is a constant repacked as column panels of that width (a
+    ``(cols/panel, inner, panel)`` array, zero-padded), read by the generated GEMV (16) or
+    GEMM (32) kernel instead of BLAS."""
 
     a: View | None = None
     b: View | None = None
     out: View | None = None
     batch: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
     epilogue: LoopKernel | None = None
-    panels: bool = False
+    panel: int = 0
 
     def reads(self) -> list[View]:
         assert self.a is not None and self.b is not None and self.out is not None

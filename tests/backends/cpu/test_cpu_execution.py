@@ -144,15 +144,33 @@ def test_views_cost_no_copy(cpu):
     np.testing.assert_allclose(exe(data)[0], (data[1:5].T + np.arange(1, 5)) ** 2)
 
 
-def test_one_row_products_by_constants_use_packed_panels(cpu, parallel_cpu):
-    """A GEMV by a constant matrix reads it repacked as column panels (odd sizes: padding,
-    a remainder of the inner loop), also split between threads."""
+@pytest.mark.parametrize(("rows", "panel"), [(1, 16), (7, 32), (30, 32)])
+def test_products_by_constants_use_packed_panels(cpu, parallel_cpu, rows, panel):
+    """A product by a constant f32 matrix reads it repacked as column panels at compile time:
+    a GEMV for one row, a register-blocked GEMM otherwise (odd sizes: padded panels, partial
+    row blocks, an inner-dimension remainder), also split between threads."""
     rng = np.random.default_rng(5)
-    weights = rng.standard_normal((67, 301)).astype(np.float32)
-    x = og.parameter(og.f32, (1, 67))
+    weights = rng.standard_normal((401, 301)).astype(np.float32)
+    x = og.parameter(og.f32, (rows, 401))
     fn = og.Function([ops.tanh(ops.dot(x, og.constant(weights)))], [x])
-    data = rng.standard_normal((1, 67)).astype(np.float32)
+    data = rng.standard_normal((rows, 401)).astype(np.float32) * 0.05
     for backend in (cpu, parallel_cpu):
         exe = backend.compile(fn)
-        assert exe.program.steps[0].panels
-        np.testing.assert_allclose(exe(data)[0], np.tanh(data @ weights), rtol=1e-5, atol=1e-5)
+        assert exe.program.steps[0].panel == panel
+        np.testing.assert_allclose(exe(data)[0], np.tanh(data @ weights), rtol=1e-4, atol=1e-5)
+
+
+def test_large_results_are_streamed_to_memory(cpu):
+    """Results of 4 MiB or more are written with non-temporal stores, also into a buffer
+    that is not 64-byte aligned."""
+    n = (1 << 20) + 37
+    x, y = og.parameter(og.f32, (n,)), og.parameter(og.f32, (n,))
+    exe = cpu.compile(og.Function([ops.multiply(ops.add(x, y), y)], [x, y]))
+    assert "og_stream_f32(" in exe.source()
+    rng = np.random.default_rng(6)
+    a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+    storage = np.zeros(n + 1, np.float32)
+    out = cpu.create_tensor(og.f32, (n,), storage[1:])
+    exe.call([out], [cpu.create_tensor(og.f32, (n,), a), cpu.create_tensor(og.f32, (n,), b)])
+    np.testing.assert_array_equal(storage[1:], (a + b) * b)
+    assert storage[0] == 0

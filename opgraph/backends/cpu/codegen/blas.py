@@ -108,11 +108,14 @@ class GemmEmitter:
         return "\n".join(lines)
 
     def blocks_per_thread(self) -> int:
-        """Every block packs the whole operand it does not split: two blocks per thread when
-        that operand is large (less packing), four when it is small. More blocks than threads
-        let a thread that finishes early take work instead of waiting."""
+        """How finely to split. A BLAS block packs the whole operand it does not split, so
+        one block per thread when that operand is large, two when it is small. Panel kernels
+        pack nothing at run time: four blocks per thread, so that work a preempted thread has
+        not started yet goes to the others (a loaded machine)."""
+        if self.step.panel:
+            return 4
         whole = self.rows * self.inner if self.split_columns else self.cols * self.inner
-        return 2 if whole * self.out.element_type.itemsize > (1 << 18) else 4
+        return 1 if whole * self.out.element_type.itemsize > (1 << 18) else 2
 
     def epilogue_function(self) -> list[str]:
         if self.step.epilogue is None:
@@ -139,9 +142,10 @@ class GemmEmitter:
     def aligned(self, blocks: int) -> list[str]:
         if blocks == 1 or not self.split_columns:
             return []
+        block = max(BLOCK, self.step.panel)  # column blocks start on a panel
         return [
-            f"    first = first / {BLOCK} * {BLOCK};",
-            f"    if (k_ < {blocks - 1}L) last = last / {BLOCK} * {BLOCK};",
+            f"    first = first / {block} * {block};",
+            f"    if (k_ < {blocks - 1}L) last = last / {block} * {block};",
         ]
 
     # ---------------------------------------------------------------------- splitting
@@ -151,8 +155,10 @@ class GemmEmitter:
         if self.t not in (et.f32, et.f64):
             return self.loops()
         self.module.uses_blas = True
-        if self.step.panels:
+        if self.step.panel == 16:
             return self.panel_gemv()
+        if self.step.panel == 32:
+            return self.panel_gemm()
         if self.rows == 1 or self.cols == 1:
             self.split_columns = self.rows == 1
             return self.gemv()
@@ -180,6 +186,21 @@ class GemmEmitter:
             )
 
         return (cols if by_columns else rows), call
+
+    def panel_gemm(self) -> tuple[int, Call]:
+        """Rows times a matrix repacked as 32-column panels: register-blocked (12 rows x 32
+        columns of accumulators), blocked over the inner dimension for L1."""
+        self.module.helper("gemm_panels")
+        lda = self.a.strides[0] if self.rows > 1 else self.inner
+        self.split_columns = True
+
+        def call(first: str, count: str) -> str:
+            return (
+                f"og_gemm_panels(a, {lda}L, b, c, {self.cols}L, {self.rows}L, {self.inner}L, "
+                f"{first}, {first} + {count});"
+            )
+
+        return self.cols, call
 
     def panel_gemv(self) -> tuple[int, Call]:
         """One row times a matrix repacked as column panels (see ``GemmStep.panels``)."""

@@ -317,6 +317,65 @@ static inline void og_stream_f32(float* dst, const float* src, long n) {
   for (; i < n; ++i) dst[i] = src[i];
 }"""
 )
+HELPERS["gemm_panels"] = lambda: (
+    """typedef float og_v16 __attribute__((vector_size(64)));
+/* c[R x nvalid] (+)= a[R x (k0..k1)] times panel p (K x 32): 2R accumulator vectors. */
+static inline __attribute__((always_inline)) void og_mk(
+    const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
+    float* restrict c, long ldc, long nvalid) {
+  og_v16 c0[12], c1[12];
+  float t[32];
+  for (int r = 0; r < R; ++r) {
+    if (k0 == 0) { c0[r] = (og_v16){0}; c1[r] = (og_v16){0}; continue; }
+    for (long j = 0; j < 32; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
+    __builtin_memcpy(&c0[r], t, 64);
+    __builtin_memcpy(&c1[r], t + 16, 64);
+  }
+  for (long k = k0; k < k1; ++k) {
+    og_v16 b0, b1;
+    __builtin_memcpy(&b0, p + k * 32, 64);
+    __builtin_memcpy(&b1, p + k * 32 + 16, 64);
+    for (int r = 0; r < R; ++r) {
+      const float s = a[r * lda + k];
+      c0[r] += s * b0;
+      c1[r] += s * b1;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    if (nvalid == 32) {
+      __builtin_memcpy(c + r * ldc, &c0[r], 64);
+      __builtin_memcpy(c + r * ldc + 16, &c1[r], 64);
+      continue;
+    }
+    __builtin_memcpy(t, &c0[r], 64);
+    __builtin_memcpy(t + 16, &c1[r], 64);
+    for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[j];
+  }
+}
+/* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as 32-column panels); n0 is a
+   multiple of 32. The inner dimension is blocked by 384 so a's rows stay in L1; the larger
+   operand is streamed once (panels outer when P is larger, rows outer when A is). */
+static void og_gemm_panels(const float* restrict A, long lda, const float* restrict P,
+                           float* restrict C, long ldc, long M, long K, long n0, long n1) {
+  long first = n0 / 32, panels = (n1 + 31) / 32 - first;
+  int rows_outer = M > 32 * panels;
+  for (long k0 = 0; k0 < K; k0 += 384) {
+    long k1 = k0 + 384 < K ? k0 + 384 : K;
+    long tiles = (M + 11) / 12;
+    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
+      for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {
+        long nb = first + (rows_outer ? inner : outer);
+        long m = 12 * (rows_outer ? outer : inner);
+        long nvalid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+        const float* p = P + nb * K * 32;
+        float* c = C + nb * 32;
+#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
+        switch (M - m < 12 ? M - m : 12) { case 12: OG_MK(12); break; CASES default: break; }
+#undef OG_MK
+      }
+  }
+}"""
+).replace("CASES", " ".join(f"case {n}: OG_MK({n}); break;" for n in range(11, 0, -1)))
 HELPERS["mod_f32"] = lambda: _make_float_mod("float", "f")
 HELPERS["mod_f64"] = lambda: _make_float_mod("double", "")
 

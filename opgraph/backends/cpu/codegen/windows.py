@@ -23,6 +23,11 @@ def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
     return f"  {q}{t}* {name} = ({q}{t}*)({module.base(view.buffer)}) + {view.offset}L;"
 
 
+def _pad(columns: int) -> int:
+    """Columns rounded up to whole 32-column panels."""
+    return -(-columns // 32) * 32
+
+
 def _driver(name: str, units: int, parallel: bool, threads: int, module: ModuleContext) -> str:
     if parallel and units > 1 and threads > 1:
         module.uses_pool = True
@@ -44,6 +49,10 @@ class ConvEmitter:
         self.x, self.w, self.out = step.x, step.w, step.out
         self.ctype = dialect.storage_type(step.out.element_type)
         self.gemm = "scipy_cblas_sgemm" if step.out.element_type is et.f32 else "scipy_cblas_dgemm"
+        # Patches could be written straight into the 32-column panels of the generated GEMM
+        # (the filters as its left operand), but for convolution shapes (small inner
+        # dimensions, large filter matrices) OpenBLAS measured faster: off.
+        self.panels = False
 
     def direct(self) -> bool:
         """1x1, stride 1, unpadded, rows contiguous: the image is the GEMM's right operand."""
@@ -122,20 +131,32 @@ class ConvEmitter:
             f"    const {ct}* x = x0 + img * {xs[0]}L + grp * {cg * xs[1]}L;",
             f"    {ct}* y = y0 + img * {o * oh * ow}L + grp * {og * oh * ow}L + oh0 * {ow}L;",
         ]
+        panels = self.panels and not self.direct()
         if self.direct():
             lines.append(f"    const {ct}* b = x + oh0 * {ow}L; long ldb = {xs[1]}L;")
         else:
+            per_thread = k * _pad(s.block_rows * ow)
             lines += [
-                f"    {ct}* col = scratch + (long)og_worker_index() * {k * s.block_rows * ow}L;",
+                f"    {ct}* col = scratch + (long)og_worker_index() * {per_thread}L;",
                 f"    for (long r = 0; r < {k}L; ++r) {{",
-                f"      {ct}* row = col + r * cols;",
-                *[f"    {line}" for line in self.patch_row()],
+                f"      {ct}* row = col + r * cols;" if not panels else "      long qbase = 0;",
+                *[f"    {line}" for line in self.patch_row(panels)],
                 "    }",
                 f"    const {ct}* b = col; long ldb = cols;",
             ]
+        if panels:
+            self.module.helper("gemm_panels")
+            gemm = (
+                f"    og_gemm_panels(w0 + grp * {og * k}L, {k}L, col, y, {oh * ow}L, {og}L, {k}L, "
+                "0, cols);"
+            )
+        else:
+            gemm = (
+                f"    {self.gemm}(101, 111, 111, {og}, (int)cols, {k}, 1, w0 + grp * {og * k}L, "
+                f"{k}, b, (int)ldb, 0, y, {oh * ow});"
+            )
         lines += [
-            f"    {self.gemm}(101, 111, 111, {og}, (int)cols, {k}, 1, w0 + grp * {og * k}L, {k}, "
-            f"b, (int)ldb, 0, y, {oh * ow});",
+            gemm,
             *self.epilogue_rows(
                 f"img * {o * oh * ow}L + grp * {og * oh * ow}L",
                 f"{og}L",
@@ -166,10 +187,36 @@ class ConvEmitter:
         g, xs, ct = s.groups, self.x.strides, self.ctype
         cg, og = c // g, o // g
         columns = n * oh * ow
+        padded = _pad(columns) if self.panels else columns
         blocks, by_columns = self.gemm_blocks(og, columns, k)
         split, other = ("n", columns) if by_columns else ("m", og)
         m0, m1 = ("0", f"{og}L") if by_columns else ("lo_", "hi_")
         n0, n1 = ("lo_", "hi_") if by_columns else ("0", f"{columns}L")
+        if self.panels:
+            self.module.helper("gemm_panels")
+            gemm = (
+                f"    og_gemm_panels(w0 + (grp * {og}L + {m0}) * {k}L, {k}L, scratch + grp * "
+                f"{k * padded}L, y0 + (grp * {og}L + {m0}) * {columns}L, {columns}L, "
+                f"{m1} - {m0}, {k}L, {n0}, {n1});"
+            )
+            destination = [
+                f"      {ct}* col = scratch + grp * {k * padded}L;",
+                f"      long qbase = img * {oh * ow}L;",
+            ]
+        else:
+            gemm = (
+                f"    {self.gemm}(101, 111, 111, (int)({m1} - {m0}), (int)({n1} - {n0}), {k}, 1, "
+                f"w0 + (grp * {og}L + {m0}) * {k}L, {k}, scratch + grp * {k * columns}L + {n0}, "
+                f"{columns}, 0, y0 + (grp * {og}L + {m0}) * {columns}L + {n0}, {columns});"
+            )
+            destination = [
+                f"      {ct}* row = scratch + (grp * {k}L + r) * {columns}L + img * {oh * ow}L;"
+            ]
+        align = (
+            [f"    lo_ = lo_ / 32 * 32; if (blk < {blocks - 1}L) hi_ = hi_ / 32 * 32;"]
+            if self.panels and by_columns
+            else []
+        )
         lines = [
             f"static int {self.name}_patches(void* const* T, char* A, long lo, long hi) {{",
             _pointer(self.module, self.x, "x0", True),
@@ -178,9 +225,9 @@ class ConvEmitter:
             f"    long grp = u / {k}L, r = u % {k}L;",
             f"    for (long img = 0; img < {n}L; ++img) {{",
             f"      const {ct}* x = x0 + img * {xs[0]}L + grp * {cg * xs[1]}L;",
-            f"      {ct}* row = scratch + (grp * {k}L + r) * {columns}L + img * {oh * ow}L;",
+            *destination,
             f"      long oh0 = 0, oh1 = {oh}L;",
-            *[f"    {line}" for line in self.patch_row()],
+            *[f"    {line}" for line in self.patch_row(self.panels)],
             "    }",
             "  }",
             "  return 0;",
@@ -193,10 +240,9 @@ class ConvEmitter:
             "  for (long u = lo; u < hi; ++u) {",
             f"    long grp = u / {blocks}L, blk = u % {blocks}L;",
             f"    long lo_ = {other}L * blk / {blocks}L, hi_ = {other}L * (blk + 1) / {blocks}L;",
+            *align,
             "    if (lo_ >= hi_) continue;",
-            f"    {self.gemm}(101, 111, 111, (int)({m1} - {m0}), (int)({n1} - {n0}), {k}, 1, "
-            f"w0 + (grp * {og}L + {m0}) * {k}L, {k}, scratch + grp * {k * columns}L + {n0}, "
-            f"{columns}, 0, y0 + (grp * {og}L + {m0}) * {columns}L + {n0}, {columns});",
+            gemm,
             *self.epilogue_rows(
                 f"(grp * {og}L + {m0}) * {columns}L",
                 f"({m1} - {m0})",
@@ -221,22 +267,37 @@ class ConvEmitter:
         return "\n".join(lines)
 
     def gemm_blocks(self, m: int, n: int, k: int) -> tuple[int, bool]:
-        """(blocks, split by columns?): split the larger side; every block packs the whole
-        other operand, so use one block per thread unless that operand is small."""
+        """(blocks, split by columns?): split the larger side. A BLAS block packs the whole
+        other operand, so one block per thread unless that operand is small; the panel GEMM
+        packs nothing, so four per thread (work a preempted thread has not started moves)."""
         by_columns = n >= m
         extent, other = (n, m) if by_columns else (m, n)
         threads = self.module.num_threads
-        per_thread = 1 if other * k * self.out.element_type.itemsize > (1 << 20) else 2
-        return max(1, min(threads * per_thread, extent // 16)), by_columns
+        if self.panels:
+            per_thread = 4
+        else:
+            per_thread = 1 if other * k * self.out.element_type.itemsize > (1 << 18) else 2
+        unit = 32 if by_columns and self.panels else 16
+        return max(1, min(threads * per_thread, extent // unit)), by_columns
 
-    def patch_row(self) -> list[str]:
-        """Fill ``row`` (output rows oh0..oh1 of patch row ``r`` = (channel, ki, kj)) from
-        image ``x``; out-of-bounds columns are cut off by arithmetic, not tested per element."""
+    def patch_row(self, panels: bool = False) -> list[str]:
+        """Fill patch row ``r`` = (channel, ki, kj) for output rows oh0..oh1 from image ``x``:
+        into ``row`` (contiguous pixels), or with ``panels`` into ``col`` as 32-pixel panels
+        (pixel q of patch row r at ``col[(q / 32) * K * 32 + r * 32 + q % 32]``, q counted
+        from ``qbase``). Out-of-bounds columns are cut off by arithmetic, not tested per
+        element."""
         s = self.step
         h, w = self.x.shape[2:]
         ow = s.images[2]
         xs, ct = self.x.strides, self.ctype
         (kh, kw), (sh, sw), (dh, dw), (pt, pl) = s.kernel, s.strides, s.dilations, s.padding
+        k = self.w.shape[1]
+
+        def at(j: str) -> str:
+            if not panels:
+                return f"d[{j}]"
+            return f"col[((q0 + {j}) >> 5) * {k * 32}L + r * 32 + ((q0 + {j}) & 31)]"
+
         return [
             f"  long ch = r / {kh * kw}L, ki = (r / {kw}L) % {kh}L, kj = r % {kw}L;",
             f"  const {ct}* xc = x + ch * {xs[1]}L;",
@@ -246,17 +307,21 @@ class ConvEmitter:
             f"  if (hi_ > {ow}L) hi_ = {ow}L;",
             "  if (lo_ > hi_) lo_ = hi_;",
             "  for (long oh = oh0; oh < oh1; ++oh) {",
-            f"    {ct}* d = row + (oh - oh0) * {ow}L;",
+            *(
+                [f"    long q0 = qbase + (oh - oh0) * {ow}L;"]
+                if panels
+                else [f"    {ct}* d = row + (oh - oh0) * {ow}L;"]
+            ),
             f"    long ih = oh * {sh}L - {pt}L + ki * {dh}L;",
             f"    if (ih < 0 || ih >= {h}L) {{",
-            f"      for (long j = 0; j < {ow}L; ++j) d[j] = 0;",
+            f"      for (long j = 0; j < {ow}L; ++j) {at('j')} = 0;",
             "      continue;",
             "    }",
             f"    const {ct}* src = xc + ih * {xs[2]}L + shift * {xs[3]}L;",
-            "    for (long j = 0; j < lo_; ++j) d[j] = 0;",
+            f"    for (long j = 0; j < lo_; ++j) {at('j')} = 0;",
             "    #pragma omp simd",
-            f"    for (long j = lo_; j < hi_; ++j) d[j] = src[j * {sw * xs[3]}L];",
-            f"    for (long j = hi_; j < {ow}L; ++j) d[j] = 0;",
+            f"    for (long j = lo_; j < hi_; ++j) {at('j')} = src[j * {sw * xs[3]}L];",
+            f"    for (long j = hi_; j < {ow}L; ++j) {at('j')} = 0;",
             "  }",
         ]
 

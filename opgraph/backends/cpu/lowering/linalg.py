@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from opgraph.backends.cpu.builder import ProgramBuilder
 
 BLAS_TYPES = (et.f32, et.f64)
-PANEL = 16  # columns per panel of a repacked GEMV matrix: one AVX-512 vector
+GEMV_PANEL = 16  # columns per panel of a repacked GEMV matrix: one AVX-512 vector
+GEMM_PANEL = 32  # columns per panel of a repacked GEMM matrix: two vectors per row
 
 
 def blas_layout(view: View) -> tuple[bool, int] | None:
@@ -83,31 +84,36 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
     dense = views.reshape(target, (rows, cols))
     assert isinstance(dense, View)
     result = dense if compute is t else builder.scratch(compute, (rows, cols))
-    packed = _panels(builder, b, rows, inner, cols, compute)
-    right = packed or as_matrix(builder, builder.operand(b), inner, cols, compute)
-    step = GemmStep(builder.describe(node), (node,), left, right, result, panels=bool(packed))
+    packed = _panels(builder, b, left, cols, compute)
+    right = packed[0] if packed else as_matrix(builder, builder.operand(b), inner, cols, compute)
+    panel = packed[1] if packed else 0
+    step = GemmStep(builder.describe(node), (node,), left, right, result, panel=panel)
     builder.add_step(step)
     if result is not dense:
         builder.materialize(result, t, Convert(t), into=dense)
 
 
 def _panels(
-    builder: ProgramBuilder, b: Output, rows: int, inner: int, cols: int, compute: ElementType
-) -> View | None:
-    """A one-row product by a constant f32 matrix reads the matrix as contiguous column
-    panels (repacked once, at compile time): the GEMV then streams memory in order and keeps
-    its accumulators in vector registers."""
-    if rows != 1 or compute is not et.f32 or cols < PANEL or not isinstance(b.node.op, Constant):
+    builder: ProgramBuilder, b: Output, left: View, cols: int, compute: ElementType
+) -> tuple[View, int] | None:
+    """A product by a constant f32 matrix reads the matrix as contiguous column panels,
+    repacked once at compile time (what BLAS would do on every call): 16 wide for a one-row
+    GEMV, 32 wide for the register-blocked GEMM (whose rows must be contiguous)."""
+    rows, inner = left.shape
+    width = GEMV_PANEL if rows == 1 else GEMM_PANEL
+    if compute is not et.f32 or cols < width or not isinstance(b.node.op, Constant):
+        return None
+    if rows > 1 and left.strides[1] != 1:
         return None
     matrix = b.node.op.value.reshape(inner, cols).astype(np.float32)
-    count = -(-cols // PANEL)
-    padded = np.zeros((inner, count * PANEL), np.float32)
+    count = -(-cols // width)
+    padded = np.zeros((inner, count * width), np.float32)
     padded[:, :cols] = matrix
-    data = np.ascontiguousarray(padded.reshape(inner, count, PANEL).transpose(1, 0, 2))
+    data = np.ascontiguousarray(padded.reshape(inner, count, width).transpose(1, 0, 2))
     buffer = builder.new_buffer(
         BufferKind.CONST, et.f32, data.shape, len(builder.constants()), b, data
     )
-    return View(buffer.id, et.f32, (inner, cols), (PANEL, inner * PANEL), 0)
+    return View(buffer.id, et.f32, (inner, cols), (width, inner * width), 0), width
 
 
 @REWRITES.register(Dot)
@@ -170,8 +176,8 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
     if math.prod(b_shape[:-2]) == 1:
         rows = math.prod(a_shape[:-1])
         left = as_matrix(builder, builder.operand(a), rows, k, compute)
-        packed = _panels(builder, b, rows, k, m, compute)
-        right = packed or as_matrix(builder, builder.operand(b), k, m, compute)
+        packed = _panels(builder, b, left, m, compute)
+        right = packed[0] if packed else as_matrix(builder, builder.operand(b), k, m, compute)
         batched: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
     else:
         av = _operand(builder, a, a_shape, compute)
@@ -185,7 +191,7 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
     result = dense if compute is t else builder.scratch(compute, (math.prod(batch) * rows, m))
     result = View(result.buffer, compute, (rows, m), (m, 1), result.offset)
     step = GemmStep(builder.describe(node), (node,), left, right, result, batched)
-    step.panels = batched == ((0, 0, 0),) and packed is not None
+    step.panel = packed[1] if packed and batched == ((0, 0, 0),) else 0
     builder.add_step(step)
     if compute is not t:
         source = View(result.buffer, compute, out.shape, target.strides, result.offset)
