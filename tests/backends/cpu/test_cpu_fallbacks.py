@@ -14,7 +14,8 @@ from opgraph.core.op import OP_REGISTRY
 
 #: Ops that ran through their reference kernels when this list was last updated.
 PINNED = {
-    "ArgMax", "ArgMin", "BatchNormTraining", "ConvolutionBackpropData",
+    "AllReduce", "ArgMax", "ArgMin", "BatchNormTraining", "BroadcastDistributed",
+    "ConvolutionBackpropData",
     "ConvolutionBackpropFilters", "CumSum", "DequantizeLinear", "Gather", "GatherElements",
     "GatherND", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
     "QuantizeLinear", "ReplaceSlice", "ReverseSequence", "ScatterElements", "ScatterND", "TopK",
@@ -22,7 +23,8 @@ PINNED = {
 
 #: Every op class registered when the list was pinned (later ones may fall back).
 KNOWN_WHEN_PINNED = {
-    "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan",
+    "Abs", "Acos", "Acosh", "Add", "AllReduce", "And", "ArgMax", "ArgMin", "Asin", "Asinh",
+    "Atan", "Bitcast", "BroadcastDistributed",
     "Atan2", "Atanh", "AvgPool", "BatchNormInference", "BatchNormTraining", "BitShift",
     "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Broadcast", "Ceil", "Clamp",
     "Concat", "Convert", "Convolution", "ConvolutionBackpropData", "ConvolutionBackpropFilters",

@@ -309,11 +309,13 @@ static inline void og_stream_f32(float* dst, const float* src, long n) {
   if (((unsigned long)dst & 3) || head > n) head = n;
   long i = 0;
   for (; i < head; ++i) dst[i] = src[i];
+#ifdef __AVX512F__
   for (; i + 16 <= n; i += 16) {
     og_v16sf v;
     __builtin_memcpy(&v, src + i, 64);
     __builtin_ia32_movntps512((og_v16sf*)(dst + i), v);
   }
+#endif
   for (; i < n; ++i) dst[i] = src[i];
 }"""
 )

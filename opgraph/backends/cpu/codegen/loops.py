@@ -348,7 +348,7 @@ class LoopEmitter:
             "    }",
             "    begin += n_; i_ = 0; ++r_;",
             "  }",
-            "  __builtin_ia32_sfence();  /* streamed stores are visible before the job ends */",
+            "  __sync_synchronize();  /* streamed stores are visible before the job ends */",
         ]
 
     def row_kernel(self) -> list[str]:

@@ -48,7 +48,17 @@ static pthread_mutex_t og_grow = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int og_self;  /* this thread's participant index: 0 for callers */
 
+#if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
+static uint64_t og_ticks(void) { return __builtin_ia32_rdtsc(); }
+#else
+#include <time.h>
+static void og_relax(void) {}
+static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TSC ticks */
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+#endif
 
 /* The calling thread's participant index in the running job (< the job's thread count):
    kernels use it to pick their private slice of a scratch buffer. */
@@ -95,8 +105,8 @@ static void* og_worker(void* index) {
     /* Spin for the next job before sleeping: steps follow each other closely, and the
        caller may still be finishing its share of this job, so spin a few times as long as
        the last job took here (within bounds): a futex wake-up costs tens of microseconds. */
-    uint64_t t0 = __builtin_ia32_rdtsc();
-    while (gen == seen && __builtin_ia32_rdtsc() - t0 < patience) {
+    uint64_t t0 = og_ticks();
+    while (gen == seen && og_ticks() - t0 < patience) {
       og_relax();
       gen = __atomic_load_n(&og_generation, __ATOMIC_ACQUIRE);
     }
@@ -109,9 +119,9 @@ static void* og_worker(void* index) {
     }
     seen = gen;
     og_job* job = &og_ring[gen % OG_SLOTS];
-    uint64_t started = __builtin_ia32_rdtsc();
+    uint64_t started = og_ticks();
     if (og_self < job->threads) og_work(job, gen);  /* a stale read only skips a job */
-    uint64_t took = __builtin_ia32_rdtsc() - started;
+    uint64_t took = og_ticks() - started;
     patience = 4 * took;
     if (patience < OG_MIN_SPIN) patience = OG_MIN_SPIN;
     if (patience > OG_MAX_SPIN) patience = OG_MAX_SPIN;

@@ -23,11 +23,6 @@ def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
     return f"  {q}{t}* {name} = ({q}{t}*)({module.base(view.buffer)}) + {view.offset}L;"
 
 
-def _pad(columns: int) -> int:
-    """Columns rounded up to whole 32-column panels."""
-    return -(-columns // 32) * 32
-
-
 def _driver(name: str, units: int, parallel: bool, threads: int, module: ModuleContext) -> str:
     if parallel and units > 1 and threads > 1:
         module.uses_pool = True
@@ -48,11 +43,10 @@ class ConvEmitter:
         assert step.x is not None and step.w is not None and step.out is not None
         self.x, self.w, self.out = step.x, step.w, step.out
         self.ctype = dialect.storage_type(step.out.element_type)
+        # (Writing patches straight into the panels of the generated GEMM, filters as its left
+        # operand, measured slower than OpenBLAS for convolution shapes: small inner
+        # dimensions, large filter matrices.)
         self.gemm = "scipy_cblas_sgemm" if step.out.element_type is et.f32 else "scipy_cblas_dgemm"
-        # Patches could be written straight into the 32-column panels of the generated GEMM
-        # (the filters as its left operand), but for convolution shapes (small inner
-        # dimensions, large filter matrices) OpenBLAS measured faster: off.
-        self.panels = False
 
     def direct(self) -> bool:
         """1x1, stride 1, unpadded, rows contiguous: the image is the GEMM's right operand."""
@@ -115,14 +109,10 @@ class ConvEmitter:
         blocks = -(-oh // s.block_rows)
         lines = [
             f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
             _pointer(self.module, self.x, "x0", True),
             _pointer(self.module, self.w, "w0", True),
             _pointer(self.module, self.out, "y0", False),
-        ]
-        if not self.direct():
-            assert s.scratch is not None
-            lines.append(_pointer(self.module, s.scratch, "scratch", False))
-        lines += [
             "  for (long u = lo; u < hi; ++u) {",
             f"    long img = u / {g * blocks}L, grp = (u / {blocks}L) % {g}L, blk = u % {blocks}L;",
             f"    long oh0 = blk * {s.block_rows}L;",
@@ -130,33 +120,9 @@ class ConvEmitter:
             f"    long cols = (oh1 - oh0) * {ow}L;",
             f"    const {ct}* x = x0 + img * {xs[0]}L + grp * {cg * xs[1]}L;",
             f"    {ct}* y = y0 + img * {o * oh * ow}L + grp * {og * oh * ow}L + oh0 * {ow}L;",
-        ]
-        panels = self.panels and not self.direct()
-        if self.direct():
-            lines.append(f"    const {ct}* b = x + oh0 * {ow}L; long ldb = {xs[1]}L;")
-        else:
-            per_thread = k * _pad(s.block_rows * ow)
-            lines += [
-                f"    {ct}* col = scratch + (long)og_worker_index() * {per_thread}L;",
-                f"    for (long r = 0; r < {k}L; ++r) {{",
-                f"      {ct}* row = col + r * cols;" if not panels else "      long qbase = 0;",
-                *[f"    {line}" for line in self.patch_row(panels)],
-                "    }",
-                f"    const {ct}* b = col; long ldb = cols;",
-            ]
-        if panels:
-            self.module.helper("gemm_panels")
-            gemm = (
-                f"    og_gemm_panels(w0 + grp * {og * k}L, {k}L, col, y, {oh * ow}L, {og}L, {k}L, "
-                "0, cols);"
-            )
-        else:
-            gemm = (
-                f"    {self.gemm}(101, 111, 111, {og}, (int)cols, {k}, 1, w0 + grp * {og * k}L, "
-                f"{k}, b, (int)ldb, 0, y, {oh * ow});"
-            )
-        lines += [
-            gemm,
+            *self.block_operand(k, ow),
+            f"    {self.gemm}(101, 111, 111, {og}, (int)cols, {k}, 1, w0 + grp * {og * k}L, "
+            f"{k}, b, (int)ldb, 0, y, {oh * ow});",
             *self.epilogue_rows(
                 f"img * {o * oh * ow}L + grp * {og * oh * ow}L",
                 f"{og}L",
@@ -173,50 +139,38 @@ class ConvEmitter:
             "  return err;",
             "}",
         ]
-        lines.insert(lines.index("  for (long u = lo; u < hi; ++u) {"), "  int err = 0;")
         return "\n".join(lines)
+
+    def block_operand(self, k: int, ow: int) -> list[str]:
+        """The GEMM's right operand ``b`` (``ldb``) for a block: the image itself (1x1), or
+        its patches built in this thread's slice of the scratch."""
+        ct, xs = self.ctype, self.x.strides
+        if self.direct():
+            return [f"    const {ct}* b = x + oh0 * {ow}L; long ldb = {xs[1]}L;"]
+        assert self.step.scratch is not None
+        per_thread = k * self.step.block_rows * ow
+        scratch = _pointer(self.module, self.step.scratch, "scratch", False).strip()
+        return [
+            f"    {scratch}",
+            f"    {ct}* col = scratch + (long)og_worker_index() * {per_thread}L;",
+            f"    for (long r = 0; r < {k}L; ++r) {{",
+            f"      {ct}* row = col + r * cols;",
+            *[f"    {line}" for line in self.patch_row()],
+            "    }",
+            f"    const {ct}* b = col; long ldb = cols;",
+        ]
 
     def emit_wide(self) -> str:
         """Phase 1: every patch row of every image into scratch (units: group x patch row).
-        Phase 2: one GEMM per group over all images, split by output-channel blocks."""
+        Phase 2: one GEMM per group over all images, split into blocks by the larger side."""
         s = self.step
         assert s.scratch is not None
         c = self.x.shape[1]
-        o, k = self.w.shape
+        k = self.w.shape[1]
         n, oh, ow = s.images
         g, xs, ct = s.groups, self.x.strides, self.ctype
-        cg, og = c // g, o // g
+        cg = c // g
         columns = n * oh * ow
-        padded = _pad(columns) if self.panels else columns
-        blocks, by_columns = self.gemm_blocks(og, columns, k)
-        split, other = ("n", columns) if by_columns else ("m", og)
-        m0, m1 = ("0", f"{og}L") if by_columns else ("lo_", "hi_")
-        n0, n1 = ("lo_", "hi_") if by_columns else ("0", f"{columns}L")
-        if self.panels:
-            self.module.helper("gemm_panels")
-            gemm = (
-                f"    og_gemm_panels(w0 + (grp * {og}L + {m0}) * {k}L, {k}L, scratch + grp * "
-                f"{k * padded}L, y0 + (grp * {og}L + {m0}) * {columns}L, {columns}L, "
-                f"{m1} - {m0}, {k}L, {n0}, {n1});"
-            )
-            destination = [
-                f"      {ct}* col = scratch + grp * {k * padded}L;",
-                f"      long qbase = img * {oh * ow}L;",
-            ]
-        else:
-            gemm = (
-                f"    {self.gemm}(101, 111, 111, (int)({m1} - {m0}), (int)({n1} - {n0}), {k}, 1, "
-                f"w0 + (grp * {og}L + {m0}) * {k}L, {k}, scratch + grp * {k * columns}L + {n0}, "
-                f"{columns}, 0, y0 + (grp * {og}L + {m0}) * {columns}L + {n0}, {columns});"
-            )
-            destination = [
-                f"      {ct}* row = scratch + (grp * {k}L + r) * {columns}L + img * {oh * ow}L;"
-            ]
-        align = (
-            [f"    lo_ = lo_ / 32 * 32; if (blk < {blocks - 1}L) hi_ = hi_ / 32 * 32;"]
-            if self.panels and by_columns
-            else []
-        )
         lines = [
             f"static int {self.name}_patches(void* const* T, char* A, long lo, long hi) {{",
             _pointer(self.module, self.x, "x0", True),
@@ -225,24 +179,50 @@ class ConvEmitter:
             f"    long grp = u / {k}L, r = u % {k}L;",
             f"    for (long img = 0; img < {n}L; ++img) {{",
             f"      const {ct}* x = x0 + img * {xs[0]}L + grp * {cg * xs[1]}L;",
-            *destination,
+            f"      {ct}* row = scratch + (grp * {k}L + r) * {columns}L + img * {oh * ow}L;",
             f"      long oh0 = 0, oh1 = {oh}L;",
-            *[f"    {line}" for line in self.patch_row(self.panels)],
+            *[f"    {line}" for line in self.patch_row()],
             "    }",
             "  }",
             "  return 0;",
             "}",
+        ]
+        gemm, units = self.wide_gemm(columns)
+        lines += [
+            *gemm,
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            "  int err = 0;",
+            self.phase(f"{self.name}_patches", g * k),
+            self.phase(f"{self.name}_gemm", units),
+            "  return err;",
+            "}",
+        ]
+        return "\n".join(lines)
+
+    def wide_gemm(self, columns: int) -> tuple[list[str], int]:
+        """``<name>_gemm`` over (group, block) units, and the unit count."""
+        s = self.step
+        assert s.scratch is not None
+        o, k = self.w.shape
+        og = o // s.groups
+        blocks, by_columns = self.gemm_blocks(og, columns, k)
+        split, other = ("n", columns) if by_columns else ("m", og)
+        m0, m1 = ("0", f"{og}L") if by_columns else ("lo_", "hi_")
+        n0, n1 = ("lo_", "hi_") if by_columns else ("0", f"{columns}L")
+        lines = [
             f"/* the GEMM is split by {split}: each block packs the other operand once */",
             f"static int {self.name}_gemm(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
             _pointer(self.module, self.w, "w0", True),
             _pointer(self.module, s.scratch, "scratch", True),
             _pointer(self.module, self.out, "y0", False),
             "  for (long u = lo; u < hi; ++u) {",
             f"    long grp = u / {blocks}L, blk = u % {blocks}L;",
             f"    long lo_ = {other}L * blk / {blocks}L, hi_ = {other}L * (blk + 1) / {blocks}L;",
-            *align,
             "    if (lo_ >= hi_) continue;",
-            gemm,
+            f"    {self.gemm}(101, 111, 111, (int)({m1} - {m0}), (int)({n1} - {n0}), {k}, 1, "
+            f"w0 + (grp * {og}L + {m0}) * {k}L, {k}, scratch + grp * {k * columns}L + {n0}, "
+            f"{columns}, 0, y0 + (grp * {og}L + {m0}) * {columns}L + {n0}, {columns});",
             *self.epilogue_rows(
                 f"(grp * {og}L + {m0}) * {columns}L",
                 f"({m1} - {m0})",
@@ -253,50 +233,29 @@ class ConvEmitter:
             "  }",
             "  return err;",
             "}",
-            f"static int {self.name}_run(void* const* T, char* A) {{",
-            "  int err = 0;",
-            self.phase(f"{self.name}_patches", g * k),
-            self.phase(f"{self.name}_gemm", g * blocks),
-            "  return err;",
-            "}",
         ]
-        at = lines.index(
-            f"static int {self.name}_gemm(void* const* T, char* A, long lo, long hi) {{"
-        )
-        lines.insert(at + 4, "  int err = 0;")
-        return "\n".join(lines)
+        return lines, s.groups * blocks
 
     def gemm_blocks(self, m: int, n: int, k: int) -> tuple[int, bool]:
         """(blocks, split by columns?): split the larger side. A BLAS block packs the whole
-        other operand, so one block per thread unless that operand is small; the panel GEMM
-        packs nothing, so four per thread (work a preempted thread has not started moves)."""
+        other operand, so one block per thread unless that operand is small."""
         by_columns = n >= m
         extent, other = (n, m) if by_columns else (m, n)
         threads = self.module.num_threads
-        if self.panels:
-            per_thread = 4
-        else:
-            per_thread = 1 if other * k * self.out.element_type.itemsize > (1 << 18) else 2
-        unit = 32 if by_columns and self.panels else 16
-        return max(1, min(threads * per_thread, extent // unit)), by_columns
+        per_thread = 1 if other * k * self.out.element_type.itemsize > (1 << 18) else 2
+        return max(1, min(threads * per_thread, extent // 16)), by_columns
 
-    def patch_row(self, panels: bool = False) -> list[str]:
-        """Fill patch row ``r`` = (channel, ki, kj) for output rows oh0..oh1 from image ``x``:
-        into ``row`` (contiguous pixels), or with ``panels`` into ``col`` as 32-pixel panels
-        (pixel q of patch row r at ``col[(q / 32) * K * 32 + r * 32 + q % 32]``, q counted
-        from ``qbase``). Out-of-bounds columns are cut off by arithmetic, not tested per
-        element."""
+    def patch_row(self) -> list[str]:
+        """Fill ``row`` (output rows oh0..oh1 of patch row ``r`` = (channel, ki, kj)) from
+        image ``x``; out-of-bounds columns are cut off by arithmetic, not tested per element."""
         s = self.step
         h, w = self.x.shape[2:]
         ow = s.images[2]
         xs, ct = self.x.strides, self.ctype
         (kh, kw), (sh, sw), (dh, dw), (pt, pl) = s.kernel, s.strides, s.dilations, s.padding
-        k = self.w.shape[1]
 
         def at(j: str) -> str:
-            if not panels:
-                return f"d[{j}]"
-            return f"col[((q0 + {j}) >> 5) * {k * 32}L + r * 32 + ((q0 + {j}) & 31)]"
+            return f"d[{j}]"
 
         return [
             f"  long ch = r / {kh * kw}L, ki = (r / {kw}L) % {kh}L, kj = r % {kw}L;",
@@ -307,11 +266,7 @@ class ConvEmitter:
             f"  if (hi_ > {ow}L) hi_ = {ow}L;",
             "  if (lo_ > hi_) lo_ = hi_;",
             "  for (long oh = oh0; oh < oh1; ++oh) {",
-            *(
-                [f"    long q0 = qbase + (oh - oh0) * {ow}L;"]
-                if panels
-                else [f"    {ct}* d = row + (oh - oh0) * {ow}L;"]
-            ),
+            f"    {ct}* d = row + (oh - oh0) * {ow}L;",
             f"    long ih = oh * {sh}L - {pt}L + ki * {dh}L;",
             f"    if (ih < 0 || ih >= {h}L) {{",
             f"      for (long j = 0; j < {ow}L; ++j) {at('j')} = 0;",

@@ -1,16 +1,18 @@
 """Scalar semantics of Convert: float to integer truncates, saturates and maps NaN to 0;
-integer to integer saturates; to boolean is ``x != 0``; 16-bit floats round to nearest even."""
+integer to integer saturates; to boolean is ``x != 0``; 16-bit floats round to nearest even.
+Bitcast is a view: the same bytes read as another type of the same width."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from opgraph.backends.cpu.lowering.registry import SCALAR_OPS, ScalarContext
+from opgraph.backends.cpu.lowering.registry import SCALAR_OPS, VIEW_OPS, ScalarContext
+from opgraph.backends.cpu.views import Literal, Operand, View
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
-from opgraph.ops.conversion import Convert
+from opgraph.ops.conversion import Bitcast, Convert
 
 
 @SCALAR_OPS.register(Convert)
@@ -42,3 +44,12 @@ def _saturate(x: str, source: ElementType, target: ElementType, ctx: ScalarConte
         low = ctx.literal(int(dst.min), target)
         expr = f"({x} < {ctx.literal(int(dst.min), source)} ? {low} : {expr})"
     return expr
+
+
+@VIEW_OPS.register(Bitcast)
+def _bitcast(op: Bitcast, x: Operand, copy: Callable[[Operand], Operand]) -> Operand:
+    """The same bytes read as another type of the same width: a view (a literal is
+    materialized first, since its value would change)."""
+    source = copy(x) if isinstance(x, Literal) else x
+    assert isinstance(source, View)
+    return View(source.buffer, op.element_type, source.shape, source.strides, source.offset)

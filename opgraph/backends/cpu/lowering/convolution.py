@@ -50,10 +50,6 @@ def _as_2d(x: Operand, builder: ProgramBuilder, compute: ElementType) -> View:
     return x
 
 
-def _pad(columns: int) -> int:
-    return -(-columns // 32) * 32
-
-
 def _pair(values: tuple[int, ...] | None, default: int) -> tuple[int, int]:
     values = values or (default,)
     return (default, values[0]) if len(values) == 1 else (values[0], values[1])
@@ -179,10 +175,10 @@ def _conv_step(
     rows = max(1, min(oh, max(fit, -(-MIN_COLUMNS // ow))))
     if n * op.groups * -(-oh // rows) < 2 * threads:
         rows = max(1, min(rows, math.ceil(oh / max(1, -(-2 * threads // (n * op.groups))))))
-    if wide:  # patches of 32-pixel panels: columns rounded up to whole panels
-        scratch = builder.scratch(result.element_type, (op.groups, k, _pad(n * oh * ow)))
+    if wide:
+        scratch = builder.scratch(result.element_type, (op.groups, k, n * oh * ow))
     else:
-        scratch = builder.scratch(result.element_type, (threads, k, _pad(rows * ow)))
+        scratch = builder.scratch(result.element_type, (threads, k, rows * ow))
     return ConvStep(
         builder.describe(node),
         (node,),
