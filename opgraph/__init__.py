@@ -10,8 +10,8 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
     exe = og.backend("INTERPRETER").compile(f)
 """
 
-from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
 from opgraph import autodiff, builders, distributed, ops, optim, passes, pattern
+from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
 from opgraph.core import element_type as element
 from opgraph.core.element_type import (
     ElementType,

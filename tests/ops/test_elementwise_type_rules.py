@@ -89,7 +89,7 @@ ERRORS = [
         lambda: ops.round(p((2,)), "half_up"),
         "Round: mode must be one of 'half_to_even', 'half_away_from_zero' (or a RoundMode member), got 'half_up'",
     ),
-        ("sign_bool", lambda: ops.sign(p((2,), og.boolean)), "Sign: input element type boolean"),
+    ("sign_bool", lambda: ops.sign(p((2,), og.boolean)), "Sign: input element type boolean"),
     ("is_nan_int", lambda: ops.is_nan(p((2,), og.i32)), "IsNaN: input element type i32"),
     ("is_inf_bool", lambda: ops.is_inf(p((2,), og.boolean)), "IsInf: input element type boolean"),
     ("is_finite_int", lambda: ops.is_finite(p((2,), og.u8)), "IsFinite: input element type u8"),

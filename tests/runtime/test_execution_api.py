@@ -222,5 +222,7 @@ def test_unavailable_backend_says_why():
     from opgraph.runtime.backend import register_unavailable
 
     register_unavailable("TESTDEVICE", lambda: "no such device on this machine")
-    with pytest.raises(og.OpgraphError, match="backend TESTDEVICE is unavailable here: no such device"):
+    with pytest.raises(
+        og.OpgraphError, match="backend TESTDEVICE is unavailable here: no such device"
+    ):
         og.backend("testdevice")
