@@ -75,6 +75,24 @@ class Reduction(Op):
             value = reshape(value, [d for i, d in enumerate(x.shape) if i not in self.axes])
         return broadcast(value, x.shape, self.axes)
 
+    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
+        """``ct`` (shaped like the result) carried back to ``x``; differentiable subclasses
+        define it."""
+        raise NotImplementedError(f"{self.name} has no adjoint")
+
+    @classmethod
+    def has_vjp(cls) -> bool:
+        return cls.adjoint is not Reduction.adjoint
+
+    def vjp(
+        self,
+        inputs: tuple[Output, ...],
+        outputs: tuple[Output, ...],
+        cotangents: tuple[Output | None, ...],
+    ) -> tuple[Output | None, ...]:
+        ct = cotangents[0]
+        return (None if ct is None else self.adjoint(inputs[0], outputs[0], ct),)
+
     def infer(self, x: TensorType) -> TensorType:
         require_element_type(x, self.accepted)
         if self.keep_dims:
@@ -91,14 +109,8 @@ class ReduceSum(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else self.expand(ct, inputs[0]),)
+    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
+        return self.expand(ct, x)
 
 
 def reduce_sum(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -113,14 +125,8 @@ class ReduceProd(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else _product_adjoint(self, inputs[0], ct),)
+    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
+        return _product_adjoint(self, x, ct)
 
 
 def reduce_prod(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -135,14 +141,8 @@ class ReduceMax(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else _extremum_adjoint(self, inputs[0], outputs[0], ct),)
+    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
+        return _extremum_adjoint(self, x, result, ct)
 
 
 def reduce_max(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -157,14 +157,8 @@ class ReduceMin(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else _extremum_adjoint(self, inputs[0], outputs[0], ct),)
+    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
+        return _extremum_adjoint(self, x, result, ct)
 
 
 def reduce_min(x: Output, axes: Any, keep_dims: bool = False) -> Output:
