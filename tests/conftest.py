@@ -1,6 +1,22 @@
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
-import opgraph as og
+# The test run never writes to the user's compile cache: every run gets a private temporary
+# cache directory (inherited by the subprocesses tests start), removed when the run ends. This
+# must happen before opgraph reads its configuration, hence at import time of this conftest.
+_TEST_CACHE = Path(tempfile.mkdtemp(prefix="opgraph-test-cache-"))
+for _name in ("OPGRAPH_CACHE_DIR", "OPGRAPH_CPU_CACHE_DIR"):
+    os.environ[_name] = str(_TEST_CACHE)
+
+import opgraph as og  # noqa: E402
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_TEST_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(params=og.backends())
