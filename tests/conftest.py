@@ -6,9 +6,11 @@ from pathlib import Path
 import pytest
 
 # The test run never writes to the user's compile cache: every run gets a private temporary
-# cache directory (inherited by the subprocesses tests start), removed when the run ends. This
-# must happen before opgraph reads its configuration, hence at import time of this conftest.
-_TEST_CACHE = Path(tempfile.mkdtemp(prefix="opgraph-test-cache-"))
+# cache directory (inherited by the subprocesses tests start), removed when the run ends. A
+# developer may keep one between runs with OPGRAPH_TEST_CACHE_DIR (never the user's cache).
+# This must happen before opgraph reads its configuration, hence at import time.
+_KEPT_CACHE = os.environ.get("OPGRAPH_TEST_CACHE_DIR")
+_TEST_CACHE = Path(_KEPT_CACHE or tempfile.mkdtemp(prefix="opgraph-test-cache-"))
 for _name in ("OPGRAPH_CACHE_DIR", "OPGRAPH_CPU_CACHE_DIR"):
     os.environ[_name] = str(_TEST_CACHE)
 
@@ -16,7 +18,8 @@ import opgraph as og  # noqa: E402
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    shutil.rmtree(_TEST_CACHE, ignore_errors=True)
+    if not _KEPT_CACHE:
+        shutil.rmtree(_TEST_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(params=og.backends())
