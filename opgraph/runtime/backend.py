@@ -103,6 +103,11 @@ class Executable(ABC):
 
 
 def _as_tensor(array: Any, t: TensorType, index: int) -> Tensor:
+    if isinstance(array, Mapping):
+        raise GraphError(
+            f"argument {index} is a mapping; pass a mapping of arguments by name as the only "
+            "argument (exe({'x': x})), or arrays positionally, or exe(x=...)"
+        )
     value = np.asarray(array)
     if value.dtype != t.element_type.dtype:
         raise CallTypeError(
