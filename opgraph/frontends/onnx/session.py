@@ -73,6 +73,18 @@ def default_backend() -> str:
     return "CPU" if default_config().compiler is not None else "INTERPRETER"
 
 
+def numpy_dtype(type_name: str) -> np.dtype:
+    """The numpy dtype of a ``NodeArg.type`` (``"tensor(float)"`` → float32).
+
+    Raises:
+        ConversionError: not a tensor type opgraph supports.
+    """
+    codes = {f"tensor({name})": code for code, name in ORT_TYPE_NAMES.items()}
+    if type_name not in codes:
+        raise ConversionError(f"{type_name!r} is not a tensor type opgraph supports")
+    return np.dtype(from_onnx(codes[type_name], type_name).dtype)
+
+
 @dataclass(frozen=True)
 class NodeArg:
     """A model input or output as onnxruntime describes it.
@@ -246,20 +258,16 @@ class InferenceSession:
         return self.run(None, dict(zip(names, bound, strict=True)))
 
     # ---------------------------------------------------------------------- opgraph
-    def prepare(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Compiled:
-        """Import and compile for these input shapes (inputs whose model shape is static may
-        be left out), or return the cached result; ``run`` then uses it for such inputs.
+    def prepare(self, input_feed: Mapping[str, Any]) -> Compiled:
+        """Import and compile for these inputs' signature now (their shapes, and the values of
+        inputs the import needs as constants), or return the cached result; ``run`` with
+        inputs of that signature then reuses it. Checks ``input_feed`` as ``run`` does.
 
-        Raises:
-            GraphError: an unknown input name, a shape that contradicts the model, or a
-                symbolic dimension left without a size.
+        Returns:
+            The signature's Function (parameters are the inputs in model order, except those
+            specialised on their values), Executable, and import and compile seconds.
         """
-        given = dict(input_shapes or {})
-        unknown = sorted(set(given) - {i.name for i in self._inputs})
-        if unknown:
-            raise GraphError(f"{self._where}: {self._unknown_inputs_message(unknown)}")
-        shapes = {i.name: _signature_shape(i, given.get(i.name), self._where) for i in self._inputs}
-        return self._entry(shapes, {})
+        return self._compiled(self._checked_feed(input_feed))
 
     @property
     def cached_signatures(self) -> list[dict[str, tuple[int, ...]]]:
@@ -447,27 +455,6 @@ def _check_symbols(inputs: Sequence[_Input], arrays: Mapping[str, np.ndarray], w
                     f"{where}: symbolic dimension {dim!r} is {first[0]} in input {first[1]!r} "
                     f"(axis {first[2]}) but {size} in input {i.name!r} (axis {axis})"
                 )
-
-
-def _signature_shape(i: _Input, given: Sequence[int] | None, where: str) -> tuple[int, ...]:
-    shape = i.arg.shape
-    if given is not None:
-        dims = tuple(int(d) for d in given)
-        if shape is not None and (
-            len(dims) != len(shape)
-            or any(isinstance(s, int) and s != d for s, d in zip(shape, dims, strict=False))
-        ):
-            raise GraphError(
-                f"{where}: shape {list(dims)} for input {i.name!r} contradicts its model shape "
-                f"{shape}"
-            )
-        return dims
-    if shape is None or not all(isinstance(d, int) for d in shape):
-        raise GraphError(
-            f"{where}: input {i.name!r} has shape {shape}; give a size for each symbolic or "
-            "unknown dimension"
-        )
-    return tuple(int(d) for d in shape if d is not None)
 
 
 def _key(

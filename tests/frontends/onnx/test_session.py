@@ -13,7 +13,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import opgraph as og  # noqa: E402
 from opgraph.data import demo_onnx_path  # noqa: E402
-from opgraph.frontends.onnx.session import default_backend  # noqa: E402
+from opgraph.frontends.onnx.session import default_backend, numpy_dtype  # noqa: E402
 
 BACKENDS = og.backends()
 
@@ -237,15 +237,24 @@ def test_providers_choose_the_default_cpu_backend():
 
 def test_prepare_compiles_ahead_and_run_reuses_it():
     sess = og.onnx.InferenceSession(_dynamic_model(), backend="INTERPRETER")
-    compiled = sess.prepare({"x": (6, 3)})
+    compiled = sess.prepare({"x": np.zeros((6, 3), np.float32)})
     assert compiled.function.parameters[0].shape == (6, 3)
     assert compiled.import_seconds >= 0 and compiled.compile_seconds >= 0
-    sess.run(None, {"x": np.zeros((6, 3), np.float32)})
+    sess.run(None, {"x": np.ones((6, 3), np.float32)})
     assert sess.cached_signatures == [{"x": (6, 3)}]
-    with pytest.raises(og.GraphError, match=r"give a size for each symbolic"):
-        sess.prepare()
-    with pytest.raises(og.GraphError, match=r"contradicts its model shape \['batch', 3\]"):
-        sess.prepare({"x": (6, 4)})
+    with pytest.raises(og.GraphError, match=r"missing input\(s\) 'x'"):
+        sess.prepare({})
+
+
+def test_numpy_dtype_of_node_arg_types():
+    assert numpy_dtype("tensor(float)") == np.float32
+    assert numpy_dtype("tensor(double)") == np.float64
+    assert numpy_dtype("tensor(int64)") == np.int64
+    assert numpy_dtype("tensor(bool)") == np.bool_
+    with pytest.raises(og.ConversionError, match="ONNX data type STRING is not supported"):
+        numpy_dtype("tensor(string)")
+    with pytest.raises(og.ConversionError, match="'seq' is not a tensor type"):
+        numpy_dtype("seq")
 
 
 def test_concurrent_runs_share_one_session():
