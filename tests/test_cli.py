@@ -367,3 +367,36 @@ def test_train_demo_batch_larger_than_the_data(capsys):
     captured = capsys.readouterr()
     assert "--batch-size 5000 is larger than the training set (1347 images)" in captured.err
     assert "epoch" not in captured.out
+
+
+def test_run_says_when_an_input_decides_shapes(onnx_helper, tmp_path, capsys):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        "reshape",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = tmp_path / "reshape.onnx"
+    onnx_helper.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    assert main(["run", str(model), "--backend", "INTERPRETER"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "the import needs the value of input(s) shape, which was random: give it with --input shape=FILE.npy"
+        in err
+    )
+    np.save(tmp_path / "shape.npy", np.array([3, 4]))
+    argv = [
+        "run",
+        str(model),
+        "--input",
+        f"shape={tmp_path / 'shape.npy'}",
+        "--backend",
+        "INTERPRETER",
+    ]
+    assert main(argv) == 0
+    assert "output   y: float32[3, 4]" in capsys.readouterr().out

@@ -263,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         for i in inputs
     }
     try:
-        compiled = session.prepare(feed)
+        compiled = _prepare(session, feed, set(given))
     finally:
         progress.close()
     arguments = [feed[p.node.name or ""] for p in compiled.function.parameters]
@@ -274,6 +274,28 @@ def run(args: argparse.Namespace) -> int:
         np.savez(args.save, **dict(zip(names, outputs, strict=True)))
         print(f"saved    {len(outputs)} output(s) to {args.save}")
     return 0
+
+
+def _prepare(session: Any, feed: Mapping[str, np.ndarray], given: set[str]) -> Any:
+    """Import and compile; says so when an input whose value decides shapes was random."""
+    from opgraph.core.errors import OpgraphError
+
+    try:
+        compiled = session.prepare(feed)
+    except OpgraphError as error:
+        random = [name for name in session.value_inputs if name not in given]
+        if not random:
+            raise
+        raise CliError(
+            f"{error} (the import needs the value of input(s) {', '.join(random)}, which was "
+            f"random: give it with --input {random[0]}=FILE.npy)"
+        ) from error
+    for name in session.value_inputs:
+        if name not in given:
+            print(
+                f"note: the model is specialised on input {name!r}'s random value", file=sys.stderr
+            )
+    return compiled
 
 
 def _time(

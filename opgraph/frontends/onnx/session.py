@@ -270,6 +270,13 @@ class InferenceSession:
         return self._compiled(self._checked_feed(input_feed))
 
     @property
+    def value_inputs(self) -> list[str]:
+        """The inputs whose values the import needs (e.g. a Reshape target fed as an input):
+        their values are part of the signature, so each new value compiles anew."""
+        with self._lock:
+            return sorted(self._constant_inputs)
+
+    @property
     def cached_signatures(self) -> list[dict[str, tuple[int, ...]]]:
         """The input shapes of the compiled signatures, least recently used first."""
         names = [i.name for i in self._inputs]

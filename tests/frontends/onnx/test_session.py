@@ -175,6 +175,7 @@ def test_shape_valued_input_is_specialised_on_its_value():
         feed = {"x": x, "shape": np.array(target, np.int64)}
         np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
     assert len(sess.cached_signatures) == 2
+    assert sess.value_inputs == ["shape"]
 
 
 def test_errors_name_the_fix():
