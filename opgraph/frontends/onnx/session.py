@@ -185,6 +185,8 @@ class InferenceSession:
                 "InferenceSession: sess_options (onnxruntime SessionOptions) have no opgraph "
                 "equivalent; leave them out (choose the backend with backend= or providers=)"
             )
+        if backend is not None and not isinstance(backend, str):
+            raise GraphError(f"InferenceSession: backend must be a name, got {backend!r}")
         if not isinstance(cache_size, int) or cache_size < 1:
             raise GraphError(f"InferenceSession: cache_size must be an int >= 1, got {cache_size}")
         self.backend = _choose_backend(backend, providers)
@@ -194,7 +196,7 @@ class InferenceSession:
         _check_names(self._proto.graph)
         _check_supported(self._proto.graph, _opsets(self._proto))
         self._inputs = _graph_inputs(self._proto.graph)
-        self._outputs = [_node_arg(o, "graph output") for o in self._proto.graph.output]
+        self._outputs = [_node_arg(o, "graph output") for o in _typed_outputs(self._proto)]
         self._initializers = {t.name for t in self._proto.graph.initializer}
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[Any, ...], Compiled] = OrderedDict()
@@ -434,6 +436,37 @@ def _node_arg(info: Any, role: str) -> NodeArg:
         for d in tensor_type.shape.dim
     ]
     return NodeArg(info.name, dims, type_name)
+
+
+def _typed_outputs(proto: Any) -> list[Any]:
+    """The graph outputs; where one declares no shape, ONNX shape inference's (onnxruntime
+    infers them too), else as declared."""
+    outputs = list(proto.graph.output)
+    if all(o.type.tensor_type.HasField("shape") for o in outputs):
+        return outputs
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto).graph.output
+    except Exception:  # inference is a nicety here; the import checks the model itself
+        return outputs
+    return [
+        _without_invented_dims(i) if i.name == o.name else o
+        for o, i in zip(outputs, inferred, strict=False)
+    ]
+
+
+def _without_invented_dims(info: Any) -> Any:
+    """A copy of ``info`` whose dimensions named by shape inference (``unk__0``…) are unknown,
+    as onnxruntime shows them."""
+    import onnx
+
+    copy = onnx.ValueInfoProto()
+    copy.CopyFrom(info)
+    for dim in copy.type.tensor_type.shape.dim:
+        if dim.dim_param.startswith("unk__"):
+            dim.ClearField("dim_param")
+    return copy
 
 
 def _graph_inputs(graph: Any) -> list[_Input]:

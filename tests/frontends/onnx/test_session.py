@@ -219,6 +219,8 @@ def test_construction_errors():
         og.onnx.InferenceSession(model, backend="CPU", providers=["CPUExecutionProvider"])
     with pytest.raises(og.GraphError, match="sess_options"):
         og.onnx.InferenceSession(model, object())
+    with pytest.raises(og.GraphError, match="backend must be a name"):
+        og.onnx.InferenceSession(model, backend=og.backend("CPU"))
     with pytest.raises(og.GraphError, match="cache_size must be an int >= 1"):
         og.onnx.InferenceSession(model, cache_size=0)
     with pytest.raises(og.ConversionError, match="does not exist"):
@@ -245,6 +247,26 @@ def test_prepare_compiles_ahead_and_run_reuses_it():
     assert sess.cached_signatures == [{"x": (6, 3)}]
     with pytest.raises(og.GraphError, match=r"missing input\(s\) 'x'"):
         sess.prepare({})
+
+
+def test_undeclared_output_shapes_are_inferred_as_onnxruntime_does():
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = og.onnx.InferenceSession(model, backend="INTERPRETER")
+    ref = _reference(model)
+    assert (
+        _describe(sess.get_inputs())
+        == _describe(ref.get_inputs())
+        == [("x", [None, 3], "tensor(float)")]
+    )
+    assert _describe(sess.get_outputs()) == _describe(ref.get_outputs())
+    x = np.array([[-1.0, 0.0, 2.0]], np.float32)
+    np.testing.assert_array_equal(sess(x)[0], [[0.0, 0.0, 2.0]])
 
 
 def test_numpy_dtype_of_node_arg_types():
