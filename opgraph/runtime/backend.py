@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ import numpy as np
 from opgraph.core.errors import CallTypeError, GraphError, RegistryError
 from opgraph.core.function import Function
 from opgraph.core.tensor_type import TensorType
+from opgraph.runtime.arguments import bind_arguments
 from opgraph.runtime.tensor import Tensor
 from opgraph.runtime.validation import validate_call
 
@@ -51,8 +52,25 @@ class Executable(ABC):
         validate_call(outputs, inputs, self.result_types, self.parameter_types, self.function.name)
         self._run(outputs, inputs)
 
-    def __call__(self, *arrays: Any) -> list[np.ndarray]:
-        """Convenience: numpy arrays in, a list of numpy arrays out."""
+    def __call__(self, /, *arrays: Any, **named: Any) -> list[np.ndarray]:
+        """Convenience: numpy arrays in, a list of numpy arrays out.
+
+        Arguments go positionally (``exe(x, y)``), by parameter name (``exe(x=a, y=b)``), or
+        as one mapping of names to arrays (``exe({"x": a, "y": b})``, as onnxruntime takes
+        them); positional arguments fill the first parameters and names the rest.
+
+        Raises:
+            GraphError: a wrong count, an unknown, duplicate or missing name, or a wrong shape.
+            CallTypeError: an array's dtype differs from its parameter's element type.
+        """
+        if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
+            names = [p.node.name for p in self.function.parameters]
+            arrays = tuple(bind_arguments(names, arrays, named, self.function.name))
+        return self._call_arrays(*arrays)
+
+    def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
+        """Numpy arrays in parameter order in, numpy arrays out (backends override this for a
+        faster path)."""
         if len(arrays) != len(self.parameter_types):
             raise GraphError(
                 f"{self.function.name}: expected {len(self.parameter_types)} argument(s), "
@@ -85,6 +103,11 @@ class Executable(ABC):
 
 
 def _as_tensor(array: Any, t: TensorType, index: int) -> Tensor:
+    if isinstance(array, Mapping):
+        raise GraphError(
+            f"argument {index} is a mapping; pass a mapping of arguments by name as the only "
+            "argument (exe({'x': x})), or arrays positionally, or exe(x=...)"
+        )
     value = np.asarray(array)
     if value.dtype != t.element_type.dtype:
         raise CallTypeError(

@@ -126,7 +126,7 @@ def test_cli_viz_saved_file(tmp_path):
 
 
 def test_cli_viz_unknown_model(capsys):
-    assert main(["viz", "no-such-model"]) == 2
+    assert main(["viz", "no-such-model"]) == 1  # a failure, not a usage error
     assert (
         "unknown model 'no-such-model': expected a demo model (seed, mlp)"
         in capsys.readouterr().err

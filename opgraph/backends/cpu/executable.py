@@ -88,10 +88,10 @@ class CpuExecutable(Executable):
         For callers that validated once and call in a loop."""
         self._invoke([address(t.buffer) for t in (*inputs, *outputs)])
 
-    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+    def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
         """Numpy arrays in, a list of numpy arrays out (fresh results, no aliasing to check)."""
         if len(arrays) != len(self._in_types):
-            return super().__call__(*arrays)
+            return super()._call_arrays(*arrays)
         pointers = []
         for array, (element_type, shape) in zip(arrays, self._in_types, strict=True):
             if (
@@ -100,7 +100,7 @@ class CpuExecutable(Executable):
                 or array.shape != shape
                 or not array.flags.c_contiguous
             ):
-                return super().__call__(*arrays)
+                return super()._call_arrays(*arrays)
             pointers.append(address(array))
         results = [np.empty(shape, t.dtype) for t, shape in self._out_types]
         self._invoke(pointers + [r.__array_interface__["data"][0] for r in results])

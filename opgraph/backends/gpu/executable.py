@@ -96,7 +96,7 @@ class GpuExecutable(Executable):
         check_call(outputs, inputs, self.result_types, self.parameter_types, self.function.name)
         self._run(outputs, inputs)
 
-    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+    def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
         """Numpy arrays (or device arrays with ``__cuda_array_interface__``) in, numpy arrays
         out."""
         if any(hasattr(a, "__cuda_array_interface__") for a in arrays) and len(arrays) == len(
@@ -111,7 +111,7 @@ class GpuExecutable(Executable):
             outputs = [Tensor(t.element_type, t.shape) for t in self.result_types]
             self.call(outputs, inputs)
             return [o.buffer for o in outputs]
-        return super().__call__(*arrays)
+        return super()._call_arrays(*arrays)
 
     def _run(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
         try:

@@ -1,5 +1,5 @@
-"""The ONNX bridge: ``import_model`` (ModelProto → Function) and ``export_model`` (Function →
-ModelProto).
+"""The ONNX bridge: ``InferenceSession`` (run a model in one line, as with onnxruntime),
+``import_model`` (ModelProto → Function) and ``export_model`` (Function → ModelProto).
 
 ``onnx`` is an optional dependency (``pip install -e ".[onnx]"``); importing this package
 without it raises a ConversionError that says so.
@@ -20,5 +20,14 @@ from opgraph.frontends.onnx.context import NeedsConstantError
 from opgraph.frontends.onnx.exporter import export_model
 from opgraph.frontends.onnx.importer import import_model
 from opgraph.frontends.onnx.registry import onnx_op, registered
+from opgraph.frontends.onnx.session import InferenceSession, NodeArg
 
-__all__ = ["NeedsConstantError", "export_model", "import_model", "onnx_op", "registered"]
+__all__ = [
+    "InferenceSession",
+    "NeedsConstantError",
+    "NodeArg",
+    "export_model",
+    "import_model",
+    "onnx_op",
+    "registered",
+]

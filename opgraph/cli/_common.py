@@ -1,0 +1,102 @@
+"""What several commands share: argument types (their errors are usage errors, exit 2) and
+``CliError`` (a failure a command reports in one line, exit 1)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from opgraph.core.errors import OpgraphError
+
+
+class CliError(OpgraphError, ValueError):
+    """A command cannot do what was asked (a missing file, an input the model lacks…)."""
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1."""
+    return _bounded_int(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an int >= 0."""
+    return _bounded_int(text, 0)
+
+
+def _bounded_int(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
+def shape_item(text: str) -> tuple[str, tuple[int, ...]]:
+    """An argparse type for ``--shape NAME=1x3x224x224`` (or ``NAME=1,3,224,224``)."""
+    name, equals, dims = text.rpartition("=")
+    if not equals or not name or not dims.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=D0xD1x... (e.g. input=1x3x224x224 or input=1,3,224,224), got {text!r}"
+        )
+    parts = dims.replace(",", "x").split("x")
+    if not all(p.strip().isdigit() for p in parts):
+        bad = next(p for p in parts if not p.strip().isdigit())
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {bad.strip()!r} is not a dimension (a non-negative integer); expected "
+            "NAME=D0xD1x... or NAME=D0,D1,..."
+        )
+    return name, tuple(int(p) for p in parts)
+
+
+def input_item(text: str) -> tuple[str | None, str]:
+    """An argparse type for ``--input NAME=FILE.npy``, ``--input FILE.npy`` (the model's only
+    input) or ``--input FILE.npz`` (arrays by input name)."""
+    name, equals, path = text.partition("=")
+    if equals and not os.path.exists(text):
+        if not name or not path:
+            raise argparse.ArgumentTypeError(
+                f"expected NAME=FILE.npy, FILE.npy or FILE.npz, got {text!r}"
+            )
+        return name, path
+    return None, text
+
+
+def npz_path(text: str) -> str:
+    """An argparse type: a path ending in ``.npz`` (numpy adds the suffix otherwise)."""
+    if Path(text).suffix.lower() != ".npz":
+        raise argparse.ArgumentTypeError(f"expected a path ending in .npz, got {text!r}")
+    return text
+
+
+def png_path(text: str) -> str:
+    """An argparse type: a path ending in ``.png``."""
+    if Path(text).suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"expected a path ending in .png, got {text!r}")
+    return text
+
+
+def check_writable_directory(path: str, flag: str) -> None:
+    """Fail now, not after the work, when ``path`` cannot be written.
+
+    Raises:
+        CliError: its directory does not exist or cannot be written.
+    """
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise CliError(f"{flag} {path}: the directory {str(directory)!r} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise CliError(f"{flag} {path}: the directory {str(directory)!r} is not writable")
