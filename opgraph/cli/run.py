@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import opgraph as og
+    from opgraph.cli._progress import compile_with_progress
     from opgraph.frontends.onnx import import_model
 
     given = load_inputs(args.input)
@@ -150,12 +151,10 @@ def _run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     fn = import_model(args.model, input_shapes=shapes, progress=progress.update)
     imported = time.perf_counter()
-    progress.stage("compile", 1)
-    backend = og.backend(args.backend)
-    exe = backend.compile(fn)
-    progress.update(1, 1)
-    compiled = time.perf_counter()
     progress.close()
+    backend = og.backend(args.backend)
+    exe = compile_with_progress(backend, fn, "compile", enabled=progress.enabled)
+    compiled = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     arguments = []
     for p in fn.parameters:
