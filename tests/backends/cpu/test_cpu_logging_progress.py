@@ -93,6 +93,30 @@ def test_progress_is_reported_once_per_translation_unit(fresh_cpu):
     assert not hasattr(exe.compiled.library, "og_step_1")
 
 
+def test_a_split_module_runs_fallbacks_and_reports_failing_checks_by_node():
+    """Steps in later units still call back into Python (a reference kernel) and pass their
+    run-time check failures through og_run with the step's number."""
+    layered = layered_function()
+    x = layered.parameters[0]
+    a, b = og.parameter(og.i32, (4,)), og.parameter(og.i32, (4,))
+    results = [*layered.results, ops.arg_max(layered.results[0], axis=1), ops.divide(a, b)]
+    fn = og.Function(results, [x, a, b], name="split_checks")
+    exe = og.backend("CPU").compile(fn)
+    assert len(exe.generated.units) > 1
+    assert "ArgMax" in exe.fallback_ops()
+    assert "= Div[" not in exe.generated.units[0]  # the division runs in a later unit
+    assert any("= Div[" in unit for unit in exe.generated.units[1:])
+    values = np.random.default_rng(2).standard_normal((16, 48)).astype(np.float32)
+    ones = np.ones(4, np.int32)
+    got = exe(values, ones * 6, ones * 3)
+    want = og.backend("INTERPRETER").compile(fn)(values, ones * 6, ones * 3)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], [2, 2, 2, 2])
+    with pytest.raises(og.ExecutionError, match=r"while executing %\d+ = Div.*division by zero"):
+        exe(values, ones, np.array([1, 0, 1, 1], np.int32))
+
+
 def test_a_cached_module_reports_no_progress(fresh_cpu):
     fresh_cpu.compile(small_function())
     calls = []
