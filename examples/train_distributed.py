@@ -31,7 +31,9 @@ parser.add_argument("--backend", default=None, help="default: CPU if registered,
 parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
-comm = dist.init()  # MPI COMM_WORLD; an exception on any rank aborts the whole job
+# MPI COMM_WORLD (an exception on any rank aborts the whole job). Without mpi4py: one process,
+# with a warning (an error under mpiexec); dist.init("single") asks for one process explicitly.
+comm = dist.init()
 backend = args.backend or default_backend()
 data = load_digits_split(seed=args.seed)
 labels = np.eye(10, dtype=np.float32)[data.y_train]

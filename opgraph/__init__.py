@@ -12,6 +12,7 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
 
 from opgraph import autodiff, builders, distributed, ops, optim, passes, pattern
 from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
+from opgraph import logs as _logs
 from opgraph.core import element_type as element
 from opgraph.core.element_type import (
     ElementType,
@@ -49,15 +50,21 @@ from opgraph.core.op import Op, opclass
 from opgraph.core.tensor_type import TensorType, TupleType
 from opgraph.runtime.backend import (
     Backend,
+    BackendStatus,
+    BackendUnavailableError,
     Executable,
     PerformanceCounter,
     backend,
+    backend_status,
     backends,
     register_backend,
 )
+from opgraph.runtime.communicator import CommunicatorError
 from opgraph.runtime.tensor import Tensor
 from opgraph.serialize import deserialize, load, save, serialize
 from opgraph.visualize import visualize
+
+_logs.configure_from_environment()  # a NullHandler; a stderr handler when OPGRAPH_LOG is set
 
 __version__ = "0.1.0"
 
@@ -74,7 +81,10 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AliasingError",
     "Backend",
+    "BackendStatus",
+    "BackendUnavailableError",
     "CallTypeError",
+    "CommunicatorError",
     "ConversionError",
     "ElementType",
     "Executable",
@@ -96,6 +106,7 @@ __all__ = [
     "UnsupportedOpError",
     "autodiff",
     "backend",
+    "backend_status",
     "backends",
     "bf16",
     "boolean",

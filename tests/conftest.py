@@ -15,6 +15,7 @@ for _name in ("OPGRAPH_CACHE_DIR", "OPGRAPH_CPU_CACHE_DIR"):
     os.environ[_name] = str(_TEST_CACHE)
 
 import opgraph as og  # noqa: E402
+from opgraph.distributed import SingleProcessCommunicator, set_communicator  # noqa: E402
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -26,3 +27,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def backend(request: pytest.FixtureRequest) -> og.Backend:
     """Every registered backend."""
     return og.backend(request.param)
+
+
+@pytest.fixture(autouse=True)
+def single_process_communicator():
+    """The test run is one process and says so, as a single-process program does with
+    ``og.distributed.init("single")``: collectives in the op records run over one rank. (A
+    collective with no communicator set up is an error; tests of that deselect this one.)"""
+    previous = set_communicator(SingleProcessCommunicator())
+    yield
+    set_communicator(previous)

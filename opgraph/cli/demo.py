@@ -8,6 +8,7 @@ else against the oracle. Without the onnx package the ONNX row is skipped with a
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,9 +74,23 @@ def onnx_case() -> tuple[Case | None, str]:
     return Case("mlp.onnx (onnxruntime)", fn, [x], reference), "onnxruntime"
 
 
-def run(args: argparse.Namespace) -> int:
+def cpu_note() -> str | None:
+    """A one-line note when the CPU backend cannot run here (no C compiler), else None."""
     import opgraph as og
 
+    status = og.backend_status().get("CPU")
+    if status is None or status.available:
+        return None
+    return f"note: the CPU backend is unavailable, running on INTERPRETER only: {status.reason}"
+
+
+def run(args: argparse.Namespace) -> int:
+    import opgraph as og
+    from opgraph.cli._progress import compile_with_progress
+
+    missing_cpu = cpu_note()
+    if missing_cpu:
+        print(missing_cpu, file=sys.stderr)
     cases = _builtin_cases()
     extra, note = onnx_case()
     if extra is not None:
@@ -85,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         want = case.reference()
         for name in og.backends():
             started = time.perf_counter()
-            exe = og.backend(name).compile(case.function)
+            label = f"compiling {case.name} on {name}"
+            exe = compile_with_progress(og.backend(name), case.function, label)
             compiled = time.perf_counter()
             got = exe(*case.arguments)
             ran = time.perf_counter()

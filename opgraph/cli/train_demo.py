@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from opgraph.cli._common import (
@@ -65,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=not args.no_progress,
     )
+    if args.backend is None:
+        from opgraph.cli.demo import cpu_note
+
+        missing_cpu = cpu_note()
+        if missing_cpu:
+            print(missing_cpu, file=sys.stderr)
     model = cnn(args.channels) if args.model == "cnn" else mlp((64, *config.hidden, 10))
     data = load_digits_split(seed=config.seed)
     if config.batch_size > len(data.x_train):

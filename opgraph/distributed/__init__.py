@@ -1,7 +1,10 @@
 """Distributed data-parallel training over MPI (``og.distributed``).
 
 * Start: :func:`init` selects MPI (``COMM_WORLD``) as the communicator the collective ops use
-  and aborts every rank when one fails; :func:`rank`, :func:`size`.
+  and aborts every rank when one fails (one process, with a warning, when mpi4py is missing
+  and no MPI launcher started the process); ``init("single")`` selects one process
+  explicitly. A collective with no communicator set up raises :class:`CommunicatorError`.
+  :func:`rank`, :func:`size`.
 * Ops: ``ops.all_reduce`` and ``ops.broadcast_distributed`` (``opgraph.ops.collective``).
 * Training: :func:`data_parallel` (a step Function whose gradients are averaged across ranks),
   :class:`DataParallelOptimizer`, :func:`data_parallel_trainer`, :func:`broadcast_parameters`.
@@ -23,7 +26,14 @@ from opgraph.distributed.data_parallel import (
     data_parallel_trainer,
 )
 from opgraph.distributed.local import LocalCommunicator, LocalGroup
-from opgraph.distributed.mpi import init, is_initialized, rank, shutdown, size
+from opgraph.distributed.mpi import (
+    SingleProcessFallbackWarning,
+    init,
+    is_initialized,
+    rank,
+    shutdown,
+    size,
+)
 from opgraph.distributed.sharding import shard, shard_batches
 from opgraph.runtime.communicator import (
     Communicator,
@@ -46,6 +56,7 @@ __all__ = [
     "MPICommunicator",
     "ReduceOp",
     "SingleProcessCommunicator",
+    "SingleProcessFallbackWarning",
     "average_gradients",
     "broadcast_parameters",
     "current_communicator",

@@ -6,40 +6,70 @@ Launch the script with ``mpiexec -n N python script.py`` and call :func:`init` f
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import sys
 import threading
+import warnings
 from types import TracebackType
 from typing import Any
 
+from opgraph.distributed.config import launched_by_mpi
 from opgraph.runtime.communicator import (
     Communicator,
+    CommunicatorError,
     MPICommunicator,
+    SingleProcessCommunicator,
     current_communicator,
     set_communicator,
 )
 
-__all__ = ["init", "is_initialized", "rank", "shutdown", "size"]
+log = logging.getLogger("opgraph.distributed")
+
+#: What ``init(comm)`` accepts by name.
+CHOICES = ("mpi", "single")
+
+
+class SingleProcessFallbackWarning(RuntimeWarning):
+    """``og.distributed.init()`` found no MPI and runs the program as one process."""
+
+
+__all__ = ["SingleProcessFallbackWarning", "init", "is_initialized", "rank", "shutdown", "size"]
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"communicator": None, "previous_hook": None}
 
 
-def init(comm: Any = None, *, abort_on_exception: bool = True) -> MPICommunicator:
-    """Select an MPI communicator as the process-wide one (idempotent).
+def init(comm: Any = None, *, abort_on_exception: bool = True) -> Communicator:
+    """Select the process-wide communicator that collectives use (idempotent).
 
     Args:
-        comm: an ``mpi4py.MPI.Comm``; default ``MPI.COMM_WORLD``. Importing mpi4py initialises
-            MPI, so this happens here rather than when opgraph is imported.
-        abort_on_exception: install a ``sys.excepthook`` that prints the traceback and then
-            calls ``MPI_Abort``: an exception that escapes one rank ends the whole job instead
-            of leaving the other ranks waiting forever in a collective. :func:`shutdown`
-            restores the previous hook.
+        comm: which one.
+
+            * None (the default): MPI's ``COMM_WORLD`` when mpi4py is installed. Without
+              mpi4py, one process, with a :class:`SingleProcessFallbackWarning` — unless
+              this process was started by ``mpiexec`` (its launcher variables are set, see
+              ``opgraph.distributed.config``), where that would train every rank alone, so
+              it raises.
+            * ``"single"``: one process (:class:`SingleProcessCommunicator`), explicitly; no
+              MPI is imported.
+            * ``"mpi"``: MPI's ``COMM_WORLD``; raises when mpi4py is missing.
+            * an ``mpi4py.MPI.Comm``: that communicator.
+
+            Importing mpi4py initialises MPI, so this happens here rather than when opgraph
+            is imported.
+        abort_on_exception: with MPI, install a ``sys.excepthook`` that prints the traceback
+            and then calls ``MPI_Abort``: an exception that escapes one rank ends the whole
+            job instead of leaving the other ranks waiting forever in a collective.
+            :func:`shutdown` restores the previous hook.
 
     Returns:
-        The selected :class:`~opgraph.runtime.communicator.MPICommunicator`.
+        The selected communicator.
 
     Raises:
-        CommunicatorError: mpi4py (or an MPI library) is not installed.
+        CommunicatorError: MPI was asked for (``"mpi"``, a Comm, or the default under
+            ``mpiexec``) and mpi4py (or an MPI library) is not installed; or ``comm`` is a
+            string other than ``"mpi"`` and ``"single"``.
 
     Example::
 
@@ -47,17 +77,68 @@ def init(comm: Any = None, *, abort_on_exception: bool = True) -> MPICommunicato
         comm = dist.init()
         print(f"rank {comm.rank} of {comm.size}")
     """
+    if isinstance(comm, str) and comm not in CHOICES:
+        raise CommunicatorError(
+            f"og.distributed.init: comm={comm!r} is not one of {', '.join(map(repr, CHOICES))} "
+            "or an mpi4py communicator"
+        )
     with _lock:
-        existing: MPICommunicator | None = _state["communicator"]
-        if existing is not None and (comm is None or existing.comm is comm):
+        existing: Communicator | None = _state["communicator"]
+        if existing is not None and _same_choice(existing, comm):
             return existing
-        communicator = MPICommunicator(comm)
+        communicator = _choose(comm)
         set_communicator(communicator)
         _state["communicator"] = communicator
-        if abort_on_exception and _state["previous_hook"] is None:
+        log.info("og.distributed.init: selected %r", communicator)
+        if (
+            isinstance(communicator, MPICommunicator)
+            and abort_on_exception
+            and _state["previous_hook"] is None
+        ):
             _state["previous_hook"] = sys.excepthook
             sys.excepthook = _abort_hook
         return communicator
+
+
+def _same_choice(existing: Communicator, comm: Any) -> bool:
+    if comm is None:
+        return True
+    if comm == "single":
+        return isinstance(existing, SingleProcessCommunicator)
+    if comm == "mpi":
+        return isinstance(existing, MPICommunicator)
+    return isinstance(existing, MPICommunicator) and existing.comm is comm
+
+
+def _mpi4py_installed() -> bool:
+    try:
+        return importlib.util.find_spec("mpi4py") is not None
+    except (ImportError, ValueError):  # a stub in sys.modules (None, or without a spec)
+        return False
+
+
+def _choose(comm: Any) -> Communicator:
+    """The communicator ``init(comm)`` selects (see :func:`init`)."""
+    if comm == "single":
+        return SingleProcessCommunicator()
+    if comm is not None or _mpi4py_installed():
+        return MPICommunicator(None if comm == "mpi" else comm)
+    launcher = launched_by_mpi()
+    if launcher:
+        raise CommunicatorError(
+            f"og.distributed.init: this process was started by an MPI launcher ({launcher}) "
+            "but mpi4py is not installed, so every rank would train alone; install it "
+            "(pip install 'opgraph[dist]') or, to run one process on purpose, call "
+            "og.distributed.init('single')"
+        )
+    warnings.warn(
+        "og.distributed.init: mpi4py is not installed, running as a single process (pip "
+        "install 'opgraph[dist]' for MPI; og.distributed.init('single') selects one process "
+        "without this warning)",
+        SingleProcessFallbackWarning,
+        stacklevel=3,
+    )
+    return SingleProcessCommunicator()
 
 
 def shutdown() -> None:
@@ -80,12 +161,20 @@ def is_initialized() -> bool:
 
 
 def rank() -> int:
-    """This process's rank in the current communicator (0 when alone)."""
+    """This process's rank in the current communicator.
+
+    Raises:
+        CommunicatorError: no communicator is set up (call :func:`init`).
+    """
     return current_communicator().rank
 
 
 def size() -> int:
-    """The number of ranks in the current communicator (1 when alone)."""
+    """The number of ranks in the current communicator.
+
+    Raises:
+        CommunicatorError: no communicator is set up (call :func:`init`).
+    """
     return current_communicator().size
 
 

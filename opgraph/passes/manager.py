@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +15,8 @@ from opgraph.core.function import Function
 from opgraph.core.printing import format_node, value_names
 
 __all__ = ["Pass", "PassManager", "PassTiming", "pass_name", "verify_function"]
+
+log = logging.getLogger("opgraph.passes")
 
 #: A pass: a pure function from a Function to a Function.
 Pass = Callable[[Function], Function]
@@ -107,9 +110,31 @@ class PassManager:
                 _check_signature(fn, result, f"pass {position} ({name})")
                 verify_function(result, f"after pass {position} ({name})")
             self.timings.append(PassTiming(name, seconds, len(fn.nodes), len(result.nodes)))
+            log.debug(
+                "pass %s on %s: %d -> %d nodes in %.2f ms",
+                name,
+                fn.name,
+                len(fn.nodes),
+                len(result.nodes),
+                seconds * 1e3,
+            )
             self._trace(position, name, result)
             fn = result
+        self._log_summary(fn)
         return fn
+
+    def _log_summary(self, fn: Function) -> None:
+        if not self.timings or not log.isEnabledFor(logging.INFO):
+            return
+        total = sum(t.seconds for t in self.timings)
+        log.info(
+            "%d pass(es) on %s: %d -> %d nodes in %.2f ms",
+            len(self.timings),
+            fn.name,
+            self.timings[0].nodes_before,
+            self.timings[-1].nodes_after,
+            total * 1e3,
+        )
 
     def _trace(self, position: int, name: str, fn: Function) -> None:
         if self.trace_dir is None:

@@ -17,6 +17,9 @@ from opgraph.runtime.arguments import bind_arguments
 from opgraph.runtime.tensor import Tensor
 from opgraph.runtime.validation import validate_call
 
+#: A progress callback: ``progress(done, total)`` as long work (a C compile) advances.
+Progress = Callable[[int, int], None]
+
 
 @dataclass(frozen=True, slots=True)
 class PerformanceCounter:
@@ -141,38 +144,109 @@ class Backend(ABC):
         return f"<Backend {self.name}>"
 
 
+class BackendUnavailableError(RegistryError):
+    """A known backend cannot run on this machine (no C compiler, no GPU…); the message says
+    why and what to install."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStatus:
+    """Whether a known backend can run here, and why not.
+
+    Attributes:
+        name: the backend's name (upper case).
+        available: ``og.backend(name)`` works.
+        reason: why it is unavailable and what to do ("" when available).
+    """
+
+    name: str
+    available: bool
+    reason: str
+
+
+#: A check that returns "" when its backend can run here, else why not (and how to fix it).
+AvailabilityCheck = Callable[[], str]
+
 _BACKENDS: dict[str, Callable[[], Backend]] = {}
-_UNAVAILABLE: dict[str, Callable[[], str]] = {}
+_CHECKS: dict[str, AvailabilityCheck] = {}
+_UNAVAILABLE: dict[str, AvailabilityCheck] = {}
 
 
-def register_backend(name: str, factory: Callable[[], Backend]) -> None:
-    """Register a backend factory under ``name`` (case-insensitive; duplicates refused)."""
+def register_backend(
+    name: str, factory: Callable[[], Backend], unavailable: AvailabilityCheck | None = None
+) -> None:
+    """Register a backend factory under ``name`` (case-insensitive; duplicates refused).
+
+    Args:
+        name: the backend's name.
+        factory: makes the backend.
+        unavailable: returns "" when the backend can run here, else why not (e.g. no C
+            compiler). It is asked each time :func:`backends` or :func:`backend` is called, so
+            keep it cheap (cache what it probes).
+    """
     key = name.upper()
     if key in _BACKENDS:
         raise RegistryError(f"backend {key} is already registered")
     _BACKENDS[key] = factory
+    if unavailable is not None:
+        _CHECKS[key] = unavailable
 
 
-def register_unavailable(name: str, reason: Callable[[], str]) -> None:
+def register_unavailable(name: str, reason: AvailabilityCheck) -> None:
     """Name a built-in backend that cannot run on this machine, with why (e.g. no GPU), so
     ``og.backend(name)`` explains instead of saying the name is unknown."""
     _UNAVAILABLE[name.upper()] = reason
 
 
+def _reason(key: str) -> str:
+    """Why backend ``key`` cannot run here ("" when it can)."""
+    if key in _UNAVAILABLE and key not in _BACKENDS:
+        return _UNAVAILABLE[key]() or "not available on this machine"
+    check = _CHECKS.get(key)
+    return check() if check is not None else ""
+
+
 def backends() -> list[str]:
-    """Names of the registered backends."""
-    return sorted(_BACKENDS)
+    """Names of the backends that can run here (registered, and available on this machine).
+
+    A registered backend that cannot run (the CPU backend without a C compiler) is left out;
+    :func:`backend_status` lists every known backend with the reason.
+    """
+    return sorted(key for key in _BACKENDS if not _reason(key))
+
+
+def backend_status() -> dict[str, BackendStatus]:
+    """Every known backend, available or not, by name, with why it cannot run here.
+
+    Example:
+        >>> og.backend_status()["CPU"]
+        BackendStatus(name='CPU', available=True, reason='')
+    """
+    names = sorted(set(_BACKENDS) | set(_UNAVAILABLE))
+    statuses = {}
+    for key in names:
+        why = _reason(key)
+        statuses[key] = BackendStatus(key, not why, why)
+    return statuses
 
 
 def backend(name: str) -> Backend:
-    """The backend called ``name`` ("INTERPRETER", "CPU", …)."""
+    """The backend called ``name`` ("INTERPRETER", "CPU", …).
+
+    Raises:
+        BackendUnavailableError: the backend is known but cannot run here (the message says
+            why and what to install).
+        RegistryError: no backend has this name.
+    """
+    key = str(name).upper()
+    why = _reason(key) if key in _BACKENDS or key in _UNAVAILABLE else ""
+    if why:
+        raise BackendUnavailableError(f"backend {key} is unavailable here: {why}")
     try:
-        factory = _BACKENDS[name.upper()]
+        factory = _BACKENDS[key]
     except KeyError:
-        why = _UNAVAILABLE.get(name.upper())
-        if why is not None:
-            raise RegistryError(f"backend {name.upper()} is unavailable here: {why()}") from None
+        registered = ", ".join(sorted(_BACKENDS)) or "none"
         raise RegistryError(
-            f"unknown backend {name!r}; registered backends: {', '.join(backends()) or 'none'}"
+            f"unknown backend {name!r}; registered backends: {registered}"
         ) from None
     return factory()

@@ -12,12 +12,11 @@ that runs reference kernels runs collectives (nGraph's ``DistributedInterface`` 
   it for MPI); :func:`use_communicator` overrides it within a ``with`` block, for the current
   thread or asyncio task only (in-process simulations run one rank per thread).
 
-**No communicator selected.** A process that selected none is alone: collectives use a
-:class:`SingleProcessCommunicator` (a sum over one rank is the identity), so single-process
-programs, tests and the op records run unchanged. The one case that would silently compute
-wrong numbers — a process that is one of several MPI ranks (mpi4py is initialised and
-``COMM_WORLD`` has more than one rank) running a collective without a selected communicator —
-raises :class:`CommunicatorError` naming ``og.distributed.init()``.
+**No communicator selected.** A collective run before any communicator is selected raises
+:class:`CommunicatorError` saying to call ``og.distributed.init()`` (MPI, or one process when
+MPI is not installed) or ``og.distributed.init("single")`` (one process, explicitly), as
+``torch.distributed`` and Horovod do. Acting as a lone process instead would let a script that
+forgot ``init()`` under ``mpiexec`` train every rank alone, with no error.
 
 **Threads.** Selecting a communicator is thread-safe. Collectives are matched across ranks by
 the order in which they are called, so within one rank only one thread at a time may run
@@ -316,7 +315,6 @@ class MPICommunicator:
 _lock = threading.Lock()
 _process_wide: Communicator | None = None
 _override: ContextVar[Communicator | None] = ContextVar("opgraph_communicator", default=None)
-_ALONE = SingleProcessCommunicator()
 
 
 def set_communicator(communicator: Communicator | None) -> Communicator | None:
@@ -362,10 +360,11 @@ def use_communicator(communicator: Communicator) -> Iterator[Communicator]:
 
 
 def current_communicator() -> Communicator:
-    """The communicator collectives use now (see the module docstring for the rules).
+    """The communicator collectives use now: the one selected for this thread or task, else
+    the process-wide one.
 
     Raises:
-        CommunicatorError: none is selected and this process is one of several MPI ranks.
+        CommunicatorError: none is selected (the message says how to select one).
     """
     selected = get_communicator()
     if selected is not None:
@@ -378,7 +377,12 @@ def current_communicator() -> Communicator:
             "call og.distributed.init() (or og.distributed.use_communicator(...)) before "
             "running it, otherwise each rank would reduce over itself alone"
         )
-    return _ALONE
+    raise CommunicatorError(
+        "a collective (all_reduce, broadcast_distributed) or a rank query ran with no "
+        "communicator set up; call og.distributed.init() first (MPI under mpiexec, one process "
+        "when MPI is not installed), or og.distributed.init('single') to run as one process "
+        "explicitly (og.distributed.use_communicator(...) selects one for a block)"
+    )
 
 
 def _mpi_world() -> tuple[int, int] | None:

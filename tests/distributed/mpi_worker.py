@@ -9,6 +9,8 @@ Scenarios:
     fail RANK     rank RANK raises after init(): the job must end, not hang
     hang          rank 1 never joins a collective (only a timeout ends the job)
     no-init       a collective without og.distributed.init(): a clear error on every rank
+    no-mpi4py     og.distributed.init() with mpi4py hidden: under mpiexec it must raise, not
+                  fall back to one process per rank
 """
 
 from __future__ import annotations
@@ -105,6 +107,12 @@ def no_init() -> None:
     run_graph(lambda p: all_reduce(p), np.ones(3), og.f64)
 
 
+def no_mpi4py() -> None:
+    sys.modules["mpi4py"] = None  # type: ignore[assignment]  # as if it were not installed
+    dist.init()
+    print("unreachable: init() fell back to a single process under mpiexec")
+
+
 if __name__ == "__main__":
     scenario, *rest = sys.argv[1:]
     if scenario == "collectives":
@@ -117,5 +125,7 @@ if __name__ == "__main__":
         hang()
     elif scenario == "no-init":
         no_init()
+    elif scenario == "no-mpi4py":
+        no_mpi4py()
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")

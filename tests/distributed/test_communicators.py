@@ -1,6 +1,8 @@
 """Communicators: the single-process one, the reference reduction, selecting the current one
-(process-wide and per thread), the error under MPI without init, and the threaded LocalGroup."""
+(process-wide and per thread), the error without one (under MPI or not), init's choices and
+its fall back without MPI, and the threaded LocalGroup."""
 
+import os
 import sys
 import threading
 import time
@@ -18,12 +20,14 @@ from opgraph.distributed import (
     LocalGroup,
     ReduceOp,
     SingleProcessCommunicator,
+    SingleProcessFallbackWarning,
     current_communicator,
     get_communicator,
     set_communicator,
     use_communicator,
 )
-from opgraph.ops.collective import all_reduce
+from opgraph.distributed.config import LAUNCHER_VARIABLES, launched_by_mpi
+from opgraph.ops.collective import all_reduce, broadcast_distributed
 from opgraph.runtime.communicator import MPICommunicator, as_reduce_op, reduce_arrays
 
 
@@ -99,11 +103,98 @@ def test_reduce_arrays_errors():
 
 
 # ------------------------------------------------------------------ the current communicator
-def test_a_lone_process_defaults_to_one_rank():
+NO_COMMUNICATOR = r"no communicator set up; call og\.distributed\.init\(\) first .*init\('single'\)"
+
+
+def test_a_collective_with_no_communicator_set_up_is_an_error():
     assert get_communicator() is None
-    comm = current_communicator()
+    with pytest.raises(CommunicatorError, match=NO_COMMUNICATOR):
+        current_communicator()
+    with pytest.raises(CommunicatorError, match=NO_COMMUNICATOR):
+        og.distributed.rank()
+    x = og.parameter(og.f32, (2,))
+    for build in (lambda v: all_reduce(v), lambda v: broadcast_distributed(v)):
+        exe = og.backend("INTERPRETER").compile(og.Function([build(x)], [x]))
+        with pytest.raises(og.ExecutionError, match=NO_COMMUNICATOR) as info:
+            exe(np.ones(2, np.float32))
+        assert isinstance(info.value.__cause__, og.CommunicatorError)
+
+
+def test_communicator_error_is_an_opgraph_error_exported_from_opgraph():
+    assert og.CommunicatorError is CommunicatorError
+    assert issubclass(CommunicatorError, og.OpgraphError)
+
+
+def test_the_single_process_communicator_can_be_chosen_explicitly():
+    comm = og.distributed.init("single")
+    try:
+        assert isinstance(comm, SingleProcessCommunicator)
+        assert og.distributed.init("single") is comm  # idempotent
+        assert current_communicator() is comm
+        assert (og.distributed.rank(), og.distributed.size()) == (0, 1)
+        x = og.parameter(og.f32, (2,))
+        exe = og.backend("INTERPRETER").compile(og.Function([all_reduce(x, "mean")], [x]))
+        np.testing.assert_array_equal(exe(np.array([1.5, 2.0], np.float32))[0], [1.5, 2.0])
+    finally:
+        og.distributed.shutdown()
+    assert get_communicator() is None and not og.distributed.is_initialized()
+
+
+def test_init_rejects_an_unknown_choice():
+    with pytest.raises(CommunicatorError, match=r"comm='nccl' is not one of 'mpi', 'single'"):
+        og.distributed.init("nccl")
+
+
+@pytest.fixture
+def no_mpi4py(monkeypatch):
+    """mpi4py looks not installed, and no MPI launcher variable is set."""
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # makes `import mpi4py` fail
+    monkeypatch.delitem(sys.modules, "mpi4py.MPI", raising=False)
+    for name in list(os.environ):
+        if name in LAUNCHER_VARIABLES or name.startswith("HYDRA_"):
+            monkeypatch.delenv(name)
+    yield
+    og.distributed.shutdown()
+
+
+def test_init_without_mpi_falls_back_to_one_process_with_a_warning(no_mpi4py):
+    with pytest.warns(SingleProcessFallbackWarning, match="mpi4py is not installed, running as"):
+        comm = og.distributed.init()
     assert isinstance(comm, SingleProcessCommunicator)
-    assert (og.distributed.rank(), og.distributed.size()) == (0, 1)
+    assert current_communicator() is comm
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"PMI_RANK": "1", "PMI_SIZE": "2"},  # MPICH's Hydra, Intel MPI
+        {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3"},  # Open MPI
+        {"HYDRA_CONTROL_FD": "5"},
+    ],
+)
+def test_init_without_mpi_under_an_mpi_launcher_raises(no_mpi4py, monkeypatch, variables):
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(variables.items()))
+    with pytest.raises(CommunicatorError, match=rf"started by an MPI launcher \({shown}\)"):
+        og.distributed.init()
+    assert get_communicator() is None
+
+
+def test_asking_for_mpi_without_mpi4py_raises(no_mpi4py):
+    with pytest.raises(CommunicatorError, match=r"needs mpi4py .*pip install 'opgraph\[dist\]'"):
+        og.distributed.init("mpi")
+
+
+def test_launcher_detection_reads_the_launchers_variables(monkeypatch):
+    for name in list(os.environ):
+        if name in LAUNCHER_VARIABLES or name.startswith("HYDRA_"):
+            monkeypatch.delenv(name)
+    assert launched_by_mpi() == ""
+    monkeypatch.setenv("SLURM_PROCID", "0")  # srun starts plain programs too: not counted
+    assert launched_by_mpi() == ""
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert launched_by_mpi() == "PMI_SIZE=2"
 
 
 def test_set_communicator_is_process_wide_and_returns_the_previous():
@@ -169,9 +260,10 @@ def test_a_collective_on_one_of_several_mpi_ranks_needs_init(monkeypatch):
 
 
 @pytest.mark.parametrize(("size", "initialized"), [(1, True), (4, False)])
-def test_a_one_rank_or_stopped_mpi_is_alone(monkeypatch, size, initialized):
+def test_a_one_rank_or_stopped_mpi_still_needs_a_communicator(monkeypatch, size, initialized):
     monkeypatch.setitem(sys.modules, "mpi4py.MPI", fake_mpi(size, initialized))
-    assert isinstance(current_communicator(), SingleProcessCommunicator)
+    with pytest.raises(CommunicatorError, match=NO_COMMUNICATOR):
+        current_communicator()
 
 
 def test_mpi_communicator_without_mpi4py_says_what_to_install(monkeypatch):

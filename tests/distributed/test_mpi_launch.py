@@ -153,6 +153,16 @@ def test_a_collective_without_init_fails_clearly():
     assert "without an opgraph communicator; call og.distributed.init()" in job.stderr
 
 
+def test_init_without_mpi4py_under_mpiexec_raises_instead_of_running_alone():
+    job = mpiexec("no-mpi4py")
+    assert job.returncode != 0
+    assert "CommunicatorError: og.distributed.init: this process was started by an MPI " in (
+        job.stderr
+    )
+    assert "PMI_RANK=" in job.stderr
+    assert "unreachable" not in job.stdout
+
+
 def test_a_hung_job_is_ended_with_all_its_ranks():
     # A rank that never joins the collective (no exception, so no abort): only the timeout
     # ends the job, and it must take every process of the job with it.

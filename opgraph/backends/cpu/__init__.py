@@ -3,14 +3,14 @@
 Importing this package registers it as ``og.backend("CPU")``. See ``docs/cpu.md``.
 """
 
-from opgraph.backends.cpu.backend import CpuBackend
+from opgraph.backends.cpu.backend import CpuBackend, unavailable_reason
 from opgraph.backends.cpu.compiler import CompilerError
 from opgraph.backends.cpu.config import CpuConfig, default_config
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.memory import MemoryPlan
 from opgraph.runtime.backend import register_backend
 
-register_backend("CPU", CpuBackend)
+register_backend("CPU", CpuBackend, unavailable=unavailable_reason)
 
 __all__ = [
     "CompilerError",
@@ -19,4 +19,5 @@ __all__ = [
     "CpuExecutable",
     "MemoryPlan",
     "default_config",
+    "unavailable_reason",
 ]

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from collections import Counter
+
 from opgraph.backends.cpu.builder import build_program
 from opgraph.backends.cpu.codegen.module import generate
-from opgraph.backends.cpu.compiler import Toolchain
-from opgraph.backends.cpu.config import CpuConfig, default_config
+from opgraph.backends.cpu.compiler import CompilerError, Toolchain
+from opgraph.backends.cpu.config import CpuConfig, compiler_problem, default_config
 from opgraph.backends.cpu.epilogues import fuse_epilogues
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.fusion import Kind, classify
 from opgraph.backends.cpu.memory import plan_memory
 from opgraph.backends.cpu.pipeline import lower_for_cpu
+from opgraph.backends.cpu.program import KKind, LoopStep, Program
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import UnsupportedOpError
 from opgraph.core.function import Function
-from opgraph.runtime.backend import Backend
+from opgraph.runtime.backend import Backend, Progress
+
+log = logging.getLogger("opgraph.cpu")
+
+_COMPUTING = (KKind.OP, KKind.REDUCE)
+
+
+def unavailable_reason() -> str:
+    """Why ``og.backend("CPU")`` cannot run here ("" when it can): no C compiler, or an
+    ``OPGRAPH_CC`` that names none. Read from the environment once per process."""
+    return compiler_problem()
 
 
 class CpuBackend(Backend):
@@ -27,16 +42,27 @@ class CpuBackend(Backend):
     name = "CPU"
 
     def __init__(self, config: CpuConfig | None = None) -> None:
+        self._from_environment = config is None
         self.config = config or default_config()
         self.toolchain = Toolchain(self.config)
 
-    def compile(self, function: Function, profile: bool = False) -> CpuExecutable:
+    def compile(
+        self, function: Function, profile: bool = False, *, progress: Progress | None = None
+    ) -> CpuExecutable:
         """Compile ``function``.
+
+        Args:
+            function: the Function (not modified).
+            profile: record per-step times (``performance_counters``).
+            progress: called as ``progress(done, total)`` while the C compiler works: once
+                with ``done=0``, then once per compiled batch of kernels (nothing when the
+                module comes from the cache).
 
         Raises:
             UnsupportedOpError: an op has neither a CPU lowering nor a reference kernel.
             CompilerError: no C compiler (use INTERPRETER), or it failed.
         """
+        started = time.perf_counter()
         lowered = lower_for_cpu(function, self.config)
         missing = sorted(
             {
@@ -49,10 +75,48 @@ class CpuBackend(Backend):
             raise UnsupportedOpError(
                 f"CPU has no kernel for: {', '.join(missing)} (in {function.name})"
             )
-        self.toolchain.require_compiler()
+        self._require_compiler()
+        lowered_at = time.perf_counter()
         program = build_program(lowered, self.config.num_threads)
         fuse_epilogues(program)
         plan = plan_memory(program)
         generated = generate(program, plan, self.config, function.name, profile)
-        compiled = self.toolchain.build(generated.source, generated.needs)
+        generated_at = time.perf_counter()
+        compiled = self.toolchain.build(
+            generated.source, generated.needs, units=generated.units, progress=progress
+        )
+        log.info(
+            "compiled %s: %d nodes -> %d after lowering; %s; lower %.1f ms, codegen %.1f ms, "
+            "native module %.1f ms (%s)",
+            function.name,
+            len(function.nodes),
+            len(lowered.nodes),
+            describe_program(program),
+            (lowered_at - started) * 1e3,
+            (generated_at - lowered_at) * 1e3,
+            (time.perf_counter() - generated_at) * 1e3,
+            "cache hit" if compiled.cache_hit else f"{len(generated.units)} C batch(es)",
+        )
         return CpuExecutable(function, lowered, program, plan, generated, compiled, profile)
+
+    def _require_compiler(self) -> None:
+        problem = compiler_problem() if self._from_environment else ""
+        if problem:
+            raise CompilerError(f"the CPU backend cannot compile: {problem}")
+        self.toolchain.require_compiler()
+
+
+def describe_program(program: Program) -> str:
+    """Step and kernel counts of ``program``, for the log: "7 steps (3 fused loop kernels
+    over 12 nodes, 2 Gemm, 1 Fallback)"."""
+    kinds: Counter[str] = Counter()
+    kernels = fused = 0
+    for step in program.steps:
+        if isinstance(step, LoopStep):
+            kernels += len(step.kernels)
+            fused += sum(1 for k in step.kernels for n in k.nodes if n.kind in _COMPUTING)
+        else:
+            kinds[type(step).__name__.removesuffix("Step")] += 1
+    parts = [f"{kernels} fused loop kernel(s) over {fused} op(s)"] if kernels else []
+    parts += [f"{count} {kind}" for kind, count in sorted(kinds.items())]
+    return f"{len(program.steps)} step(s) ({', '.join(parts) or 'none'})"

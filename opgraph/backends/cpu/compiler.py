@@ -11,17 +11,24 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import logging
 import os
 import platform
 import subprocess
 import tempfile
 import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from opgraph.backends.cpu.codegen import runtime
 from opgraph.backends.cpu.config import CpuConfig, resolve_compiler
 from opgraph.core.errors import OpgraphError
+from opgraph.runtime.backend import Progress
+
+log = logging.getLogger("opgraph.cpu")
 
 #: Optimisation flags. libmvec (glibc's vector math) replaces -ffast-math: the generated code
 #: declares the math functions with ``__attribute__((simd))``, so loops vectorize while NaN,
@@ -176,28 +183,58 @@ class Toolchain:
             self._run_compiler(runtime.SOURCE, path, flags, [])
         return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
 
-    def build(self, source: str, needs: frozenset[str] = frozenset()) -> CompiledModule:
-        """Compile ``source`` (or reuse the cached module) and load it."""
+    def build(
+        self,
+        source: str,
+        needs: frozenset[str] = frozenset(),
+        units: Sequence[str] = (),
+        progress: Progress | None = None,
+    ) -> CompiledModule:
+        """Compile ``source`` (or reuse the cached module) and load it.
+
+        Args:
+            source: the module's C source (the cache key hashes it).
+            needs: "blas", "mvec": what to link.
+            units: the translation units ``source`` is made of, compiled in parallel and
+                linked (default: ``source`` as one unit).
+            progress: called as ``progress(0, n)`` and then once per compiled unit.
+        """
         self.runtime()
         key = self.key(source, needs)
         cache = self.config.cache_dir
         path = cache / f"{key}.so"
         hit = path.exists()
-        if not hit:
+        if hit:
+            log.debug("compile cache hit: %s", path)
+        else:
+            log.info("compile cache miss: %s", path)
             cache.mkdir(parents=True, exist_ok=True)
-            self._compile(source, path, needs)
+            self._compile(source, path, needs, tuple(units) or (source,), progress)
         with _load_lock:
             library = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)  # after the runtime
         return CompiledModule(library, path, key, hit)
 
-    def _compile(self, source: str, target: Path, needs: frozenset[str]) -> None:
+    def _compile(
+        self,
+        source: str,
+        target: Path,
+        needs: frozenset[str],
+        units: tuple[str, ...],
+        progress: Progress | None,
+    ) -> None:
         flags = self.flags(needs)
         libraries = [f for f in flags if f.startswith(("-l", "-L", "-Wl"))]
         options = [f for f in flags if f not in libraries]
-        self._run_compiler(source, target, options, libraries)
+        self._run_compiler(source, target, options, libraries, units, progress)
 
     def _run_compiler(
-        self, source: str, target: Path, options: list[str], libraries: list[str]
+        self,
+        source: str,
+        target: Path,
+        options: list[str],
+        libraries: list[str],
+        units: tuple[str, ...] = (),
+        progress: Progress | None = None,
     ) -> None:
         compiler = self.require_compiler()
         directory = target.parent
@@ -205,15 +242,69 @@ class Toolchain:
             c_file = Path(work) / f"{target.stem}.c"
             c_file.write_text(source)
             so_file = Path(work) / target.name
-            command = [compiler, *options, str(c_file), "-o", str(so_file), *libraries]
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, check=False)
-            except OSError as error:
-                raise _no_compiler(compiler, str(error)) from None
-            if done.returncode != 0:
-                raise CompilerError(
-                    f"the C compiler failed on generated code (a CPU backend bug; please "
-                    f"report it):\n{' '.join(command)}\n{done.stderr[-4000:]}"
-                )
+            started = time.perf_counter()
+            if len(units) > 1:
+                self._compile_units(units, Path(work), so_file, options, libraries, progress)
+            else:
+                if progress is not None:
+                    progress(0, 1)
+                _run([compiler, *options, str(c_file), "-o", str(so_file), *libraries])
+                if progress is not None:
+                    progress(1, 1)
+            log.info(
+                "C compiler built %s from %d unit(s) in %.2f s",
+                target.name,
+                max(1, len(units)),
+                time.perf_counter() - started,
+            )
             os.replace(c_file, directory / f"{target.stem}.c")  # kept for reading
             os.replace(so_file, target)  # atomic: readers see no file or the whole one
+
+    def _compile_units(
+        self,
+        units: tuple[str, ...],
+        work: Path,
+        so_file: Path,
+        options: list[str],
+        libraries: list[str],
+        progress: Progress | None,
+    ) -> None:
+        """Compile each unit to an object file, ``config.num_threads`` at a time, reporting
+        each finished one to ``progress``; then link them into ``so_file``."""
+        compiler = self.require_compiler()
+        objects = [work / f"unit{i}.o" for i in range(len(units))]
+        commands = []
+        for i, (unit, obj) in enumerate(zip(units, objects, strict=True)):
+            c_file = work / f"unit{i}.c"
+            c_file.write_text(unit)
+            commands.append([compiler, *options, "-c", str(c_file), "-o", str(obj)])
+        if progress is not None:
+            progress(0, len(units))
+        jobs = max(1, min(self.config.num_threads, len(units)))
+        with ThreadPoolExecutor(jobs, thread_name_prefix="opgraph-cc") as pool:
+            running = [pool.submit(_timed_run, command) for command in commands]
+            for done, future in enumerate(as_completed(running), start=1):
+                seconds = future.result()  # the first failure raises; the rest still finish
+                log.debug("C compiler: %d of %d units done (%.2f s)", done, len(units), seconds)
+                if progress is not None:
+                    progress(done, len(units))
+        _run([compiler, *options, *map(str, objects), "-o", str(so_file), *libraries])
+
+
+def _timed_run(command: list[str]) -> float:
+    started = time.perf_counter()
+    _run(command)
+    return time.perf_counter() - started
+
+
+def _run(command: list[str]) -> None:
+    """Run the C compiler; a failure is a CompilerError with its command and output."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as error:
+        raise _no_compiler(command[0], str(error)) from None
+    if done.returncode != 0:
+        raise CompilerError(
+            f"the C compiler failed on generated code (a CPU backend bug; please "
+            f"report it):\n{' '.join(command)}\n{done.stderr[-4000:]}"
+        )

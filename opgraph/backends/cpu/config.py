@@ -5,7 +5,11 @@ environment once per process:
 
 * ``OPGRAPH_CPU_CACHE_DIR``: where compiled modules are cached (default
   ``$XDG_CACHE_HOME/opgraph/cpu`` or ``~/.cache/opgraph/cpu``);
-* ``OPGRAPH_CC`` or ``CC``: the C compiler (default ``gcc``, then ``cc``), looked up on ``PATH``;
+* ``OPGRAPH_CC``: the C compiler (a path, or a command looked up on ``PATH``). When it is set,
+  it is the only compiler tried: one that does not exist makes the CPU backend unavailable
+  with a message naming the variable (never a silent fall back to ``gcc``);
+* ``CC``: the C compiler when ``OPGRAPH_CC`` is not set (skipped when it is not found, as
+  build tools do), then ``gcc``, then ``cc``;
 * ``OPGRAPH_NUM_THREADS``: threads per parallel kernel (default: the number of CPUs, at most 8).
 """
 
@@ -74,8 +78,34 @@ def _default_cache_dir() -> Path:
     return root / "opgraph" / "cpu"
 
 
+#: How to get a C compiler, for the messages of an unavailable CPU backend.
+INSTALL_HINT = (
+    "install one (Debian/Ubuntu: apt-get install gcc; Fedora/RHEL: dnf install gcc; Alpine: "
+    "apk add gcc musl-dev) or set OPGRAPH_CC to a C compiler's path; og.backend('INTERPRETER') "
+    "runs without one"
+)
+
+
+@functools.cache
+def compiler_problem() -> str:
+    """Why the CPU backend has no C compiler here ("" when it has one): the message names
+    ``OPGRAPH_CC`` and its value when that is what points at nothing."""
+    explicit = os.environ.get("OPGRAPH_CC")
+    if explicit and resolve_compiler(explicit) is None:
+        return (
+            f"OPGRAPH_CC={explicit!r} names no executable C compiler (neither an executable "
+            "file nor a command on PATH); point it at one (e.g. OPGRAPH_CC=gcc) or unset it"
+        )
+    if _default_compiler() is None:
+        return f"no C compiler found (looked for $CC, gcc and cc on PATH); {INSTALL_HINT}"
+    return ""
+
+
 def _default_compiler() -> str | None:
-    for name in (os.environ.get("OPGRAPH_CC"), os.environ.get("CC"), "gcc", "cc"):
+    explicit = os.environ.get("OPGRAPH_CC")
+    if explicit:  # the user's explicit choice: no fall back (compiler_problem says why)
+        return resolve_compiler(explicit)
+    for name in (os.environ.get("CC"), "gcc", "cc"):
         found = resolve_compiler(name)
         if found:
             return found

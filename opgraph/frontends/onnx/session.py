@@ -33,6 +33,7 @@ from opgraph.frontends.onnx.types import from_onnx
 from opgraph.runtime.arguments import bind_arguments
 from opgraph.runtime.backend import Executable, backends
 from opgraph.runtime.backend import backend as get_backend
+from opgraph.runtime.progress import accepts_progress
 
 #: onnxruntime's type names (``NodeArg.type`` is ``"tensor(<name>)"``) by ONNX data type code.
 ORT_TYPE_NAMES = {
@@ -379,15 +380,21 @@ class InferenceSession:
             constant_inputs=dict(constants),
         )
         imported = time.perf_counter()
-        if progress:
-            progress("compile", 0, 1)
-        executable = get_backend(self.backend).compile(function)
-        if progress:
-            progress("compile", 1, 1)
+        executable = _compile(get_backend(self.backend), function, progress)
         return Compiled(function, executable, imported - started, time.perf_counter() - imported)
 
     def __repr__(self) -> str:
         return f"<InferenceSession {self._where} on {self.backend}>"
+
+
+def _compile(backend: Any, function: Function, progress: Progress | None) -> Executable:
+    """``backend.compile(function)``, reporting the compiler's batches as the "compile" stage
+    where the backend reports progress (the CPU backend: one step per batch of generated C)."""
+    if progress is None or not accepts_progress(backend):
+        return backend.compile(function)  # type: ignore[no-any-return]
+    return backend.compile(  # type: ignore[no-any-return]
+        function, progress=lambda done, total: progress("compile", done, total)
+    )
 
 
 def _choose_backend(backend: str | None, providers: Sequence[Any] | None) -> str:
