@@ -2,23 +2,25 @@
 
 A module is cached under ``<cache_dir>/<key>.so`` where the key hashes the source, the flags,
 the compiler's identity, the CPU (``-march=native`` output differs between machines) and the
-BLAS library. Files are written atomically (a private temporary file, then ``os.replace``), so
-concurrent compilers of the same module, in threads or processes, never see a partial file.
+BLAS library. The cache itself — directory checks, integrity records, atomic installs,
+repair, fallback and eviction — is :mod:`opgraph.backends.cpu.cache`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import hashlib
 import os
 import platform
+import shutil
 import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from opgraph.backends.cpu.cache import ModuleCache, module_cache
 from opgraph.backends.cpu.codegen import runtime
 from opgraph.backends.cpu.config import CpuConfig, resolve_compiler
 from opgraph.core.errors import OpgraphError
@@ -166,54 +168,81 @@ class Toolchain:
                 _RUNTIMES[key] = found
             return found
 
+    @property
+    def cache(self) -> ModuleCache:
+        return module_cache(self.config.cache_dir, self.config.cache_max)
+
     def _build_runtime(self) -> ctypes.CDLL:
         flags = ["-O2", "-fPIC", "-shared", "-pthread", "-pipe", "-w"]
         parts = [runtime.SOURCE, " ".join(flags), _compiler_identity(self.require_compiler())]
-        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
-        path = self.config.cache_dir / f"{key}-runtime.so"
-        if not path.exists():
-            self.config.cache_dir.mkdir(parents=True, exist_ok=True)
-            self._run_compiler(runtime.SOURCE, path, flags, [])
-        return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40] + "-runtime"
+
+        def build(work: Path, name: str) -> Path:
+            return self._run_compiler(runtime.SOURCE, work, name, flags, [])
+
+        library, _, _ = self.cache.load(key, build, ctypes.RTLD_GLOBAL)
+        return library
 
     def build(self, source: str, needs: frozenset[str] = frozenset()) -> CompiledModule:
         """Compile ``source`` (or reuse the cached module) and load it."""
         self.runtime()
         key = self.key(source, needs)
-        cache = self.config.cache_dir
-        path = cache / f"{key}.so"
-        hit = path.exists()
-        if not hit:
-            cache.mkdir(parents=True, exist_ok=True)
-            self._compile(source, path, needs)
-        with _load_lock:
-            library = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)  # after the runtime
-        return CompiledModule(library, path, key, hit)
-
-    def _compile(self, source: str, target: Path, needs: frozenset[str]) -> None:
         flags = self.flags(needs)
         libraries = [f for f in flags if f.startswith(("-l", "-L", "-Wl"))]
         options = [f for f in flags if f not in libraries]
-        self._run_compiler(source, target, options, libraries)
+
+        def build(work: Path, name: str) -> Path:
+            return self._run_compiler(source, work, name, options, libraries)
+
+        library, path, hit = self.cache.load(key, build, ctypes.RTLD_LOCAL)  # after the runtime
+        return CompiledModule(library, path, key, hit)
 
     def _run_compiler(
-        self, source: str, target: Path, options: list[str], libraries: list[str]
-    ) -> None:
+        self, source: str, work: Path, name: str, options: list[str], libraries: list[str]
+    ) -> Path:
+        """Compile ``source`` into ``work/<name>.so`` (beside ``work/<name>.c``); gcc's own
+        temporary files go to ``work`` too, so a killed compile leaves nothing elsewhere."""
         compiler = self.require_compiler()
-        directory = target.parent
-        with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as work:
-            c_file = Path(work) / f"{target.stem}.c"
-            c_file.write_text(source)
-            so_file = Path(work) / target.name
-            command = [compiler, *options, str(c_file), "-o", str(so_file), *libraries]
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, check=False)
-            except OSError as error:
-                raise _no_compiler(compiler, str(error)) from None
-            if done.returncode != 0:
-                raise CompilerError(
-                    f"the C compiler failed on generated code (a CPU backend bug; please "
-                    f"report it):\n{' '.join(command)}\n{done.stderr[-4000:]}"
-                )
-            os.replace(c_file, directory / f"{target.stem}.c")  # kept for reading
-            os.replace(so_file, target)  # atomic: readers see no file or the whole one
+        c_file = work / f"{name}.c"
+        c_file.write_text(source)
+        so_file = work / f"{name}.so"
+        command = [compiler, *options, str(c_file), "-o", str(so_file), *libraries]
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, "TMPDIR": str(work)},
+            )
+        except OSError as error:
+            raise _no_compiler(compiler, str(error)) from None
+        if done.returncode != 0:
+            _raise_for_filesystem(done.stderr, work)
+            raise CompilerError(
+                f"the C compiler failed on generated code (a CPU backend bug; please "
+                f"report it):\n{' '.join(command)}\n{done.stderr[-4000:]}"
+            )
+        return so_file
+
+
+#: Compiler messages that mean the disk, not the code, is the problem.
+_FILESYSTEM_ERRORS = {
+    "No space left on device": errno.ENOSPC,
+    "Disk quota exceeded": errno.EDQUOT,
+    "Read-only file system": errno.EROFS,
+}
+
+
+def _raise_for_filesystem(stderr: str, work: Path) -> None:
+    """Raise OSError when a failed compile was the file system's fault (a full disk), so the
+    cache falls back to another directory and no one is told about a backend bug."""
+    for message, code in _FILESYSTEM_ERRORS.items():
+        if message in stderr:
+            raise OSError(code, f"the C compiler could not write its output: {message}")
+    try:
+        free = shutil.disk_usage(work).free
+    except OSError:
+        return
+    if free < 1 << 20:
+        raise OSError(errno.ENOSPC, f"the C compiler failed with {free} bytes free on the disk")
