@@ -13,19 +13,40 @@ from opgraph.core.tensor_type import TensorType
 
 
 class Tensor:
-    """A host tensor. ``buffer`` is a C-contiguous numpy array of exactly the element type's
-    dtype; it is owned by the tensor or wraps the caller's array zero-copy."""
+    """A host tensor. ``buffer`` is a C-contiguous, writeable numpy array of exactly the
+    element type's dtype and the tensor's shape; it is owned by the tensor or wraps the
+    caller's array zero-copy.
 
-    __slots__ = ("buffer", "type")
+    The tensor keeps its own *view* of the array, which cannot be resized (it does not own its
+    data), so the memory it points at stays put. Assigning ``buffer`` runs the checks of
+    ``create_tensor``; the array's flags and metadata can still be changed in place, so every
+    ``Executable.call`` checks each buffer again (``runtime.validation``) before any write.
+    """
+
+    __slots__ = ("_buffer", "type")
 
     type: TensorType
-    buffer: np.ndarray
+    _buffer: np.ndarray
 
     def __init__(self, element_type: Any, shape: Any, buffer: np.ndarray | None = None) -> None:
         et = as_element_type(element_type)
         dims = as_shape(shape)
         self.type = TensorType(et, dims)
-        self.buffer = _wrap(buffer, et, dims) if buffer is not None else np.zeros(dims, et.dtype)
+        if buffer is None:
+            self._buffer = np.zeros(dims, et.dtype).view()
+        else:
+            self._buffer = _wrap(buffer, et, dims, "create_tensor")
+
+    @property
+    def buffer(self) -> np.ndarray:
+        """The array holding the values (zero-copy: writes to it change the tensor)."""
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, array: np.ndarray) -> None:
+        # Validated like create_tensor: a short, strided, read-only or wrongly typed array
+        # would otherwise let a backend write past it or into immutable memory.
+        self._buffer = _wrap(array, self.element_type, self.shape, "Tensor.buffer")
 
     @property
     def element_type(self) -> ElementType:
@@ -73,24 +94,20 @@ def _from_python(value: Any, et: ElementType) -> np.ndarray:
     return array.astype(et.dtype)
 
 
-def _wrap(buffer: Any, et: ElementType, shape: Shape) -> np.ndarray:
+def _wrap(buffer: Any, et: ElementType, shape: Shape, where: str) -> np.ndarray:
+    """A view of ``buffer`` with ``shape`` after checking it can back a tensor of that type."""
     if not isinstance(buffer, np.ndarray):
-        raise CallTypeError(
-            f"create_tensor: buffer must be a numpy array, got {type(buffer).__name__}"
-        )
+        raise CallTypeError(f"{where}: buffer must be a numpy array, got {type(buffer).__name__}")
     if buffer.dtype != et.dtype:
         raise CallTypeError(
-            f"create_tensor: buffer dtype {buffer.dtype} does not match element type {et.name} "
+            f"{where}: buffer dtype {buffer.dtype} does not match element type {et.name} "
             f"({et.dtype})"
         )
     if not buffer.flags.c_contiguous:
-        raise GraphError("create_tensor: buffer must be C-contiguous (use np.ascontiguousarray)")
+        raise GraphError(f"{where}: buffer must be C-contiguous (use np.ascontiguousarray)")
     if not buffer.flags.writeable:
-        raise GraphError("create_tensor: buffer must be writeable")
-    if buffer.shape != shape:
-        if buffer.size != int(np.prod(shape)):
-            raise GraphError(
-                f"create_tensor: buffer shape {list(buffer.shape)} does not match {list(shape)}"
-            )
-        buffer = buffer.reshape(shape)  # a view: still zero-copy
-    return buffer
+        raise GraphError(f"{where}: buffer must be writeable")
+    if buffer.shape != shape and buffer.size != int(np.prod(shape)):
+        raise GraphError(f"{where}: buffer shape {list(buffer.shape)} does not match {list(shape)}")
+    # A view (still zero-copy) that cannot be resized, so its data address never changes.
+    return buffer.reshape(shape)

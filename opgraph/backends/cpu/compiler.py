@@ -2,20 +2,21 @@
 
 A module is cached under ``<cache_dir>/<key>.so`` where the key hashes the source, the flags,
 the compiler's identity, the CPU (``-march=native`` output differs between machines) and the
-BLAS library. Files are written atomically (a private temporary file, then ``os.replace``), so
-concurrent compilers of the same module, in threads or processes, never see a partial file.
+BLAS library. The cache itself — directory checks, integrity records, atomic installs,
+repair, fallback and eviction — is :mod:`opgraph.backends.cpu.cache`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import hashlib
 import logging
 import os
 import platform
+import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from opgraph.backends.cpu.cache import ModuleCache, module_cache
 from opgraph.backends.cpu.codegen import runtime
 from opgraph.backends.cpu.config import CpuConfig, resolve_compiler
 from opgraph.core.errors import OpgraphError
@@ -173,15 +175,20 @@ class Toolchain:
                 _RUNTIMES[key] = found
             return found
 
+    @property
+    def cache(self) -> ModuleCache:
+        return module_cache(self.config.cache_dir, self.config.cache_max)
+
     def _build_runtime(self) -> ctypes.CDLL:
         flags = ["-O2", "-fPIC", "-shared", "-pthread", "-pipe", "-w"]
         parts = [runtime.SOURCE, " ".join(flags), _compiler_identity(self.require_compiler())]
-        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
-        path = self.config.cache_dir / f"{key}-runtime.so"
-        if not path.exists():
-            self.config.cache_dir.mkdir(parents=True, exist_ok=True)
-            self._run_compiler(runtime.SOURCE, path, flags, [])
-        return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40] + "-runtime"
+
+        def build(work: Path, name: str) -> Path:
+            return self._run_compiler(runtime.SOURCE, work, name, flags, [])
+
+        library, _, _ = self.cache.load(key, build, ctypes.RTLD_GLOBAL)
+        return library
 
     def build(
         self,
@@ -201,64 +208,53 @@ class Toolchain:
         """
         self.runtime()
         key = self.key(source, needs)
-        cache = self.config.cache_dir
-        path = cache / f"{key}.so"
-        hit = path.exists()
-        if hit:
-            log.debug("compile cache hit: %s", path)
-        else:
-            log.info("compile cache miss: %s", path)
-            cache.mkdir(parents=True, exist_ok=True)
-            self._compile(source, path, needs, tuple(units) or (source,), progress)
-        with _load_lock:
-            library = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)  # after the runtime
-        return CompiledModule(library, path, key, hit)
-
-    def _compile(
-        self,
-        source: str,
-        target: Path,
-        needs: frozenset[str],
-        units: tuple[str, ...],
-        progress: Progress | None,
-    ) -> None:
         flags = self.flags(needs)
         libraries = [f for f in flags if f.startswith(("-l", "-L", "-Wl"))]
         options = [f for f in flags if f not in libraries]
-        self._run_compiler(source, target, options, libraries, units, progress)
+        parts = tuple(units) or (source,)
+
+        def build(work: Path, name: str) -> Path:
+            log.info("compile cache miss: %s", name)
+            return self._run_compiler(source, work, name, options, libraries, parts, progress)
+
+        library, path, hit = self.cache.load(key, build, ctypes.RTLD_LOCAL)  # after the runtime
+        if hit:
+            log.debug("compile cache hit: %s", path)
+        return CompiledModule(library, path, key, hit)
 
     def _run_compiler(
         self,
         source: str,
-        target: Path,
+        work: Path,
+        name: str,
         options: list[str],
         libraries: list[str],
         units: tuple[str, ...] = (),
         progress: Progress | None = None,
-    ) -> None:
+    ) -> Path:
+        """Compile ``source`` into ``work/<name>.so`` (beside ``work/<name>.c``), from its
+        ``units`` compiled in parallel when there are several; gcc's own temporary files go to
+        ``work`` too, so a killed compile leaves nothing elsewhere."""
         compiler = self.require_compiler()
-        directory = target.parent
-        with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as work:
-            c_file = Path(work) / f"{target.stem}.c"
-            c_file.write_text(source)
-            so_file = Path(work) / target.name
-            started = time.perf_counter()
-            if len(units) > 1:
-                self._compile_units(units, Path(work), so_file, options, libraries, progress)
-            else:
-                if progress is not None:
-                    progress(0, 1)
-                _run([compiler, *options, str(c_file), "-o", str(so_file), *libraries])
-                if progress is not None:
-                    progress(1, 1)
-            log.info(
-                "C compiler built %s from %d unit(s) in %.2f s",
-                target.name,
-                max(1, len(units)),
-                time.perf_counter() - started,
-            )
-            os.replace(c_file, directory / f"{target.stem}.c")  # kept for reading
-            os.replace(so_file, target)  # atomic: readers see no file or the whole one
+        c_file = work / f"{name}.c"
+        c_file.write_text(source)
+        so_file = work / f"{name}.so"
+        started = time.perf_counter()
+        if len(units) > 1:
+            self._compile_units(units, work, so_file, options, libraries, progress)
+        else:
+            if progress is not None:
+                progress(0, 1)
+            _run([compiler, *options, str(c_file), "-o", str(so_file), *libraries], work)
+            if progress is not None:
+                progress(1, 1)
+        log.info(
+            "C compiler built %s from %d unit(s) in %.2f s",
+            so_file.name,
+            max(1, len(units)),
+            time.perf_counter() - started,
+        )
+        return so_file
 
     def _compile_units(
         self,
@@ -282,29 +278,59 @@ class Toolchain:
             progress(0, len(units))
         jobs = max(1, min(self.config.num_threads, len(units)))
         with ThreadPoolExecutor(jobs, thread_name_prefix="opgraph-cc") as pool:
-            running = [pool.submit(_timed_run, command) for command in commands]
+            running = [pool.submit(_timed_run, command, work) for command in commands]
             for done, future in enumerate(as_completed(running), start=1):
                 seconds = future.result()  # the first failure raises; the rest still finish
                 log.debug("C compiler: %d of %d units done (%.2f s)", done, len(units), seconds)
                 if progress is not None:
                     progress(done, len(units))
-        _run([compiler, *options, *map(str, objects), "-o", str(so_file), *libraries])
+        _run([compiler, *options, *map(str, objects), "-o", str(so_file), *libraries], work)
 
 
-def _timed_run(command: list[str]) -> float:
+def _timed_run(command: list[str], work: Path) -> float:
     started = time.perf_counter()
-    _run(command)
+    _run(command, work)
     return time.perf_counter() - started
 
 
-def _run(command: list[str]) -> None:
-    """Run the C compiler; a failure is a CompilerError with its command and output."""
+def _run(command: list[str], work: Path) -> None:
+    """Run the C compiler with its temporary files in ``work``; a failure is an OSError when
+    the file system is at fault (a full disk), else a CompilerError with command and output."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "TMPDIR": str(work)},
+        )
     except OSError as error:
         raise _no_compiler(command[0], str(error)) from None
     if done.returncode != 0:
+        _raise_for_filesystem(done.stderr, work)
         raise CompilerError(
             f"the C compiler failed on generated code (a CPU backend bug; please "
             f"report it):\n{' '.join(command)}\n{done.stderr[-4000:]}"
         )
+
+
+#: Compiler messages that mean the disk, not the code, is the problem.
+_FILESYSTEM_ERRORS = {
+    "No space left on device": errno.ENOSPC,
+    "Disk quota exceeded": errno.EDQUOT,
+    "Read-only file system": errno.EROFS,
+}
+
+
+def _raise_for_filesystem(stderr: str, work: Path) -> None:
+    """Raise OSError when a failed compile was the file system's fault (a full disk), so the
+    cache falls back to another directory and no one is told about a backend bug."""
+    for message, code in _FILESYSTEM_ERRORS.items():
+        if message in stderr:
+            raise OSError(code, f"the C compiler could not write its output: {message}")
+    try:
+        free = shutil.disk_usage(work).free
+    except OSError:
+        return
+    if free < 1 << 20:
+        raise OSError(errno.ENOSPC, f"the C compiler failed with {free} bytes free on the disk")

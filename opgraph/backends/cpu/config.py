@@ -3,27 +3,40 @@
 Everything else takes a :class:`CpuConfig` explicitly. ``default_config()`` builds one from the
 environment once per process:
 
-* ``OPGRAPH_CPU_CACHE_DIR``: where compiled modules are cached (default
-  ``$XDG_CACHE_HOME/opgraph/cpu`` or ``~/.cache/opgraph/cpu``);
 * ``OPGRAPH_CC``: the C compiler (a path, or a command looked up on ``PATH``). When it is set,
   it is the only compiler tried: one that does not exist makes the CPU backend unavailable
   with a message naming the variable (never a silent fall back to ``gcc``);
 * ``CC``: the C compiler when ``OPGRAPH_CC`` is not set (skipped when it is not found, as
   build tools do), then ``gcc``, then ``cc``;
+* ``OPGRAPH_CACHE_DIR`` (or its older name ``OPGRAPH_CPU_CACHE_DIR``): where compiled modules
+  are cached (default ``$XDG_CACHE_HOME/opgraph/cpu`` or ``~/.cache/opgraph/cpu``);
+* ``OPGRAPH_CACHE_MAX``: the cache's size limit in bytes, with an optional K/M/G/T suffix
+  (powers of 1024; default 1G);
 * ``OPGRAPH_NUM_THREADS``: threads per parallel kernel (default: the number of CPUs, at most 8).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opgraph.core.errors import OpgraphError
+
 #: Work (elements times per-element cost) below which a kernel runs serially: an OpenMP region
 #: costs about a microsecond, a serial element about a nanosecond.
 DEFAULT_PARALLEL_THRESHOLD = 32768
+
+#: The compile cache's default size limit: least recently used modules are evicted above it.
+DEFAULT_CACHE_MAX = 1 << 30
+
+
+class ConfigError(OpgraphError, ValueError):
+    """An environment variable of the CPU backend has a value it cannot use."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,8 @@ class CpuConfig:
         optimize: run the default optimization pipeline (``opgraph.passes.optimize``) when it
             exists.
         extra_cflags: appended to the compiler flags (part of the cache key).
+        cache_max: the compile cache's size limit in bytes (least recently used modules are
+            evicted above it).
     """
 
     cache_dir: Path
@@ -47,17 +62,11 @@ class CpuConfig:
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD
     optimize: bool = True
     extra_cflags: tuple[str, ...] = field(default=())
+    cache_max: int = DEFAULT_CACHE_MAX
 
     def with_compiler(self, compiler: str | None) -> CpuConfig:
         """This configuration with another compiler (a path or a name on ``PATH``)."""
-        return CpuConfig(
-            self.cache_dir,
-            compiler,
-            self.num_threads,
-            self.parallel_threshold,
-            self.optimize,
-            self.extra_cflags,
-        )
+        return dataclasses.replace(self, compiler=compiler)
 
 
 def resolve_compiler(name: str | None) -> str | None:
@@ -70,7 +79,7 @@ def resolve_compiler(name: str | None) -> str | None:
 
 
 def _default_cache_dir() -> Path:
-    explicit = os.environ.get("OPGRAPH_CPU_CACHE_DIR")
+    explicit = os.environ.get("OPGRAPH_CACHE_DIR") or os.environ.get("OPGRAPH_CPU_CACHE_DIR")
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME")
@@ -101,6 +110,27 @@ def compiler_problem() -> str:
     return ""
 
 
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
+
+
+def parse_size(text: str, name: str = "OPGRAPH_CACHE_MAX") -> int:
+    """Bytes from ``"1073741824"``, ``"500M"``, ``"2G"``, ``"1.5GiB"`` (K/M/G/T are powers of
+    1024). Raises ConfigError naming ``name`` otherwise."""
+    match = _SIZE.fullmatch(text)
+    if not match:
+        raise ConfigError(
+            f"{name}={text!r} is not a size: expected bytes or a number with a K, M, G or T "
+            "suffix, e.g. 500M or 2G"
+        )
+    number, unit = match.groups()
+    return int(float(number) * 1024 ** "_kmgt".index(unit.lower() or "_"))
+
+
+def _default_cache_max() -> int:
+    raw = os.environ.get("OPGRAPH_CACHE_MAX")
+    return parse_size(raw) if raw else DEFAULT_CACHE_MAX
+
+
 def _default_compiler() -> str | None:
     explicit = os.environ.get("OPGRAPH_CC")
     if explicit:  # the user's explicit choice: no fall back (compiler_problem says why)
@@ -126,4 +156,5 @@ def default_config() -> CpuConfig:
         cache_dir=_default_cache_dir(),
         compiler=_default_compiler(),
         num_threads=_default_threads(),
+        cache_max=_default_cache_max(),
     )

@@ -27,7 +27,7 @@ from opgraph.core.function import Function
 from opgraph.core.printing import format_node, value_names
 from opgraph.runtime.backend import Executable
 from opgraph.runtime.tensor import Tensor
-from opgraph.runtime.validation import validate_call
+from opgraph.runtime.validation import PAIRWISE_LIMIT, overlapping_pair, validate_call
 
 
 class CpuExecutable(Executable):
@@ -69,6 +69,7 @@ class CpuExecutable(Executable):
         self._sizes = [t.nbytes for t in types]
         self._expected = [(t.element_type, t.shape) for t in types]
         self._num_in, self._num_out = len(self.parameter_types), len(self.result_types)
+        self._has_empty = 0 in self._sizes
         self._seen_types: list[object] = [None] * len(types)
         self._last_buffers: list[tuple[Any, int]] = [(_dead, 0)] * len(types)
 
@@ -113,38 +114,66 @@ class CpuExecutable(Executable):
         self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]
     ) -> list[int] | None:
         """The buffer addresses (inputs, then outputs), or None when a count, class, element
-        type or shape is wrong or a result tensor overlaps another tensor.
+        type, shape or buffer is wrong or a result tensor overlaps another tensor (then
+        ``validate_call`` says which).
 
         Per argument position, the last TensorType object that passed and the last buffer's
         address (through a weak reference) are remembered, so calling again with the same
-        tensors costs a few identity tests. C-contiguous buffers: address ranges decide
-        overlap exactly, as ``np.may_share_memory`` does."""
+        tensors costs a few identity tests. A tensor's array is its own view, which cannot be
+        resized, so its address never changes; its dtype, shape, strides and writeable flag
+        can change in place, so they are checked on every call. C-contiguous buffers: address
+        ranges decide overlap exactly, as ``np.may_share_memory`` does."""
+        if inputs.__class__ not in _SEQUENCES or outputs.__class__ not in _SEQUENCES:
+            return None
         if len(inputs) != self._num_in or len(outputs) != self._num_out:
             return None
         tensors = (*inputs, *outputs)
         pointers: list[int] = []
-        seen, last, expected = self._seen_types, self._last_buffers, self._expected
+        seen, last, expected, sizes = (
+            self._seen_types,
+            self._last_buffers,
+            self._expected,
+            self._sizes,
+        )
+        num_in, ndarray = self._num_in, np.ndarray
         for i, tensor in enumerate(tensors):
             if tensor.__class__ is not Tensor:
                 return None
             t = tensor.type
+            element_type, shape = expected[i]
             if t is not seen[i]:
-                element_type, shape = expected[i]
                 if t.element_type is not element_type or t.shape != shape:
                     return None
                 seen[i] = t
-            buffer = tensor.buffer
+            buffer = tensor._buffer
+            if buffer.__class__ is not ndarray:
+                return None
+            dtype = buffer.dtype
+            if (dtype is not element_type.dtype and dtype != element_type.dtype) or (
+                buffer.shape != shape
+            ):  # with the dtype, the shape fixes the byte size
+                return None
+            flags = buffer.flags
+            if not (flags.carray if i >= num_in else flags.c_contiguous):  # carray: writeable
+                return None
             ref, pointer = last[i]
             if ref() is not buffer:
                 pointer = address(buffer)
                 last[i] = (weakref.ref(buffer), pointer)
             pointers.append(pointer)
-        sizes = self._sizes
-        for i in range(self._num_in, len(tensors)):
+        if self._has_empty:  # empty buffers overlap nothing; the same tensor twice still counts
+            out_ids = {id(t) for t in outputs}
+            if len(out_ids) != len(outputs) or any(id(t) in out_ids for t in inputs):
+                return None
+        if len(tensors) > PAIRWISE_LIMIT:
+            if overlapping_pair(list(zip(pointers, sizes, strict=True)), num_in) is not None:
+                return None
+            return pointers
+        for i in range(num_in, len(tensors)):
             p, n = pointers[i], sizes[i]
             for j in range(i):
                 q, m = pointers[j], sizes[j]
-                if tensors[i] is tensors[j] or (n and m and p < q + m and q < p + n):
+                if n and m and p < q + m and q < p + n:
                     return None
         return pointers
 
@@ -190,6 +219,9 @@ class CpuExecutable(Executable):
     def source(self) -> str:
         """The generated C source."""
         return self.generated.source
+
+
+_SEQUENCES = (list, tuple)
 
 
 def _dead() -> None:

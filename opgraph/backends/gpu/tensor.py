@@ -9,11 +9,18 @@ import numpy as np
 
 from opgraph.backends.gpu.device import DeviceBuffer, DeviceRuntime
 from opgraph.core.element_type import ElementType, as_element_type
-from opgraph.core.errors import AliasingError, CallTypeError, GraphError
+from opgraph.core.errors import CallTypeError, GraphError
 from opgraph.core.shape import as_shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.runtime.tensor import Tensor
-from opgraph.runtime.validation import validate_call
+from opgraph.runtime.validation import (
+    check_aliasing,
+    check_buffer,
+    check_lists,
+    check_types,
+    host_span,
+    validate_call,
+)
 
 
 class DeviceTensor(Tensor):
@@ -44,10 +51,14 @@ class DeviceTensor(Tensor):
         self.ptr = ptr
 
     @property
-    def buffer(self) -> np.ndarray:  # type: ignore[override]
+    def buffer(self) -> np.ndarray:
         raise GraphError(
             f"{self!r} lives in device memory and has no host buffer; read() copies it"
         )
+
+    @buffer.setter
+    def buffer(self, array: np.ndarray) -> None:
+        raise GraphError(f"{self!r} lives in device memory; write() copies an array into it")
 
     @property
     def nbytes(self) -> int:
@@ -107,63 +118,25 @@ def check_call(
     fn_name: str,
 ) -> None:
     """The checks of ``runtime.validation.validate_call``, for host and device tensors:
-    counts, types and shapes, then aliasing (device tensors by address range)."""
-    device = [t for t in (*outputs, *inputs) if isinstance(t, DeviceTensor)]
-    if not device:
+    counts, types and shapes, host buffers, then aliasing (by address range within host
+    memory and within each device; linear in the number of tensors)."""
+    check_lists(outputs, inputs, fn_name)
+    if not any(isinstance(t, DeviceTensor) for t in (*outputs, *inputs)):
         validate_call(outputs, inputs, result_types, parameter_types, fn_name)
         return
-    host = [t for t in (*outputs, *inputs) if not isinstance(t, DeviceTensor)]
-    _check_types(outputs, result_types, "output", "result", fn_name)
-    _check_types(inputs, parameter_types, "input", "parameter", fn_name)
-    for i, out in enumerate(outputs):
-        for j in range(i):
-            if _overlap(out, outputs[j]):
-                raise AliasingError(
-                    f"{fn_name}: outputs {j} and {i} share memory; each result needs its own tensor"
-                )
-        for j, arg in enumerate(inputs):
-            if _overlap(out, arg):
-                raise AliasingError(
-                    f"{fn_name}: output {i} shares memory with input {j}; an argument tensor "
-                    "may not also receive a result"
-                )
-    del host
-
-
-def _check_types(
-    tensors: Sequence[Tensor], types: Sequence[TensorType], what: str, role: str, fn_name: str
-) -> None:
-    if len(tensors) != len(types):
-        raise GraphError(f"{fn_name}: expected {len(types)} {what} tensor(s), got {len(tensors)}")
-    for i, (tensor, expected) in enumerate(zip(tensors, types, strict=True)):
-        if not isinstance(tensor, Tensor):
-            raise CallTypeError(
-                f"{fn_name}: {what} {i} must be a Tensor from backend.create_tensor, got "
-                f"{type(tensor).__name__}"
-            )
-        if tensor.element_type is not expected.element_type:
-            raise CallTypeError(
-                f"{fn_name}: {what} {i} has element type {tensor.element_type.name}, {role} {i} "
-                f"has {expected.element_type.name}"
-            )
-        if tensor.shape != expected.shape:
-            raise GraphError(
-                f"{fn_name}: {what} {i} has shape {list(tensor.shape)}, {role} {i} has "
-                f"{list(expected.shape)}"
-            )
-
-
-def _overlap(a: Tensor, b: Tensor) -> bool:
-    if a is b:
-        return True
-    a_dev, b_dev = isinstance(a, DeviceTensor), isinstance(b, DeviceTensor)
-    if a_dev != b_dev:
-        return False
-    if a_dev and b_dev:
-        assert isinstance(a, DeviceTensor) and isinstance(b, DeviceTensor)
-        if a.runtime is not b.runtime or not a.nbytes or not b.nbytes:
-            return False
-        return a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
-    if a.buffer.size == 0 or b.buffer.size == 0:
-        return False
-    return bool(np.may_share_memory(a.buffer, b.buffer))
+    check_types(outputs, result_types, "output", "result", fn_name)
+    check_types(inputs, parameter_types, "input", "parameter", fn_name)
+    for what, tensors, writeable in (("input", inputs, False), ("output", outputs, True)):
+        for i, tensor in enumerate(tensors):
+            if not isinstance(tensor, DeviceTensor):
+                check_buffer(tensor, tensor.type, f"{fn_name}: {what} {i}", writeable)
+    spans: list[tuple[int, int]] = []
+    spaces: list[object] = []
+    for tensor in (*inputs, *outputs):
+        if isinstance(tensor, DeviceTensor):
+            spans.append((tensor.ptr, tensor.nbytes))
+            spaces.append(tensor.runtime)
+        else:
+            spans.append(host_span(tensor))
+            spaces.append(None)
+    check_aliasing(outputs, inputs, spans, fn_name, spaces)

@@ -175,7 +175,7 @@ def test_compile_with_progress_shows_nothing_for_a_backend_without_progress():
 
 
 def _run_with_log(value, tmp_path):
-    env = {**os.environ, "OPGRAPH_CPU_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "OPGRAPH_CACHE_DIR": str(tmp_path), "OPGRAPH_CPU_CACHE_DIR": str(tmp_path)}
     env.pop("OPGRAPH_LOG", None)
     if value is not None:
         env["OPGRAPH_LOG"] = value

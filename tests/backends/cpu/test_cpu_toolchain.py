@@ -56,7 +56,7 @@ def test_concurrent_compiles_write_atomically(tmp_path):
     assert len({r.compiled.key for r in results}) == 1
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".build-")]
     assert leftovers == []
-    assert all(p.suffix in (".so", ".c") for p in tmp_path.iterdir())
+    assert all(p.suffix in (".so", ".c", ".json", ".lock") for p in tmp_path.iterdir())
     x = np.ones(5, np.float32)
     for exe in results:
         np.testing.assert_allclose(exe(x)[0], np.exp(-x), rtol=1e-6)
