@@ -151,41 +151,48 @@ class TensorReader:
 def tensors_of(model: Any) -> Iterator[tuple[Any, str]]:
     """Every TensorProto of ``model`` (initializers, sparse parts, node attributes in every
     subgraph and local function), each with a description of where it is."""
+    for item, where in protos_of(model):
+        if hasattr(item, "indices"):  # a SparseTensorProto
+            yield item.values, where
+            yield item.indices, where
+        else:
+            yield item, where
+
+
+def protos_of(model: Any) -> Iterator[tuple[Any, str]]:
+    """Every TensorProto and SparseTensorProto of ``model``, with where it is."""
     if model.HasField("graph"):
-        yield from _graph_tensors(model.graph, "graph")
+        yield from _graph_protos(model.graph, "graph")
     for function in model.functions:
         for node in function.node:
-            yield from _node_tensors(node, f"function {function.name!r}")
+            yield from _node_protos(node, f"function {function.name!r}")
 
 
-def _graph_tensors(graph: Any, where: str) -> Iterator[tuple[Any, str]]:
+def _graph_protos(graph: Any, where: str) -> Iterator[tuple[Any, str]]:
     for tensor in graph.initializer:
         yield tensor, f"{where} initializer"
     for sparse in graph.sparse_initializer:
-        yield sparse.values, f"{where} sparse initializer"
-        yield sparse.indices, f"{where} sparse initializer"
+        yield sparse, f"{where} sparse initializer"
     for node in graph.node:
-        yield from _node_tensors(node, where)
+        yield from _node_protos(node, where)
 
 
-def _node_tensors(node: Any, where: str) -> Iterator[tuple[Any, str]]:
+def _node_protos(node: Any, where: str) -> Iterator[tuple[Any, str]]:
     label = f"ONNX node {node.name or '<unnamed>'!r} ({node.op_type})"
     for attribute in node.attribute:
         at = f"{label} attribute {attribute.name!r}"
         if attribute.HasField("t"):
             yield attribute.t, at
         if attribute.HasField("sparse_tensor"):
-            yield attribute.sparse_tensor.values, at
-            yield attribute.sparse_tensor.indices, at
+            yield attribute.sparse_tensor, at
         for tensor in attribute.tensors:
             yield tensor, at
         for sparse in attribute.sparse_tensors:
-            yield sparse.values, at
-            yield sparse.indices, at
+            yield sparse, at
         if attribute.HasField("g"):
-            yield from _graph_tensors(attribute.g, f"{at} subgraph")
+            yield from _graph_protos(attribute.g, f"{at} subgraph")
         for graph in attribute.graphs:
-            yield from _graph_tensors(graph, f"{at} subgraph")
+            yield from _graph_protos(graph, f"{at} subgraph")
 
 
 def _entries(tensor: Any, label: str) -> dict[str, str]:

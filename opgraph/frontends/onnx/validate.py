@@ -20,7 +20,7 @@ from typing import Any
 
 from opgraph.core.errors import ConversionError
 from opgraph.core.node import Output
-from opgraph.frontends.onnx.tensors import EXTERNAL, tensors_of
+from opgraph.frontends.onnx.tensors import EXTERNAL, protos_of, tensors_of
 from opgraph.frontends.onnx.types import onnx_type_name, to_onnx
 
 _CONTEXT = re.compile(r"Bad node spec for node\. Name: (.*) OpType: (\S*)")
@@ -100,16 +100,24 @@ def _for_checker(model: Any) -> Any:
         return model
     copy = type(model)()
     copy.CopyFrom(model)
-    for tensor, _ in tensors_of(copy):
-        if tensor.data_location == EXTERNAL:
-            tensor.ClearField("external_data")
-            tensor.data_location = 0
-            del tensor.dims[:]
-            tensor.dims.append(0)
+    for item, _ in protos_of(copy):
+        parts = [item.values, item.indices] if hasattr(item, "indices") else [item]
+        if any(part.data_location == EXTERNAL for part in parts):
+            for part in parts:  # a sparse tensor's values and indices must agree: empty both
+                _empty(part)
     for info in [*copy.graph.input, *copy.graph.output]:
         if info.type.WhichOneof("value") == "tensor_type":
             info.type.tensor_type.shape.SetInParent()
     return copy
+
+
+def _empty(tensor: Any) -> None:
+    """Make ``tensor`` an inline tensor with no elements (keeping its name and type)."""
+    tensor.ClearField("external_data")
+    tensor.ClearField("raw_data")
+    tensor.data_location = 0
+    del tensor.dims[:]
+    tensor.dims.append(0)
 
 
 def _check_names(graph: Any) -> None:
