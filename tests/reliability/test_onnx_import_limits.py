@@ -415,3 +415,36 @@ def test_input_shapes_are_checked(shapes, message):
     with pytest.raises(og.ConversionError, match=message):
         import_model(model, input_shapes=shapes)
     assert import_model(model, input_shapes={"x": np.array([3])}).parameters[0].shape == (3,)
+
+
+def test_load_for_sessions_inlines_a_paths_external_data_through_the_reader(victim):
+    """``importer._load`` (used by InferenceSession) reads a path's external data into the
+    proto, from the model's directory only."""
+    from opgraph.frontends.onnx.importer import _load
+
+    (victim / "data.bin").write_bytes(SECRET)
+    path = victim / "m.onnx"
+    onnx.save(_constant("data.bin"), str(path))
+    (y,) = _run(import_model(_load(str(path))))
+    assert y.tobytes() == SECRET
+    onnx.save(_constant("../home/.ssh/id_rsa"), str(path))
+    with pytest.raises(og.ConversionError, match="contains '..'"):
+        _load(str(path))
+
+
+def test_the_checker_never_sees_more_than_protobufs_limit(monkeypatch):
+    """A model over 2 GiB cannot be serialized for onnx.checker: its large tensors are
+    emptied in the checker's copy (the limit is lowered here to test it)."""
+    from opgraph.frontends.onnx import validate
+
+    monkeypatch.setattr(validate, "_MAXIMUM_PROTOBUF", 1 << 20)
+    weights = np.ones((1024, 512), np.float32)  # 2 MiB
+    model = _model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        [vi("x", TensorProto.FLOAT, [1, 1024])],
+        [vi("y", TensorProto.FLOAT, [1, 512])],
+        [numpy_helper.from_array(weights, "w")],
+    )
+    assert validate._for_checker(model).ByteSize() < 1 << 20
+    (y,) = _run(import_model(model), np.ones((1, 1024), np.float32))
+    assert y.shape == (1, 512) and float(y[0, 0]) == 1024.0

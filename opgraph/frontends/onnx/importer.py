@@ -34,6 +34,7 @@ from opgraph.frontends.onnx.validate import (
     check_input_types,
     check_model,
 )
+from opgraph.frontends.onnx.validate import check_names as _check_names  # noqa: F401 - session
 
 OLDEST_OPSET = 1
 #: The default of ``import_model(max_unroll=)``: Loop, Scan and recurrent iterations unrolled.
@@ -83,7 +84,7 @@ def import_model(
     Example:
         >>> fn = import_model("bert.onnx", input_shapes={"input_ids": (1, 128)})
     """
-    proto, own_dir = _load(model)
+    proto, own_dir = _load_lazily(model)
     importer = Importer(proto, _input_shapes(input_shapes), initializers_as_parameters, progress)
     importer.constant_inputs = dict(constant_inputs or {})
     importer.tensors = TensorReader(base_dir if base_dir is not None else own_dir)
@@ -91,7 +92,17 @@ def import_model(
     return importer.run()
 
 
-def _load(model: Any) -> tuple[Any, str | None]:
+def _load(model: Any) -> Any:
+    """The ModelProto of a path, bytes or ModelProto; a path's external data is read into it
+    (through the TensorReader, from the model's directory only). For callers that keep the
+    proto (``InferenceSession``); ``import_model`` reads external data lazily instead."""
+    proto, own_dir = _load_lazily(model)
+    if own_dir is not None:
+        TensorReader(own_dir).inline_all(proto)
+    return proto
+
+
+def _load_lazily(model: Any) -> tuple[Any, str | None]:
     """The ModelProto and, for a path, its directory (external data is read only there)."""
     import onnx
 

@@ -77,6 +77,14 @@ class TensorReader:
             if tensor.data_location == EXTERNAL:
                 self.resolve(tensor, where)
 
+    def inline_all(self, model: Any) -> None:
+        """Read every external tensor of ``model`` (which the caller owns) into it."""
+        self.check_locations(model)
+        for tensor, where in tensors_of(model):
+            if tensor.data_location == EXTERNAL:
+                label = f"{where}: tensor {tensor.name!r}"
+                tensor.CopyFrom(self._inline(tensor, _dims(tensor.dims, label), label))
+
     def resolve(self, tensor: Any, where: str) -> str:
         """The real path of ``tensor``'s external data file; ConversionError when forbidden."""
         label = f"{where}: tensor {tensor.name!r}"

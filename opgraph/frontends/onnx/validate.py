@@ -20,9 +20,10 @@ from typing import Any
 
 from opgraph.core.errors import ConversionError
 from opgraph.core.node import Output
-from opgraph.frontends.onnx.tensors import EXTERNAL, protos_of, tensors_of
+from opgraph.frontends.onnx.tensors import EXTERNAL, protos_of
 from opgraph.frontends.onnx.types import onnx_type_name, to_onnx
 
+_MAXIMUM_PROTOBUF = 2**31 - 1
 _CONTEXT = re.compile(r"Bad node spec for node\. Name: (.*) OpType: (\S*)")
 
 
@@ -31,7 +32,7 @@ def check_header(model: Any) -> None:
     installed onnx defines, or with a graph output declared twice; ConversionError."""
     if not model.HasField("graph"):
         raise ConversionError("the model has no graph (only its header was found)")
-    _check_names(model.graph)
+    check_names(model.graph)
     _check_opsets(model)
     _check_unique_outputs(model.graph)
 
@@ -81,29 +82,37 @@ def _message(text: str) -> str:
 
 
 def _for_checker(model: Any) -> Any:
-    """``model``, or a copy with two checker rules relaxed, when they apply:
+    """``model``, or a copy with checker rules relaxed, when they apply:
 
     * external tensors become empty inline ones: the checker would look for their files
       relative to the working directory; the TensorReader alone decides what is read;
+    * in a model over protobuf's 2 GiB limit (the checker needs it serialized), tensors over
+      1 MiB become empty too; the TensorReader checks their sizes when it decodes them;
     * a main-graph input or output declared without a shape (unknown rank, which onnxruntime
       accepts) gets an empty one: the checker demands the field, and with no shape inference
       it reads nothing from it.
     """
-    external = [t for t, _ in tensors_of(model) if t.data_location == EXTERNAL]
+    too_big = model.ByteSize() > _MAXIMUM_PROTOBUF
+    emptied = [
+        index
+        for index, (item, _) in enumerate(protos_of(model))
+        if any(part.data_location == EXTERNAL for part in _parts(item))
+        or (too_big and item.ByteSize() > 1 << 20)
+    ]
     unshaped = [
         info
         for info in [*model.graph.input, *model.graph.output]
         if info.type.WhichOneof("value") == "tensor_type"
         and not info.type.tensor_type.HasField("shape")
     ]
-    if not external and not unshaped:
+    if not emptied and not unshaped:
         return model
     copy = type(model)()
     copy.CopyFrom(model)
-    for item, _ in protos_of(copy):
-        parts = [item.values, item.indices] if hasattr(item, "indices") else [item]
-        if any(part.data_location == EXTERNAL for part in parts):
-            for part in parts:  # a sparse tensor's values and indices must agree: empty both
+    chosen = set(emptied)
+    for index, (item, _) in enumerate(protos_of(copy)):
+        if index in chosen:
+            for part in _parts(item):  # a sparse tensor's values and indices must agree
                 _empty(part)
     for info in [*copy.graph.input, *copy.graph.output]:
         if info.type.WhichOneof("value") == "tensor_type":
@@ -111,16 +120,22 @@ def _for_checker(model: Any) -> Any:
     return copy
 
 
+def _parts(item: Any) -> list[Any]:
+    """The TensorProtos of a TensorProto (itself) or a SparseTensorProto (values, indices)."""
+    return [item.values, item.indices] if hasattr(item, "indices") else [item]
+
+
 def _empty(tensor: Any) -> None:
     """Make ``tensor`` an inline tensor with no elements (keeping its name and type)."""
-    tensor.ClearField("external_data")
-    tensor.ClearField("raw_data")
+    data = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+    for field in ("external_data", "string_data", *data):
+        tensor.ClearField(field)
     tensor.data_location = 0
     del tensor.dims[:]
     tensor.dims.append(0)
 
 
-def _check_names(graph: Any) -> None:
+def check_names(graph: Any) -> None:
     """Protobuf hands invalid UTF-8 in string fields back as bytes: refuse such models."""
     from onnx import AttributeProto
 
@@ -134,9 +149,9 @@ def _check_names(graph: Any) -> None:
             raise ConversionError("the model is malformed: a node has a non-UTF-8 name field")
         for attribute in node.attribute:
             if attribute.type == AttributeProto.GRAPH:
-                _check_names(attribute.g)
+                check_names(attribute.g)
             for sub in attribute.graphs:
-                _check_names(sub)
+                check_names(sub)
 
 
 # ----------------------------------------------------------------------------- node types
