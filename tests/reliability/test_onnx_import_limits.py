@@ -448,3 +448,17 @@ def test_the_checker_never_sees_more_than_protobufs_limit(monkeypatch):
     assert validate._for_checker(model).ByteSize() < 1 << 20
     (y,) = _run(import_model(model), np.ones((1, 1024), np.float32))
     assert y.shape == (1, 512) and float(y[0, 0]) == 1024.0
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"constant_inputs": 5}, "constant_inputs must map input names to arrays, got int"),
+        ({"constant_inputs": {"x": np.ones(4, np.float32)}}, r"'x' is declared with shape \[3\]"),
+        ({"progress": 5}, "progress must be callable"),
+        ({"base_dir": 5}, "base_dir must be a directory path, got 5"),
+    ],
+)
+def test_keyword_misuse_is_a_conversion_error(keywords, message):
+    with pytest.raises(og.ConversionError, match=message):
+        import_model(_relu(), **keywords)

@@ -84,6 +84,16 @@ def import_model(
     Example:
         >>> fn = import_model("bert.onnx", input_shapes={"input_ids": (1, 128)})
     """
+    if progress is not None and not callable(progress):
+        raise ConversionError(
+            f"progress must be callable as progress(done, total), got {progress!r}"
+        )
+    if constant_inputs is not None and not isinstance(constant_inputs, Mapping):
+        raise ConversionError(
+            f"constant_inputs must map input names to arrays, got {type(constant_inputs).__name__}"
+        )
+    if base_dir is not None and not isinstance(base_dir, str | os.PathLike):
+        raise ConversionError(f"base_dir must be a directory path, got {base_dir!r}")
     proto, own_dir = _load_lazily(model)
     importer = Importer(proto, _input_shapes(input_shapes), initializers_as_parameters, progress)
     importer.constant_inputs = dict(constant_inputs or {})
@@ -129,7 +139,7 @@ class Importer:
     def __init__(
         self,
         model: Any,
-        input_shapes: dict[str, Sequence[int]],
+        input_shapes: dict[str, tuple[int, ...]],
         initializers_as_parameters: bool,
         progress: Progress | None,
     ) -> None:
@@ -192,7 +202,9 @@ class Importer:
             if info.name in self.constant_inputs:
                 where = f"graph input {info.name!r}"
                 element_type = from_onnx(info.type.tensor_type.elem_type, where)
-                ctx.values[info.name] = constant(self.constant_inputs[info.name], element_type)
+                fixed = constant(self.constant_inputs[info.name], element_type)
+                check_declared(info, fixed, "graph input (in constant_inputs)")
+                ctx.values[info.name] = fixed
                 continue
             value = self._parameter(info, initializers.get(info.name), missing)
             if value is not None:
