@@ -101,6 +101,20 @@ class NodeContext:
                 return value
         return default
 
+    def tensor_attr(self, name: str) -> np.ndarray | None:
+        """The value of tensor attribute ``name`` (a ``sparse_tensor`` is densified), or None
+        when unset; external data is read only where the import allows (``tensors.py``)."""
+        for attribute in self.node.attribute:
+            if attribute.name != name:
+                continue
+            where = f"{self.where} attribute {name!r}"
+            if attribute.HasField("sparse_tensor"):
+                return self.importer.tensors.sparse_array(attribute.sparse_tensor, where)
+            if not attribute.HasField("t"):
+                raise self.fail(f"attribute {name!r} is not a tensor")
+            return self.importer.tensors.array(attribute.t, where)
+        return None
+
     def has_attr(self, name: str) -> bool:
         """True when the node sets attribute ``name``."""
         return any(a.name == name for a in self.node.attribute)

@@ -57,9 +57,9 @@ def export_model(fn: Function, opset: int = 17, name: str | None = None) -> Any:
         producer_name="opgraph",
     )
     model.ir_version = onnx.helper.find_min_ir_version_for(list(model.opset_import))
-    try:
-        onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as error:
+    try:  # full_check adds strict type inference: every input type its schema allows
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         raise ConversionError(f"the exported model does not validate: {error}") from error
     return model
 

@@ -26,9 +26,19 @@ from opgraph.frontends.onnx import converters as _converters  # noqa: F401 - reg
 from opgraph.frontends.onnx.context import GraphContext, NodeContext, fold
 from opgraph.frontends.onnx.functions import function_converter
 from opgraph.frontends.onnx.registry import Converter, lookup
+from opgraph.frontends.onnx.tensors import TensorReader
 from opgraph.frontends.onnx.types import from_onnx
+from opgraph.frontends.onnx.validate import (
+    check_declared,
+    check_header,
+    check_input_types,
+    check_model,
+)
+from opgraph.frontends.onnx.validate import check_names as _check_names  # noqa: F401 - session
 
 OLDEST_OPSET = 1
+#: The default of ``import_model(max_unroll=)``: Loop, Scan and recurrent iterations unrolled.
+MAX_UNROLL = 4096
 Progress = Callable[[int, int], None]
 
 
@@ -38,6 +48,9 @@ def import_model(
     initializers_as_parameters: bool = False,
     progress: Progress | None = None,
     constant_inputs: Mapping[str, np.ndarray] | None = None,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+    max_unroll: int = MAX_UNROLL,
 ) -> Function:
     """Convert an ONNX model to a Function.
 
@@ -52,6 +65,11 @@ def import_model(
         constant_inputs: values for graph inputs that should be specialised into Constants
             (e.g. a shape tensor fed as an input; opgraph shapes are static). Those inputs are
             not parameters of the Function.
+        base_dir: the directory external tensor data is read from. A model given as a path
+            reads from its own directory by default; bytes and ModelProtos read no file at all
+            unless this is given. Locations must stay inside it (docs/onnx.md).
+        max_unroll: the most iterations import may unroll, summed over every Loop, Scan and
+            recurrent layer of the model (nested ones included); more is a ConversionError.
 
     Returns:
         The Function; parameters in model input order, results in model output order.
@@ -66,22 +84,46 @@ def import_model(
     Example:
         >>> fn = import_model("bert.onnx", input_shapes={"input_ids": (1, 128)})
     """
-    proto = _load(model)
-    importer = Importer(proto, dict(input_shapes or {}), initializers_as_parameters, progress)
+    if progress is not None and not callable(progress):
+        raise ConversionError(
+            f"progress must be callable as progress(done, total), got {progress!r}"
+        )
+    if constant_inputs is not None and not isinstance(constant_inputs, Mapping):
+        raise ConversionError(
+            f"constant_inputs must map input names to arrays, got {type(constant_inputs).__name__}"
+        )
+    if base_dir is not None and not isinstance(base_dir, str | os.PathLike):
+        raise ConversionError(f"base_dir must be a directory path, got {base_dir!r}")
+    proto, own_dir = _load_lazily(model)
+    importer = Importer(proto, _input_shapes(input_shapes), initializers_as_parameters, progress)
     importer.constant_inputs = dict(constant_inputs or {})
+    importer.tensors = TensorReader(base_dir if base_dir is not None else own_dir)
+    importer.max_unroll = _count(max_unroll, "max_unroll")
     return importer.run()
 
 
 def _load(model: Any) -> Any:
+    """The ModelProto of a path, bytes or ModelProto; a path's external data is read into it
+    (through the TensorReader, from the model's directory only). For callers that keep the
+    proto (``InferenceSession``); ``import_model`` reads external data lazily instead."""
+    proto, own_dir = _load_lazily(model)
+    if own_dir is not None:
+        TensorReader(own_dir).inline_all(proto)
+    return proto
+
+
+def _load_lazily(model: Any) -> tuple[Any, str | None]:
+    """The ModelProto and, for a path, its directory (external data is read only there)."""
     import onnx
 
     if isinstance(model, onnx.ModelProto):
-        return model
+        return model, None
     try:
         if isinstance(model, bytes | bytearray):
-            return onnx.load_from_string(bytes(model))
+            return onnx.load_from_string(bytes(model)), None
         if isinstance(model, str | os.PathLike):
-            return onnx.load(os.fspath(model))
+            path = os.path.abspath(os.fspath(model))
+            return onnx.load(path, load_external_data=False), os.path.dirname(path)
     except FileNotFoundError:
         raise ConversionError(f"ONNX model file {os.fspath(model)!r} does not exist") from None
     except Exception as error:  # protobuf raises its own DecodeError and friends
@@ -97,7 +139,7 @@ class Importer:
     def __init__(
         self,
         model: Any,
-        input_shapes: dict[str, Sequence[int]],
+        input_shapes: dict[str, tuple[int, ...]],
         initializers_as_parameters: bool,
         progress: Progress | None,
     ) -> None:
@@ -105,23 +147,45 @@ class Importer:
         self.input_shapes = input_shapes
         self.initializers_as_parameters = initializers_as_parameters
         self.progress = progress
-        self.opsets = _opsets(model)
         self.constant_inputs: dict[str, np.ndarray] = {}
+        self.tensors = TensorReader(None)
+        self.max_unroll = MAX_UNROLL
+        self.unrolled = 0
+        self.opsets: dict[str, int] = {}
+        self.declared: dict[str, Any] = {}  # value_info of the main graph, by name
+        self.main: GraphContext | None = None
 
     def run(self) -> Function:
+        self.tensors.check_locations(self.model)
+        check_header(self.model)
+        self.opsets = _opsets(self.model)
         graph = self.model.graph
-        _check_names(graph)
         _check_supported(graph, self.opsets)
-        ctx = GraphContext(dict(self.opsets))
+        check_model(self.model)
+        ctx = self.main = GraphContext(dict(self.opsets))
+        self.declared = {v.name: v for v in graph.value_info}
         params = self._bind_inputs(graph, ctx)
         self.convert_nodes(graph, ctx, count_progress=True)
         results = [_required(ctx, o.name, "graph output") for o in graph.output]
+        for info, value in zip(graph.output, results, strict=True):
+            check_declared(info, value, "graph output")
         fn = Function(results, params, name=graph.name or "onnx_model")
         return _name_results(fn, [o.name for o in graph.output])
 
+    def unroll(self, where: str, steps: int) -> None:
+        """Count ``steps`` more unrolled iterations; ConversionError past ``max_unroll``."""
+        if self.unrolled + steps > self.max_unroll:
+            raise ConversionError(
+                f"{where}: unrolling {steps} more iteration(s) would exceed max_unroll="
+                f"{self.max_unroll} (Loop, Scan and recurrent iterations over the whole model; "
+                f"{self.unrolled} already unrolled); pass import_model(..., max_unroll=N) to "
+                "allow more"
+            )
+        self.unrolled += steps
+
     # ------------------------------------------------------------------------ inputs
     def _bind_inputs(self, graph: Any, ctx: GraphContext) -> list[Output]:
-        initializers = {t.name: t for t in graph.initializer}
+        initializers = self.initializers(graph)
         declared = {i.name for i in graph.input}
         unknown = sorted((set(self.input_shapes) | set(self.constant_inputs)) - declared)
         if unknown:
@@ -131,12 +195,16 @@ class Importer:
         params: list[Output] = []
         missing: list[str] = []
         for info in graph.input:
-            if info.name in initializers and not self.initializers_as_parameters:
-                continue
+            if info.name in initializers:
+                check_declared(info, initializers[info.name], "graph input (an initializer)")
+                if not self.initializers_as_parameters:
+                    continue
             if info.name in self.constant_inputs:
                 where = f"graph input {info.name!r}"
                 element_type = from_onnx(info.type.tensor_type.elem_type, where)
-                ctx.values[info.name] = constant(self.constant_inputs[info.name], element_type)
+                fixed = constant(self.constant_inputs[info.name], element_type)
+                check_declared(info, fixed, "graph input (in constant_inputs)")
+                ctx.values[info.name] = fixed
                 continue
             value = self._parameter(info, initializers.get(info.name), missing)
             if value is not None:
@@ -147,14 +215,28 @@ class Importer:
                 "static shapes are needed for these inputs; pass input_shapes="
                 "{name: shape}: " + "; ".join(missing)
             )
-        for name, tensor in initializers.items():
+        for name, value in initializers.items():
             if name not in ctx.values:
-                ctx.values[name] = constant(
-                    _tensor_array(tensor), from_onnx(tensor.data_type, f"initializer {name!r}")
-                )
+                ctx.values[name] = value
         return params
 
-    def _parameter(self, info: Any, initializer: Any, missing: list[str]) -> Output | None:
+    def initializers(self, graph: Any) -> dict[str, Output]:
+        """``graph``'s initializers and sparse initializers as Constants, by name."""
+        values: dict[str, Output] = {}
+        for tensor in graph.initializer:
+            where = f"initializer {tensor.name!r}"
+            element_type = from_onnx(tensor.data_type, where)
+            values[tensor.name] = constant(self.tensors.array(tensor, where), element_type)
+        for sparse in graph.sparse_initializer:
+            where = f"sparse initializer {sparse.values.name!r}"
+            element_type = from_onnx(sparse.values.data_type, where)
+            array = self.tensors.sparse_array(sparse, where)
+            values[sparse.values.name] = constant(array, element_type)
+        return values
+
+    def _parameter(
+        self, info: Any, initializer: Output | None, missing: list[str]
+    ) -> Output | None:
         where = f"graph input {info.name!r}"
         if info.type.WhichOneof("value") != "tensor_type":
             raise ConversionError(
@@ -166,20 +248,24 @@ class Importer:
         return None if shape is None else parameter(element_type, shape, name=info.name)
 
     def _shape(
-        self, name: str, tensor_type: Any, initializer: Any, missing: list[str]
+        self, name: str, tensor_type: Any, initializer: Output | None, missing: list[str]
     ) -> tuple[int, ...] | None:
         dims = tensor_type.shape.dim if tensor_type.HasField("shape") else None
         given = self.input_shapes.get(name)
         if initializer is not None:
-            return tuple(int(d) for d in initializer.dims)
+            return initializer.shape
         if dims is None:
             if given is None:
                 missing.append(f"{name} (rank unknown)")
                 return None
-            return tuple(int(d) for d in given)
+            return tuple(given)
         static = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        if any(s is not None and s < 0 for s in static):
+            raise ConversionError(
+                f"graph input {name!r} is declared with a negative dimension: "
+                f"{[s if s is not None else '?' for s in static]}"
+            )
         if given is not None:
-            given = tuple(int(d) for d in given)
             if len(given) != len(static) or any(
                 s is not None and s != g for s, g in zip(static, given, strict=False)
             ):
@@ -224,6 +310,7 @@ class Importer:
                 f"opset {ctx.version(node.domain)})"
             )
         node_ctx = NodeContext(node, inputs, ctx, self)
+        check_input_types(node, inputs, ctx.version(node.domain), node_ctx.where)
         with provenance_scope(label):
             try:
                 produced = converter(node_ctx)
@@ -253,6 +340,8 @@ class Importer:
                 raise ConversionError(f"{node_ctx.where}: folding constants: {error}") from error
         for name, value in zip(names, outputs, strict=False):
             if name:
+                if value is not None and ctx is self.main and name in self.declared:
+                    check_declared(self.declared[name], value, f"{node_ctx.where}: value_info")
                 ctx.values[name] = value
 
     def convert_subgraph(
@@ -261,10 +350,7 @@ class Importer:
         """Convert a subgraph (If branches, unrolled Loop/Scan bodies) with ``bindings`` for its
         inputs; returns its outputs."""
         ctx = GraphContext(outer.opsets, outer=outer, values=dict(bindings))
-        for tensor in graph.initializer:
-            ctx.values[tensor.name] = constant(
-                _tensor_array(tensor), from_onnx(tensor.data_type, f"initializer {tensor.name!r}")
-            )
+        ctx.values.update(self.initializers(graph))
         self.convert_nodes(graph, ctx)
         return [_required(ctx, o.name, "subgraph output") for o in graph.output]
 
@@ -301,25 +387,6 @@ def _opsets(model: Any) -> dict[str, int]:
     return opsets
 
 
-def _tensor_array(tensor: Any) -> np.ndarray:
-    from onnx import numpy_helper
-
-    if tensor.data_location == 1:  # EXTERNAL
-        raise ConversionError(
-            f"initializer {tensor.name!r} uses external data, which is not supported"
-        )
-    try:
-        array = numpy_helper.to_array(tensor)
-    except Exception as error:
-        raise ConversionError(f"initializer {tensor.name!r} is malformed: {error}") from error
-    expected = tuple(int(d) for d in tensor.dims)
-    if array.shape != expected:
-        raise ConversionError(
-            f"initializer {tensor.name!r} holds {array.size} values for shape {list(expected)}"
-        )
-    return array
-
-
 def _check_supported(graph: Any, opsets: dict[str, int]) -> None:
     missing: list[str] = []
     for node in _all_nodes(graph):
@@ -336,17 +403,6 @@ def _check_supported(graph: Any, opsets: dict[str, int]) -> None:
         raise ConversionError(
             f"the model uses {len(unique)} unsupported op(s): " + "; ".join(unique)
         )
-
-
-def _check_names(graph: Any) -> None:
-    """Protobuf hands invalid UTF-8 in string fields back as bytes: refuse such models."""
-    named = [*graph.input, *graph.output, *graph.initializer]
-    for node in _all_nodes(graph):
-        fields = [node.op_type, node.domain, node.name, *node.input, *node.output]
-        if not all(isinstance(f, str) for f in fields):
-            raise ConversionError("the model is malformed: a node has a non-UTF-8 name field")
-    if not all(isinstance(item.name, str) for item in named):
-        raise ConversionError("the model is malformed: a graph value has a non-UTF-8 name")
 
 
 def _all_nodes(graph: Any) -> list[Any]:
@@ -380,3 +436,29 @@ def _name_results(fn: Function, names: list[str]) -> Function:
 
     mapping = rebuild_nodes(fn.nodes, rename)
     return fn.with_outputs(mapping) if mapping else fn
+
+
+def _input_shapes(shapes: Any) -> dict[str, tuple[int, ...]]:
+    """``input_shapes`` checked: a mapping of input names to sequences of non-negative ints."""
+    if shapes is None:
+        return {}
+    if not isinstance(shapes, Mapping):
+        raise ConversionError(
+            f"input_shapes must map input names to shapes, got {type(shapes).__name__}"
+        )
+    checked: dict[str, tuple[int, ...]] = {}
+    for name, shape in shapes.items():
+        if isinstance(shape, str | bytes) or not isinstance(shape, Sequence | np.ndarray):
+            raise ConversionError(
+                f"input_shapes[{name!r}] must be a sequence of dimensions such as (1, 3, 224, "
+                f"224), got {shape!r} ({type(shape).__name__})"
+            )
+        checked[name] = tuple(_count(d, f"input_shapes[{name!r}] dimension") for d in shape)
+    return checked
+
+
+def _count(value: Any, what: str) -> int:
+    """``value`` as a non-negative int (numpy integers too); ConversionError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ConversionError(f"{what} must be a non-negative integer, got {value!r}")
+    return int(value)

@@ -37,6 +37,18 @@ def to_onnx(element_type: ElementType) -> int:
     return _TO_ONNX[element_type]
 
 
+_ONNX_NAMES = {
+    1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+    8: "string", 9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64",
+    14: "complex64", 15: "complex128", 16: "bfloat16",
+}  # fmt: skip
+
+
+def onnx_type_name(code: int) -> str:
+    """ONNX's name of data type ``code`` as type constraints spell it (``float``, ``int64``)."""
+    return _ONNX_NAMES.get(code) or _name(code)
+
+
 def _name(code: int) -> str:
     try:
         import onnx

@@ -106,7 +106,10 @@ def test_malformed_models():
     dangling = model(
         [helper.make_node("Relu", ["missing"], ["y"])], [tensor("x", [2])], [tensor("y", [2])]
     )
-    with pytest.raises(og.ConversionError, match="input 'missing' is not produced by any node"):
+    with pytest.raises(
+        og.ConversionError,
+        match="input 'missing' of node: .*OpType: Relu is not output of any previous",
+    ):
         import_model(dangling)
     bad_init = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
     bad_init.dims[0] = 4
@@ -125,10 +128,10 @@ def test_malformed_models():
     )
     with pytest.raises(
         og.ConversionError,
-        match="ONNX node 'adder' .Add.: Add: element types of inputs differ: f32 vs i32",
-    ) as info:
+        match=r"ONNX node 'adder' .Add.: input 1 .'i'. is tensor.int32., but type T is already "
+        r"tensor.float. for an earlier input",
+    ):
         import_model(mismatch)
-    assert isinstance(info.value.__cause__, og.OpTypeError)
     with pytest.raises(og.ConversionError, match="older than the oldest supported opset"):
         import_model(
             model(

@@ -64,7 +64,7 @@ def test_truncated_model_bytes():
 
 def test_graph_output_never_produced():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])], [tensor("z", [2])])
-    with pytest.raises(og.ConversionError, match="'z' is not produced by any node"):
+    with pytest.raises(og.ConversionError, match="Graph output 'z' is not an output of any node"):
         import_model(m)
 
 
@@ -72,7 +72,9 @@ def test_missing_required_input():
     m = model(
         [helper.make_node("Add", ["x"], ["y"], name="add")], [tensor("x", [2])], [tensor("y", [2])]
     )
-    with pytest.raises(og.ConversionError, match="'add' .Add.: required input 1 is missing"):
+    with pytest.raises(
+        og.ConversionError, match=r"'add' .Add.: .*input size 1 not in range \[min=2, max=2\]"
+    ):
         import_model(m)
 
 
@@ -140,7 +142,10 @@ def test_initializer_of_the_wrong_type_for_its_declaration():
     m = model(
         [helper.make_node("Add", ["x", "w"], ["y"])], [tensor("x", [3])], [tensor("y", [3])], [init]
     )
-    with pytest.raises(og.ConversionError, match="element types of inputs differ: f32 vs i32"):
+    with pytest.raises(
+        og.ConversionError,
+        match=r"input 1 .'w'. is tensor.int32., but type T is already tensor.float.",
+    ):
         import_model(m)
 
 

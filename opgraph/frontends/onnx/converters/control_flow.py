@@ -1,7 +1,8 @@
 """Control flow, made static: If (the taken branch when the condition is an import-time
 constant, else both branches and a Select when their results agree in type), Loop and Scan
-unrolled (trip counts and termination conditions must be import-time constants), and the
-Optional ops on tensors (an empty optional is an omitted value)."""
+unrolled (trip counts and termination conditions must be import-time constants; every
+iteration counts against ``import_model(max_unroll=)``), and the Optional ops on tensors (an
+empty optional is an omitted value)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def _loop(ctx: NodeContext) -> list[Output]:
     scans: list[list[Output]] = [[] for _ in range(scan_count)]
     iteration = 0
     while running and (limit is None or iteration < limit):
+        ctx.importer.unroll(ctx.where, 1)
         step = constant(np.array(iteration, dtype=np.int64))
         outputs = _run_body(ctx, body, [step, constant(np.array(True)), *carried])
         running = _still_running(ctx, outputs[0])
@@ -110,6 +112,7 @@ def _scan(ctx: NodeContext) -> list[Output]:
     in_axes = _per(ctx, "scan_input_axes", count, [s.rank for s in sequences])
     in_reverse = _per(ctx, "scan_input_directions", count, None)
     length = sequences[0].shape[in_axes[0]]
+    ctx.importer.unroll(ctx.where, length)
     slices = [
         _steps(s, a, length, bool(r))
         for s, a, r in zip(sequences, in_axes, in_reverse, strict=True)
@@ -136,6 +139,7 @@ def _scan_v8(ctx: NodeContext) -> list[Output]:
     states_in, sequences = inputs[: len(inputs) - count], inputs[len(inputs) - count :]
     reverse = _per(ctx, "directions", count, None)
     batch, length = sequences[0].shape[0], sequences[0].shape[1]
+    ctx.importer.unroll(ctx.where, batch * length)
     per_batch_states: list[list[Output]] = []
     per_batch_scans: list[list[Output]] = []
     for b in range(batch):

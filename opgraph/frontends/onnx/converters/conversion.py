@@ -43,15 +43,18 @@ _CONSTANT_ATTRS = {
 
 @onnx_op("Constant", since=1)
 def _constant(ctx: NodeContext) -> Output:
-    from onnx import numpy_helper
-
-    if ctx.has_attr("value"):
-        tensor = ctx.attr("value")
-        return constant(numpy_helper.to_array(tensor), from_onnx(tensor.data_type, ctx.where))
+    for name in ("value", "sparse_value"):
+        if ctx.has_attr(name):
+            attribute = next(a for a in ctx.node.attribute if a.name == name)
+            tensor = attribute.sparse_tensor.values if name == "sparse_value" else attribute.t
+            element_type = from_onnx(tensor.data_type, ctx.where)
+            array = ctx.tensor_attr(name)
+            assert array is not None
+            return constant(array, element_type)
     for name, dtype in _CONSTANT_ATTRS.items():
         if ctx.has_attr(name):
             return constant(np.asarray(ctx.attr(name), dtype=dtype))
-    raise ctx.fail("only value, value_float(s) and value_int(s) constants are supported")
+    raise ctx.fail("only value, sparse_value, value_float(s) and value_int(s) are supported")
 
 
 @onnx_op("Dropout", since=1)

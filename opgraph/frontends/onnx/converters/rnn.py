@@ -117,6 +117,7 @@ def _run_direction(
     ctx: NodeContext, kind: _Kind, x: Output, d: int, direction: str
 ) -> tuple[Output, list[Output]]:
     seq, batch = x.shape[0], x.shape[1]
+    ctx.importer.unroll(ctx.where, seq)
     w, r = _direction(ctx.input(1), d), _direction(ctx.input(2), d)
     hidden = int(ctx.attr("hidden_size", w.shape[0] // kind.gates))
     bias = ctx.optional(3)

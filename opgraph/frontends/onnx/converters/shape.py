@@ -34,13 +34,11 @@ def _size(ctx: NodeContext) -> Output:
 
 @onnx_op("ConstantOfShape", since=9)
 def _constant_of_shape(ctx: NodeContext) -> Output:
-    from onnx import numpy_helper
-
     shape = tuple(int(d) for d in ctx.const(0, "shape"))
-    value = ctx.attr("value")
-    fill = (
-        numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
-    )
+    value = ctx.tensor_attr("value")
+    fill = value.reshape(-1) if value is not None else np.zeros(1, np.float32)
+    if fill.size != 1:
+        raise ctx.fail(f"value must hold one element, got {fill.size}")
     scalar = constant(fill.reshape(()))
     return ops.broadcast(scalar, shape, tuple(range(len(shape)))) if shape else scalar
 
@@ -63,8 +61,10 @@ def _reshape(ctx: NodeContext) -> Output:
 
 @onnx_op("Transpose", since=1)
 def _transpose(ctx: NodeContext) -> Output:
-    perm = ctx.attr("perm")
-    return ops.transpose(ctx.input(0), perm)
+    x, perm = ctx.input(0), ctx.attr("perm")
+    if perm is not None and any(not 0 <= int(p) < x.rank for p in perm):
+        raise ctx.fail(f"perm {list(perm)} must hold axes in [0, {x.rank}) for input {x.type}")
+    return ops.transpose(x, perm)
 
 
 @onnx_op("Concat", since=4)
