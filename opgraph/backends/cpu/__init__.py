@@ -5,7 +5,7 @@ Importing this package registers it as ``og.backend("CPU")``. See ``docs/cpu.md`
 
 from opgraph.backends.cpu.backend import CpuBackend
 from opgraph.backends.cpu.compiler import CompilerError
-from opgraph.backends.cpu.config import CpuConfig, default_config
+from opgraph.backends.cpu.config import CpuConfig, CpuConfigError, default_config
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.memory import MemoryPlan
 from opgraph.runtime.backend import register_backend
@@ -16,6 +16,7 @@ __all__ = [
     "CompilerError",
     "CpuBackend",
     "CpuConfig",
+    "CpuConfigError",
     "CpuExecutable",
     "MemoryPlan",
     "default_config",
