@@ -1,9 +1,11 @@
 """Benchmark opgraph against onnxruntime, OpenVINO, torch and numpy on the same models.
 
-    python bench/run.py --workload all [--quick] [--repeat 3] [--report results.md]
+    python bench/run.py --workload all [--quick] [--repeat 3] [--isa avx2] [--report results.md]
 
 Runtimes run interleaved in one process (round after round, each runtime a block of
-iterations, the starting runtime rotating), each with the same number of threads. Before
+iterations, the starting runtime rotating), each with the same number of threads. ``--isa``
+forces the instruction set of opgraph's generated code (``avx2`` runs on AVX-512 machines too,
+so both paths are measured wherever the benchmark runs); the peers keep their own dispatch. Before
 timing, opgraph's outputs are checked against onnxruntime's. Reported: per-runtime medians,
 and the ratio of opgraph's median to the fastest of onnxruntime and OpenVINO.
 """
@@ -29,6 +31,7 @@ import numpy as np  # noqa: E402
 from bench import runners  # noqa: E402
 from bench.models import Case  # noqa: E402
 from bench.workloads import WORKLOADS, build  # noqa: E402
+from opgraph.backends.cpu.config import ISA_FLAGS  # noqa: E402
 
 PEERS = ("onnxruntime", "openvino")
 SETTLE = 0.15  # seconds between runtime blocks: longer than OpenBLAS spin-waits
@@ -60,8 +63,10 @@ def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) ->
     return {name: statistics.median(times) for name, times in samples.items()}
 
 
-def prepare(case: Case, cache: Path, interpreter: bool) -> dict[str, runners.Prepared]:
-    prepared = runners.opgraph_cpu(case, THREADS, cache)
+def prepare(
+    case: Case, cache: Path, interpreter: bool, isa: str = "native"
+) -> dict[str, runners.Prepared]:
+    prepared = runners.opgraph_cpu(case, THREADS, cache, isa)
     prepared["onnxruntime"] = runners.onnxruntime(case, THREADS)
     prepared["openvino"] = runners.openvino(case, THREADS)
     prepared["torch"] = runners.torch_eager(case, THREADS)
@@ -96,7 +101,7 @@ COLUMNS = ("opgraph", "opgraph exe()", "onnxruntime", "openvino", "torch", "nump
 
 def run_case(case: Case, args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="opgraph-bench-cache-") as tmp:
-        prepared = prepare(case, Path(tmp), interpreter=not args.no_interpreter)
+        prepared = prepare(case, Path(tmp), interpreter=not args.no_interpreter, isa=args.isa)
         error = check(case, prepared)
         sessions = [measure(prepared, args.rounds, args.block) for _ in range(args.repeat)]
     medians = {n: statistics.median(s[n] for s in sessions) for n in sessions[0]}
@@ -169,6 +174,12 @@ def main() -> None:
     parser.add_argument("--block", type=float, default=None, help="seconds per block")
     parser.add_argument("--no-interpreter", action="store_true")
     parser.add_argument("--report", type=Path, default=None, help="write markdown here")
+    parser.add_argument(
+        "--isa",
+        default="native",
+        choices=sorted(ISA_FLAGS),
+        help="instruction set of opgraph's generated code (default: %(default)s)",
+    )
     args = parser.parse_args()
     args.rounds = args.rounds or (3 if args.quick else 10)
     args.block = args.block or (0.02 if args.quick else 0.1)
@@ -179,7 +190,7 @@ def main() -> None:
         print(table([result]).splitlines()[-3], flush=True)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     report = (
-        f"threads: {THREADS}; load average at the end: {load}\n\n"
+        f"threads: {THREADS}; opgraph isa: {args.isa}; load average at the end: {load}\n\n"
         f"{table(results)}\n\n{compile_table(results)}\n"
     )
     print(report)

@@ -29,10 +29,11 @@ class Prepared:
     extra: dict[str, float]
 
 
-def opgraph_cpu(case: Case, threads: int, cache: Path) -> dict[str, Prepared]:
+def opgraph_cpu(case: Case, threads: int, cache: Path, isa: str = "native") -> dict[str, Prepared]:
     """opgraph CPU twice: ``exe.call(outputs, inputs)`` on tensors made once, and ``exe(*a)``.
-    Compile time is measured cold (empty cache directory) and warm (same directory)."""
-    config = CpuConfig(cache, default_config().compiler, num_threads=threads)
+    Compile time is measured cold (empty cache directory) and warm (same directory). ``isa``
+    forces the instruction set of the generated code (``CpuConfig.isa``)."""
+    config = CpuConfig(cache, default_config().compiler, num_threads=threads, isa=isa)
     started = time.perf_counter()
     exe = CpuBackend(config).compile(case.function)
     cold = time.perf_counter() - started

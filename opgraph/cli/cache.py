@@ -24,7 +24,7 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from opgraph.backends.cpu.cache import CacheError, cache_info, clear_cache
-    from opgraph.backends.cpu.config import ConfigError, default_config
+    from opgraph.backends.cpu.config import CpuConfigError, default_config
 
     try:
         config = default_config()
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"removed {entries} entries ({_size(freed)}) from {directory}")
             return 0
         info = cache_info(directory, config.cache_max)
-    except (CacheError, ConfigError, OSError) as error:
+    except (CacheError, CpuConfigError, OSError) as error:
         print(f"opgraph cache: {error}", file=sys.stderr)
         return 1
     print(f"directory   {info.directory}{'' if info.directory.exists() else ' (not created yet)'}")

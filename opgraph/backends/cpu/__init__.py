@@ -6,7 +6,7 @@ Importing this package registers it as ``og.backend("CPU")``. See ``docs/cpu.md`
 from opgraph.backends.cpu.backend import CpuBackend, unavailable_reason
 from opgraph.backends.cpu.cache import CacheError, CacheWarning
 from opgraph.backends.cpu.compiler import CompilerError
-from opgraph.backends.cpu.config import ConfigError, CpuConfig, default_config
+from opgraph.backends.cpu.config import CpuConfig, CpuConfigError, default_config
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.memory import MemoryPlan
 from opgraph.runtime.backend import register_backend
@@ -17,9 +17,9 @@ __all__ = [
     "CacheError",
     "CacheWarning",
     "CompilerError",
-    "ConfigError",
     "CpuBackend",
     "CpuConfig",
+    "CpuConfigError",
     "CpuExecutable",
     "MemoryPlan",
     "default_config",

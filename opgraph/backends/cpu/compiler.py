@@ -35,9 +35,9 @@ log = logging.getLogger("opgraph.cpu")
 #: Optimisation flags. libmvec (glibc's vector math) replaces -ffast-math: the generated code
 #: declares the math functions with ``__attribute__((simd))``, so loops vectorize while NaN,
 #: Inf and signed zeros keep their IEEE meaning. -fwrapv gives integers two's-complement wrap.
+#: The target (``-march``) comes from ``CpuConfig.target_flags()``.
 CFLAGS: tuple[str, ...] = (
     "-O3",
-    "-march=native",
     "-fno-math-errno",
     "-fwrapv",
     "-fno-semantic-interposition",
@@ -147,7 +147,8 @@ class Toolchain:
         """Compiler flags then libraries for a module that ``needs`` blas/mvec. Parallel
         loops go through the runtime's thread pool (``og_parallel``, resolved when the module
         is loaded), so no module links OpenMP: -fopenmp-simd only enables ``omp simd``."""
-        flags = [*CFLAGS, "-fopenmp-simd", *self.config.extra_cflags]
+        target = self.config.target_flags()  # -march: after -O3, as it always was
+        flags = [*CFLAGS[:1], *target, *CFLAGS[1:], "-fopenmp-simd", *self.config.extra_cflags]
         if "blas" in needs:
             flags += blas().link_flags
         if "mvec" in needs:

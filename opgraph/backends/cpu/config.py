@@ -12,7 +12,9 @@ environment once per process:
   are cached (default ``$XDG_CACHE_HOME/opgraph/cpu`` or ``~/.cache/opgraph/cpu``);
 * ``OPGRAPH_CACHE_MAX``: the cache's size limit in bytes, with an optional K/M/G/T suffix
   (powers of 1024; default 1G);
-* ``OPGRAPH_NUM_THREADS``: threads per parallel kernel (default: the number of CPUs, at most 8).
+* ``OPGRAPH_NUM_THREADS``: threads per parallel kernel (default: the number of CPUs, at most 8);
+* ``OPGRAPH_CPU_ISA``: the instruction set generated code targets (``native``, ``avx2``,
+  ``avx512``; default ``native``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import platform
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -35,8 +38,27 @@ DEFAULT_PARALLEL_THRESHOLD = 32768
 DEFAULT_CACHE_MAX = 1 << 30
 
 
-class ConfigError(OpgraphError, ValueError):
-    """An environment variable of the CPU backend has a value it cannot use."""
+#: Instruction sets the generated code can be compiled for: the compiler's target flags, and
+#: the CPU flags (``/proc/cpuinfo``) a forced one needs (x86-64-v3 and v4 of the x86-64 psABI).
+#: ``native`` is the CPU the compiler runs on. Kernels pick their register blocking from the
+#: compiler's predefined macros (``__AVX512F__``, ``__AVX2__``), so each ISA gets its own.
+ISA_FLAGS: dict[str, tuple[str, ...]] = {
+    "native": ("-march=native",),
+    "avx2": ("-march=x86-64-v3", "-mtune=native"),
+    "avx512": ("-march=x86-64-v4", "-mtune=native"),
+}
+_ISA_CPU_FLAGS: dict[str, frozenset[str]] = {
+    "native": frozenset(),
+    "avx2": frozenset({"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"}),
+    "avx512": frozenset(
+        {"avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+    ),
+}
+
+
+class CpuConfigError(OpgraphError, ValueError):
+    """A CPU backend configuration that cannot work here: an environment variable with a value
+    it cannot use, or an unknown or unsupported ISA."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,9 @@ class CpuConfig:
         extra_cflags: appended to the compiler flags (part of the cache key).
         cache_max: the compile cache's size limit in bytes (least recently used modules are
             evicted above it).
+        isa: the instruction set of the generated code: ``"native"`` (the CPU the compiler
+            runs on), ``"avx2"`` (x86-64-v3) or ``"avx512"`` (x86-64-v4), forced even on a CPU
+            that has more (to measure both paths on one machine). Part of the cache key.
     """
 
     cache_dir: Path
@@ -63,10 +88,50 @@ class CpuConfig:
     optimize: bool = True
     extra_cflags: tuple[str, ...] = field(default=())
     cache_max: int = DEFAULT_CACHE_MAX
+    isa: str = "native"
+
+    def __post_init__(self) -> None:
+        if self.isa not in ISA_FLAGS:
+            raise CpuConfigError(
+                f"CpuConfig: isa must be one of {', '.join(ISA_FLAGS)}, got {self.isa!r}"
+            )
 
     def with_compiler(self, compiler: str | None) -> CpuConfig:
         """This configuration with another compiler (a path or a name on ``PATH``)."""
         return dataclasses.replace(self, compiler=compiler)
+
+    def target_flags(self) -> tuple[str, ...]:
+        """The compiler's target flags for :attr:`isa`.
+
+        Raises:
+            CpuConfigError: the CPU this runs on lacks the instruction set (code compiled for
+                it would stop the process with an illegal instruction).
+        """
+        missing = sorted(_ISA_CPU_FLAGS[self.isa] - cpu_flags())
+        if missing and self.isa != "native":
+            raise CpuConfigError(
+                f"CpuConfig(isa={self.isa!r}): this CPU ({platform.machine()}) lacks "
+                f"{', '.join(missing)}; use isa='native' or one it supports"
+            )
+        return ISA_FLAGS[self.isa]
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none, or off x86)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.split(":")[0].strip() == "flags":
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def supports_isa(isa: str) -> bool:
+    """Whether code compiled for ``isa`` runs on this CPU."""
+    return isa == "native" or (isa in _ISA_CPU_FLAGS and _ISA_CPU_FLAGS[isa] <= cpu_flags())
 
 
 def resolve_compiler(name: str | None) -> str | None:
@@ -115,10 +180,10 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
 
 def parse_size(text: str, name: str = "OPGRAPH_CACHE_MAX") -> int:
     """Bytes from ``"1073741824"``, ``"500M"``, ``"2G"``, ``"1.5GiB"`` (K/M/G/T are powers of
-    1024). Raises ConfigError naming ``name`` otherwise."""
+    1024). Raises CpuConfigError naming ``name`` otherwise."""
     match = _SIZE.fullmatch(text)
     if not match:
-        raise ConfigError(
+        raise CpuConfigError(
             f"{name}={text!r} is not a size: expected bytes or a number with a K, M, G or T "
             "suffix, e.g. 500M or 2G"
         )
@@ -142,6 +207,10 @@ def _default_compiler() -> str | None:
     return None
 
 
+def _default_isa() -> str:
+    return os.environ.get("OPGRAPH_CPU_ISA") or "native"
+
+
 def _default_threads() -> int:
     explicit = os.environ.get("OPGRAPH_NUM_THREADS")
     if explicit and explicit.isdigit() and int(explicit) > 0:
@@ -157,4 +226,5 @@ def default_config() -> CpuConfig:
         compiler=_default_compiler(),
         num_threads=_default_threads(),
         cache_max=_default_cache_max(),
+        isa=_default_isa(),
     )

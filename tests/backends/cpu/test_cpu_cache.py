@@ -18,8 +18,8 @@ from opgraph import ops
 from opgraph.backends.cpu import (
     CacheError,
     CacheWarning,
-    ConfigError,
     CpuBackend,
+    CpuConfigError,
     compiler,
     config,
     default_config,
@@ -263,7 +263,7 @@ def test_environment_names_the_cache(monkeypatch, tmp_path):
         monkeypatch.setenv("OPGRAPH_CACHE_MAX", text)
         assert config._default_cache_max() == expected
     monkeypatch.setenv("OPGRAPH_CACHE_MAX", "lots")
-    with pytest.raises(ConfigError, match="OPGRAPH_CACHE_MAX='lots' is not a size"):
+    with pytest.raises(CpuConfigError, match="OPGRAPH_CACHE_MAX='lots' is not a size"):
         config._default_cache_max()
 
 

@@ -270,39 +270,80 @@ HELPERS["pool_count"] = lambda: (
     "  return b > a ? b - a : 0;\n"
     "}"
 )
-HELPERS["gemv_panels"] = lambda: (
-    """/* y[first:last] = x (1 x K) times a matrix stored as 16-column panels (K x 16 each):
-   four accumulator vectors over k, streaming each panel once. */
-static void og_gemv_panels(const float* restrict x, long incx, const float* restrict P,
-                           float* restrict y, long K, long first, long last) {
-  for (long c = first; c < last; c += 16) {
-    const float* p = P + (c / 16) * K * 16;
-    float a0[16] = {0}, a1[16] = {0}, a2[16] = {0}, a3[16] = {0};
-    long k = 0;
-    for (; k + 4 <= K; k += 4) {
-      const float x0 = x[k * incx], x1 = x[(k + 1) * incx];
-      const float x2 = x[(k + 2) * incx], x3 = x[(k + 3) * incx];
-      const float* q = p + k * 16;
-      #pragma omp simd
-      for (int j = 0; j < 16; ++j) {
-        a0[j] += x0 * q[j];
-        a1[j] += x1 * q[16 + j];
-        a2[j] += x2 * q[32 + j];
-        a3[j] += x3 * q[48 + j];
-      }
-    }
-    for (; k < K; ++k) {
-      const float x0 = x[k * incx];
-      #pragma omp simd
-      for (int j = 0; j < 16; ++j) a0[j] += x0 * p[k * 16 + j];
-    }
-    long n = last - c < 16 ? last - c : 16;
-    for (long j = 0; j < n; ++j) y[c + j] = (a0[j] + a1[j]) + (a2[j] + a3[j]);
-  }
-}"""
+#: The panel GEMV per instruction set: (macro test, floats per vector, accumulators over k).
+#: A 16-column panel row is 16 / floats vectors; accumulators x vectors registers hold the
+#: sums (AVX-512 4 zmm, AVX2 8 ymm, SSE 8 xmm). Vectors are the ISA's own width: GCC lowers a
+#: wider generic vector through the stack.
+GEMV_BLOCKING = (
+    ("defined(__AVX512F__)", 16, 4),
+    ("defined(__AVX__)", 8, 4),
+    ("1", 4, 2),
 )
+
+
+def _gemv_panels(lanes: int, unroll: int) -> str:
+    """The panel GEMV for vectors of ``lanes`` floats, ``unroll`` k-steps at a time."""
+    parts = 16 // lanes
+    acc = [f"a{u}_{v}" for u in range(unroll) for v in range(parts)]
+    steps = []
+    for u in range(unroll):
+        steps.append(f"      const float s{u} = x[(k + {u}) * incx];")
+        for v in range(parts):
+            steps.append(
+                f"      __builtin_memcpy(&q, p + (k + {u}) * 16 + {v * lanes}, {4 * lanes});"
+            )
+            steps.append(f"      a{u}_{v} += s{u} * q;")
+    tail = []
+    for v in range(parts):
+        tail.append(f"      __builtin_memcpy(&q, p + k * 16 + {v * lanes}, {4 * lanes});")
+        tail.append(f"      a0_{v} += x[k * incx] * q;")
+    sums = []
+    for v in range(parts):
+        terms = [f"a{u}_{v}" for u in range(unroll)]
+        while len(terms) > 1:  # pairwise: (a0 + a1) + (a2 + a3)
+            terms = [f"({a} + {b})" for a, b in zip(terms[::2], terms[1::2], strict=True)]
+        sums.append(f"    q = {terms[0]}; __builtin_memcpy(t + {v * lanes}, &q, {4 * lanes});")
+    return "\n".join(
+        [
+            f"typedef float og_vg __attribute__((vector_size({4 * lanes})));",
+            "/* y[first:last] = x (1 x K) times a matrix stored as 16-column panels (K x 16",
+            f"   each): {unroll} accumulators over k of {parts} vector(s) each, streaming each",
+            "   panel once. */",
+            "static void og_gemv_panels(const float* restrict x, long incx,",
+            "                           const float* restrict P, float* restrict y, long K,",
+            "                           long first, long last) {",
+            "  for (long c = first; c < last; c += 16) {",
+            "    const float* p = P + (c / 16) * K * 16;",
+            f"    og_vg q, {', '.join(f'{a} = {{0}}' for a in acc)};",
+            "    float t[16];",
+            "    long k = 0;",
+            f"    for (; k + {unroll} <= K; k += {unroll}) {{",
+            *steps,
+            "    }",
+            "    for (; k < K; ++k) {",
+            *tail,
+            "    }",
+            *sums,
+            "    long n = last - c < 16 ? last - c : 16;",
+            "    for (long j = 0; j < n; ++j) y[c + j] = t[j];",
+            "  }",
+            "}",
+        ]
+    )
+
+
+def _gemv_panels_per_isa() -> str:
+    branches = []
+    for i, (test, lanes, unroll) in enumerate(GEMV_BLOCKING):
+        keyword = "#if" if i == 0 else "#elif"
+        branches.append(f"{keyword} {test}\n{_gemv_panels(lanes, unroll)}")
+    return "\n".join(branches) + "\n#endif"
+
+
+HELPERS["gemv_panels"] = _gemv_panels_per_isa
 HELPERS["stream_f32"] = lambda: (
     """typedef float og_v16sf __attribute__((vector_size(64)));
+typedef float og_v8sf __attribute__((vector_size(32)));
 /* Copy n floats from an aligned buffer to dst, streaming the 64-byte-aligned part. */
 static inline void og_stream_f32(float* dst, const float* src, long n) {
   long head = ((64 - ((unsigned long)dst & 63)) & 63) / 4;
@@ -315,69 +356,106 @@ static inline void og_stream_f32(float* dst, const float* src, long n) {
     __builtin_memcpy(&v, src + i, 64);
     __builtin_ia32_movntps512((og_v16sf*)(dst + i), v);
   }
+#elif defined(__AVX__)
+  for (; i + 8 <= n; i += 8) {
+    og_v8sf v;
+    __builtin_memcpy(&v, src + i, 32);
+    __builtin_ia32_movntps256(dst + i, v);
+  }
 #endif
   for (; i < n; ++i) dst[i] = src[i];
 }"""
 )
-HELPERS["gemm_panels"] = lambda: (
-    """typedef float og_v16 __attribute__((vector_size(64)));
-/* c[R x nvalid] (+)= a[R x (k0..k1)] times panel p (K x 32): 2R accumulator vectors. */
+#: Register blocking of the panel GEMM per instruction set, chosen by the compiler's target
+#: macros: (macro test, floats per vector, rows, inner block). Each tile is ``rows`` x two
+#: vectors of accumulators, with two vectors of the panel and one broadcast of ``a`` beside
+#: them: AVX-512 12 x 32 (24 of 32 zmm registers), AVX2 6 x 16 (12 of 16 ymm: the classic
+#: Haswell blocking; 12 x 32 would need 48 ymm and spill), SSE 6 x 8. The inner block keeps
+#: a tile's rows and panel slice in L1 (32 KiB).
+GEMM_BLOCKING = (
+    ("defined(__AVX512F__)", 16, 12, 384),
+    ("defined(__AVX__)", 8, 6, 256),
+    ("1", 4, 6, 256),
+)
+
+
+def _gemm_panels(lanes: int, rows: int, depth: int) -> str:
+    """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows."""
+    width = 2 * lanes  # columns per tile: two vectors
+    cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
+    return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
+/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
+   2R accumulator vectors. */
 static inline __attribute__((always_inline)) void og_mk(
     const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
-    float* restrict c, long ldc, long nvalid) {
-  og_v16 c0[12], c1[12];
-  float t[32];
-  for (int r = 0; r < R; ++r) {
-    if (k0 == 0) { c0[r] = (og_v16){0}; c1[r] = (og_v16){0}; continue; }
-    for (long j = 0; j < 32; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
-    __builtin_memcpy(&c0[r], t, 64);
-    __builtin_memcpy(&c1[r], t + 16, 64);
-  }
-  for (long k = k0; k < k1; ++k) {
-    og_v16 b0, b1;
-    __builtin_memcpy(&b0, p + k * 32, 64);
-    __builtin_memcpy(&b1, p + k * 32 + 16, 64);
-    for (int r = 0; r < R; ++r) {
+    float* restrict c, long ldc, long nvalid) {{
+  og_vf c0[{rows}], c1[{rows}];
+  float t[{width}];
+  for (int r = 0; r < R; ++r) {{
+    if (k0 == 0) {{ c0[r] = (og_vf){{0}}; c1[r] = (og_vf){{0}}; continue; }}
+    for (long j = 0; j < {width}; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
+    __builtin_memcpy(&c0[r], t, {4 * lanes});
+    __builtin_memcpy(&c1[r], t + {lanes}, {4 * lanes});
+  }}
+  for (long k = k0; k < k1; ++k) {{
+    og_vf b0, b1;
+    __builtin_memcpy(&b0, p + k * 32, {4 * lanes});
+    __builtin_memcpy(&b1, p + k * 32 + {lanes}, {4 * lanes});
+    for (int r = 0; r < R; ++r) {{
       const float s = a[r * lda + k];
       c0[r] += s * b0;
       c1[r] += s * b1;
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    if (nvalid == 32) {
-      __builtin_memcpy(c + r * ldc, &c0[r], 64);
-      __builtin_memcpy(c + r * ldc + 16, &c1[r], 64);
+    }}
+  }}
+  for (int r = 0; r < R; ++r) {{
+    if (nvalid == {width}) {{
+      __builtin_memcpy(c + r * ldc, &c0[r], {4 * lanes});
+      __builtin_memcpy(c + r * ldc + {lanes}, &c1[r], {4 * lanes});
       continue;
-    }
-    __builtin_memcpy(t, &c0[r], 64);
-    __builtin_memcpy(t + 16, &c1[r], 64);
+    }}
+    __builtin_memcpy(t, &c0[r], {4 * lanes});
+    __builtin_memcpy(t + {lanes}, &c1[r], {4 * lanes});
     for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[j];
-  }
-}
+  }}
+}}
 /* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as 32-column panels); n0 is a
-   multiple of 32. The inner dimension is blocked by 384 so a's rows stay in L1; the larger
-   operand is streamed once (panels outer when P is larger, rows outer when A is). */
+   multiple of 32. Tiles of {rows} rows x {width} columns; the inner dimension is blocked by
+   {depth} so a tile's rows stay in L1; the larger operand is streamed once (panels outer when
+   P is larger, rows outer when A is). */
 static void og_gemm_panels(const float* restrict A, long lda, const float* restrict P,
-                           float* restrict C, long ldc, long M, long K, long n0, long n1) {
+                           float* restrict C, long ldc, long M, long K, long n0, long n1) {{
   long first = n0 / 32, panels = (n1 + 31) / 32 - first;
   int rows_outer = M > 32 * panels;
-  for (long k0 = 0; k0 < K; k0 += 384) {
-    long k1 = k0 + 384 < K ? k0 + 384 : K;
-    long tiles = (M + 11) / 12;
+  for (long k0 = 0; k0 < K; k0 += {depth}) {{
+    long k1 = k0 + {depth} < K ? k0 + {depth} : K;
+    long tiles = (M + {rows - 1}) / {rows};
     for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
-      for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {
+      for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
         long nb = first + (rows_outer ? inner : outer);
-        long m = 12 * (rows_outer ? outer : inner);
-        long nvalid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
-        const float* p = P + nb * K * 32;
-        float* c = C + nb * 32;
+        long m = {rows} * (rows_outer ? outer : inner);
+        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+        for (long j0 = 0; j0 < valid; j0 += {width}) {{
+          long nvalid = valid - j0 < {width} ? valid - j0 : {width};
+          const float* p = P + nb * K * 32 + j0;
+          float* c = C + nb * 32 + j0;
 #define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
-        switch (M - m < 12 ? M - m : 12) { case 12: OG_MK(12); break; CASES default: break; }
+          switch (M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
 #undef OG_MK
-      }
-  }
-}"""
-).replace("CASES", " ".join(f"case {n}: OG_MK({n}); break;" for n in range(11, 0, -1)))
+        }}
+      }}
+  }}
+}}"""
+
+
+def _gemm_panels_per_isa() -> str:
+    branches = []
+    for i, (test, lanes, rows, depth) in enumerate(GEMM_BLOCKING):
+        keyword = "#if" if i == 0 else "#elif"
+        branches.append(f"{keyword} {test}\n{_gemm_panels(lanes, rows, depth)}")
+    return "\n".join(branches) + "\n#endif"
+
+
+HELPERS["gemm_panels"] = _gemm_panels_per_isa
 HELPERS["mod_f32"] = lambda: _make_float_mod("float", "f")
 HELPERS["mod_f64"] = lambda: _make_float_mod("double", "")
 

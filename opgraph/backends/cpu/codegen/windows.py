@@ -16,6 +16,9 @@ from opgraph.backends.cpu.program import ConvStep, PoolStep
 from opgraph.backends.cpu.views import View
 from opgraph.core import element_type as et
 
+#: Average windows with more taps than this sum row by row (see ``PoolEmitter.window``).
+LONG_WINDOW = 64
+
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
     t = dialect.storage_type(view.element_type)
@@ -329,16 +332,22 @@ class PoolEmitter:
         load = dialect.load(t, f"src[j * {sw * xs[3]}L]")
         start = dialect.lowest(t) if s.maximum else dialect.literal(0, t)
         nan = s.maximum and t.is_real
+        # A large average window sums each window row apart, then the rows: a chain of
+        # fh + fw additions instead of fh * fw (the error grows with the chain).
+        rows = not s.maximum and fh > 1 and fh * fw > LONG_WINDOW
         update = "acc[j] = v > acc[j] ? v : acc[j];" if s.maximum else "acc[j] += v;"
+        update = "part[j] += v;" if rows else update
         lines = [
             f"      {compute} acc[{ow}];",
             *([f"      int nan[{ow}];"] if nan else []),
+            *([f"      {compute} part[{ow}];"] if rows else []),
             f"      for (long j = 0; j < {ow}L; ++j) {{ acc[j] = {start};"
             + (" nan[j] = 0;" if nan else "")
             + " }",
             f"      for (long a = 0; a < {fh}L; ++a) {{",
             f"        long ih = i * {sh}L - {pt}L + a * {dh}L;",
             f"        if (ih < 0 || ih >= {h}L) continue;",
+            *([f"        for (long j = 0; j < {ow}L; ++j) part[j] = {start};"] if rows else []),
             f"        for (long b = 0; b < {fw}L; ++b) {{",
             f"          long shift = b * {dw}L - {pl}L;  /* iw = j * {sw} + shift */",
             f"          long lo_ = shift >= 0 ? 0 : (-shift + {sw - 1}L) / {sw}L;",
@@ -352,6 +361,7 @@ class PoolEmitter:
             *(["            nan[j] |= v != v;"] if nan else []),
             "          }",
             "        }",
+            *([f"        for (long j = 0; j < {ow}L; ++j) acc[j] += part[j];"] if rows else []),
             "      }",
         ]
         if s.maximum:

@@ -1,8 +1,11 @@
 """Reductions: how each accumulates. Fused as phases of row kernels (``codegen/loops.py``).
 
-Sums and products of 16-bit floats accumulate in f32 (the reference does); integer
+Sums and products of 16-bit floats accumulate in f32 (the reference does); floating-point
+sums are *pairwise* (blocks of vector-lane partial sums combined by a pairwise cascade, see
+``codegen/loops.py``), so their error grows like log(n), as numpy's does, not like n; integer
 accumulations wrap, which is order-independent; max/min carry a NaN flag so that NaN
-propagates whatever order the vectorized loop uses.
+propagates whatever order the vectorized loop uses. Products are not reordered: their
+relative error bound is the same in every order.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from opgraph.core.node import Node, Output
 from opgraph.ops import movement
 from opgraph.ops import reduction as rd
 
-REDUCTIONS.add(rd.ReduceSum, ReductionRule("{acc} += {x};", "+", lambda t: dialect.literal(0, t)))
+REDUCTIONS.add(
+    rd.ReduceSum,
+    ReductionRule("{acc} += {x};", "+", lambda t: dialect.literal(0, t), pairwise=True),
+)
 REDUCTIONS.add(rd.ReduceProd, ReductionRule("{acc} *= {x};", "*", lambda t: dialect.literal(1, t)))
 REDUCTIONS.add(rd.ReduceAll, ReductionRule("{acc} &= {x};", "&", lambda t: "1"))
 REDUCTIONS.add(rd.ReduceAny, ReductionRule("{acc} |= {x};", "|", lambda t: "0"))

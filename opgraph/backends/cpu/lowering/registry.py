@@ -75,12 +75,16 @@ class ReductionRule:
         omp: the OpenMP reduction operator that merges per-lane accumulators.
         identity: the identity for an element type, as a literal (``ctx``-free).
         propagates_nan: NaN inputs make the result NaN (max/min track a flag).
+        pairwise: on floating-point types, rounding depends on the order of accumulation
+            (sums): the row is accumulated in blocks whose partial results are combined
+            pairwise, so the error grows with the logarithm of the length, not the length.
     """
 
     combine: str
     omp: str
     identity: Callable[[ElementType], str]
     propagates_nan: bool = False
+    pairwise: bool = False
 
 
 REDUCTIONS: Registry[type, ReductionRule] = Registry("CPU reduction rule")

@@ -1,0 +1,188 @@
+"""The instruction set the CPU backend compiles for (``CpuConfig.isa``): its flags, its cache
+key, its errors, register blocking without spills for each ISA, and equal results."""
+
+import dataclasses
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, CpuConfig, CpuConfigError, default_config
+from opgraph.backends.cpu import config as cpu_config
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.compiler import CFLAGS, Toolchain
+from opgraph.testing.compare import assert_close
+from opgraph.testing.records import RECORDS
+
+FORCED = ("avx2", "avx512")
+
+
+def backend_for(isa: str) -> CpuBackend:
+    if not cpu_config.supports_isa(isa):
+        pytest.skip(f"this CPU cannot run {isa} code")
+    return CpuBackend(dataclasses.replace(default_config(), isa=isa))
+
+
+def test_an_unknown_isa_is_refused():
+    with pytest.raises(CpuConfigError, match="isa must be one of native, avx2, avx512"):
+        dataclasses.replace(default_config(), isa="avx1024")
+
+
+def test_a_forced_isa_the_cpu_lacks_is_refused_before_compiling(monkeypatch):
+    """Code for an ISA the CPU lacks would stop the process with SIGILL: a clear error."""
+    monkeypatch.setattr(cpu_config, "cpu_flags", lambda: frozenset({"sse2", "avx"}))
+    config = dataclasses.replace(default_config(), isa="avx512")
+    with pytest.raises(CpuConfigError, match="lacks avx2, avx512bw"):
+        config.target_flags()
+    assert not cpu_config.supports_isa("avx2")
+    assert dataclasses.replace(config, isa="native").target_flags() == ("-march=native",)
+
+
+def test_forced_isa_flags_replace_march_native():
+    config = dataclasses.replace(default_config(), isa="native")
+    flags = Toolchain(config).flags(frozenset())
+    assert "-march=native" in flags
+    if cpu_config.supports_isa("avx2"):
+        forced = Toolchain(dataclasses.replace(config, isa="avx2")).flags(frozenset())
+        assert "-march=x86-64-v3" in forced and "-march=native" not in forced
+
+
+def test_with_compiler_keeps_the_isa():
+    config = CpuConfig(default_config().cache_dir, None, isa="avx2")
+    assert config.with_compiler("cc").isa == "avx2"
+
+
+def test_the_isa_is_part_of_the_cache_key(tmp_path):
+    x = og.parameter(og.f32, (4,))
+    fn = og.Function([ops.exp(x)], [x])
+    keys = set()
+    for isa in ("native", *FORCED):
+        if cpu_config.supports_isa(isa):
+            base = dataclasses.replace(default_config(), cache_dir=tmp_path, isa=isa)
+            keys.add(CpuBackend(base).compile(fn).compiled.key)
+    assert len(keys) == 1 + sum(cpu_config.supports_isa(i) for i in FORCED)
+
+
+# ----------------------------------------------------------------------------- spills
+def _innermost_loops(asm: str) -> list[list[str]]:
+    """Bodies of the innermost loops: a label to the last backward jump to it, containing no
+    other such loop."""
+    lines = [line.strip() for line in asm.splitlines()]
+    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.L\w+:", line)}
+    loops = []
+    for i, line in enumerate(lines):
+        jump = re.fullmatch(r"j\w+\s+(\.L\w+)", line)
+        if jump and jump.group(1) in labels and labels[jump.group(1)] < i:
+            loops.append((labels[jump.group(1)], i))
+    inner = [
+        (a, b)
+        for a, b in loops
+        if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)
+    ]
+    return [lines[a : b + 1] for a, b in inner]
+
+
+_STACK = re.compile(r"\(%[re]?sp[,)]|\(%[re]?bp[,)]")
+
+
+def _kernel_loops(isa: str, helper: str, tmp_path) -> list[list[str]]:
+    """Innermost multiply-add loops of a panel helper compiled for ``isa`` (``gcc -S``)."""
+    compiler = default_config().compiler
+    if compiler is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / f"{helper}_{isa}.c"
+    entry = {
+        "gemm_panels": "og_gemm_panels(A, 768, P, C, 768, M, K, 0, N);",
+        "gemv_panels": "og_gemv_panels(A, 1, P, C, K, 0, N);",
+    }[helper]
+    source.write_text(
+        "\n".join(
+            [
+                dialect.PRELUDE,
+                dialect.HELPERS[helper](),
+                "void entry(const float* A, const float* P, float* C, long M, long K, long N) {",
+                f"  {entry}",
+                "}",
+            ]
+        )
+    )
+    flags = [CFLAGS[0], *cpu_config.ISA_FLAGS[isa], *CFLAGS[1:], "-fopenmp-simd"]
+    flags = [f for f in flags if f not in ("-shared", "-pipe")]
+    asm = tmp_path / f"{helper}_{isa}.s"
+    done = subprocess.run(
+        [compiler, *flags, "-S", str(source), "-o", str(asm)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return [
+        body
+        for body in _innermost_loops(asm.read_text())
+        if any(re.match(r"v?fmadd|v?mulps", line) for line in body)
+    ]
+
+
+@pytest.mark.parametrize("isa", ["native", *FORCED])
+@pytest.mark.parametrize("helper", ["gemm_panels", "gemv_panels"])
+def test_panel_kernels_keep_their_accumulators_in_registers(isa, helper, tmp_path):
+    """The micro-kernels' inner loops make no stack (rsp/rbp-relative) vector access: the
+    register blocking fits the ISA's registers (12 x 32 zmm accumulators would need 48 ymm
+    under AVX2, which spilled thousands of times)."""
+    loops = _kernel_loops(isa, helper, tmp_path)
+    assert loops, "no multiply-add loop found in the compiled kernel"
+    spills = [line for body in loops for line in body if "mm" in line and _STACK.search(line)]
+    assert spills == []
+
+
+def test_the_spill_check_sees_spills(tmp_path, monkeypatch):
+    """The check above fails on AVX-512's blocking compiled for AVX2 (the old kernel)."""
+    avx512 = next(b for b in dialect.GEMM_BLOCKING if "AVX512" in b[0])
+    monkeypatch.setattr(dialect, "GEMM_BLOCKING", (("1", *avx512[1:]),))
+    loops = _kernel_loops("avx2", "gemm_panels", tmp_path)
+    assert any("mm" in line and _STACK.search(line) for body in loops for line in body)
+
+
+# ---------------------------------------------------------------------------- results
+LINALG = [r for r in RECORDS if r.name.startswith(("dot_", "matmul_", "gemm"))]
+
+
+@pytest.mark.parametrize("isa", FORCED)
+@pytest.mark.parametrize("record", LINALG, ids=lambda r: r.name)
+def test_linalg_records_with_constant_weights_match_interpreter(isa, record):
+    """The GEMM and linear records, every input but the first a constant (the repacked
+    panel kernels), on each ISA, against INTERPRETER."""
+    backend = backend_for(isa)
+    t = og.f32
+    if t not in record.element_types:
+        pytest.skip(f"{record.name} has no f32 case")
+    args = record.arguments(t)
+    first = og.parameter(t, args[0].shape)
+    built = record.build(first, *(og.constant(a) for a in args[1:]))
+    results = list(built) if isinstance(built, tuple | list) else [built]
+    fn = og.Function(results, [first])
+    got = backend.compile(fn)(args[0])
+    want = og.backend("INTERPRETER").compile(fn)(args[0])
+    rtol, atol = record.tolerance(t)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, rtol, atol, f"{record.name} on {isa}")
+
+
+@pytest.mark.parametrize("isa", FORCED)
+@pytest.mark.parametrize(
+    ("rows", "inner", "cols"),
+    [(1, 7, 40), (5, 385, 33), (6, 256, 32), (7, 257, 48), (13, 800, 100), (128, 768, 768)],
+)
+def test_panel_gemm_shapes_match_interpreter(isa, rows, inner, cols):
+    """Row tiles, column sub-tiles and inner blocks with remainders, on each ISA."""
+    backend = backend_for(isa)
+    rng = np.random.default_rng(rows * inner + cols)
+    weights = rng.standard_normal((inner, cols)).astype(np.float32)
+    data = rng.standard_normal((rows, inner)).astype(np.float32)
+    x = og.parameter(og.f32, (rows, inner))
+    fn = og.Function([ops.relu(ops.matmul(x, og.constant(weights)))], [x])
+    exe = backend.compile(fn)
+    assert "og_gemm_panels" in exe.source() or "og_gemv_panels" in exe.source()
+    (got,) = exe(data)
+    (want,) = og.backend("INTERPRETER").compile(fn)(data)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(inner))
