@@ -12,6 +12,7 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
 
 from opgraph import autodiff, builders, distributed, ops, optim, passes, pattern
 from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
+from opgraph._version import __version__ as __version__
 from opgraph.core import element_type as element
 from opgraph.core.element_type import (
     ElementType,
@@ -58,8 +59,6 @@ from opgraph.runtime.backend import (
 from opgraph.runtime.tensor import Tensor
 from opgraph.serialize import deserialize, load, save, serialize
 from opgraph.visualize import visualize
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
