@@ -7,7 +7,7 @@ from opgraph.backends.cpu.backend import CpuBackend
 from opgraph.backends.cpu.compiler import CompilerError
 from opgraph.backends.cpu.config import CpuConfig, default_config
 from opgraph.backends.cpu.executable import CpuExecutable
-from opgraph.backends.cpu.memory import MemoryPlan
+from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.runtime.backend import register_backend
 
 register_backend("CPU", CpuBackend)

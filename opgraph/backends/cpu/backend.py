@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from opgraph.backends.cpu.builder import build_program
 from opgraph.backends.cpu.codegen.module import generate
 from opgraph.backends.cpu.compiler import Toolchain
 from opgraph.backends.cpu.config import CpuConfig, default_config
-from opgraph.backends.cpu.epilogues import fuse_epilogues
 from opgraph.backends.cpu.executable import CpuExecutable
-from opgraph.backends.cpu.fusion import Kind, classify
-from opgraph.backends.cpu.memory import plan_memory
-from opgraph.backends.cpu.pipeline import lower_for_cpu
+from opgraph.backends.fused.builder import build_program
+from opgraph.backends.fused.epilogues import fuse_epilogues
+from opgraph.backends.fused.fusion import Kind, classify
+from opgraph.backends.fused.memory import plan_memory
+from opgraph.backends.fused.pipeline import lower_for_cpu
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import UnsupportedOpError
 from opgraph.core.function import Function

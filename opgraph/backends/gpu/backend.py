@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.builder import build_program
 from opgraph.backends.cpu.config import default_config
-from opgraph.backends.cpu.epilogues import fuse_epilogues
-from opgraph.backends.cpu.fusion import Kind, classify
-from opgraph.backends.cpu.memory import MemoryPlan, plan_memory
-from opgraph.backends.cpu.pipeline import lower_for_cpu
-from opgraph.backends.cpu.program import BufferKind, Program, Step
+from opgraph.backends.fused.builder import build_program
+from opgraph.backends.fused.epilogues import fuse_epilogues
+from opgraph.backends.fused.fusion import Kind, classify
+from opgraph.backends.fused.memory import MemoryPlan, plan_memory
+from opgraph.backends.fused.pipeline import lower_for_cpu
+from opgraph.backends.fused.program import BufferKind, Program, Step
 from opgraph.backends.gpu.availability import available, unavailable_reason
 from opgraph.backends.gpu.config import GpuConfig
 from opgraph.backends.gpu.cuda.module import assemble

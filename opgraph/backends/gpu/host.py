@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.program import (
+from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,
     GemmStep,
@@ -21,7 +21,7 @@ from opgraph.backends.cpu.program import (
     PoolStep,
     Step,
 )
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.backends.gpu import interpret
 from opgraph.backends.gpu.cuda.kernel import IntGemm
 from opgraph.backends.gpu.steps import direct, im2col_spec, pool_spec

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from opgraph.backends.cpu.program import (
+from opgraph.backends.fused.program import (
     ConvStep,
     GemmStep,
     LoopKernel,
@@ -22,7 +22,7 @@ from opgraph.backends.cpu.program import (
     PoolStep,
     Step,
 )
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.views import View
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, Im2Col, Pool
 from opgraph.backends.gpu.cuda.loops import LoopRenderer
 from opgraph.backends.gpu.cuda.windows import im2col_kernel, int_gemm_kernel, pool_kernel

@@ -4,8 +4,8 @@ import numpy as np
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu.memory import step_function
-from opgraph.backends.cpu.program import BufferKind
+from opgraph.backends.fused.memory import step_function
+from opgraph.backends.fused.program import BufferKind
 
 
 def chain(n=6, shape=(64, 32)):

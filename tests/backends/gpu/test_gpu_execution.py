@@ -13,7 +13,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends import gpu
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.views import View
 from opgraph.backends.gpu import DeviceTensor, GpuBackend, GpuUnavailableError
 from opgraph.backends.gpu.availability import probe
 from opgraph.backends.gpu.cuda import dialect

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import opgraph as og
-from opgraph.backends.cpu.program import LoopKernel
+from opgraph.backends.fused.program import LoopKernel
 from opgraph.backends.gpu import GpuBackend, GpuConfig
 from opgraph.backends.gpu.cuda import dialect
 from opgraph.backends.gpu.cuda.kernel import CudaKernel

@@ -51,7 +51,7 @@ class ModuleContext:
 
 
 class CScalarContext:
-    """The C implementation of :class:`~opgraph.backends.cpu.lowering.ScalarContext` for one
+    """The C implementation of :class:`~opgraph.backends.fused.lowering.ScalarContext` for one
     op inside one kernel."""
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Generate the C of one loop kernel (see :class:`~opgraph.backends.cpu.program.LoopKernel`).
+"""Generate the C of one loop kernel (see :class:`~opgraph.backends.fused.program.LoopKernel`).
 
 The kernel's domain is its full shape with the reduced axes moved last. Axes of size 1 are
 dropped and neighbouring axes that every access walks contiguously are merged, so most
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import Check, CScalarContext, ModuleContext
-from opgraph.backends.cpu.lowering import REDUCTIONS, SCALAR_OPS
-from opgraph.backends.cpu.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.cpu.views import Literal, View
+from opgraph.backends.fused.lowering import REDUCTIONS, SCALAR_OPS
+from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
+from opgraph.backends.fused.views import Literal, View
 from opgraph.core import element_type as et
 
 _EXPENSIVE = 8  # relative cost of a math call or helper, for the parallel decision

@@ -20,8 +20,8 @@ from opgraph.backends.cpu.codegen.loops import LoopEmitter
 from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
 from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
 from opgraph.backends.cpu.config import CpuConfig
-from opgraph.backends.cpu.memory import MemoryPlan
-from opgraph.backends.cpu.program import (
+from opgraph.backends.fused.memory import MemoryPlan
+from opgraph.backends.fused.program import (
     BufferKind,
     ConvStep,
     FallbackStep,

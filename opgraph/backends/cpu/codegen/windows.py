@@ -12,8 +12,8 @@ from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import LoopEmitter
-from opgraph.backends.cpu.program import ConvStep, PoolStep
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.program import ConvStep, PoolStep
+from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 
 

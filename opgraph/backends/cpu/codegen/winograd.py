@@ -17,7 +17,7 @@ from __future__ import annotations
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import LoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
-from opgraph.backends.cpu.program import WinogradStep
+from opgraph.backends.fused.program import WinogradStep
 
 # (Bᵀ d) then (·) B, for the four rows/columns of a tile.
 _BT = ("{0} - {2}", "{1} + {2}", "{2} - {1}", "{1} - {3}")

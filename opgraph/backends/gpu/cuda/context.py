@@ -36,7 +36,7 @@ class KernelState:
 
 
 class CudaScalarContext:
-    """:class:`~opgraph.backends.cpu.lowering.ScalarContext` for CUDA, for one op inside one
+    """:class:`~opgraph.backends.fused.lowering.ScalarContext` for CUDA, for one op inside one
     kernel. Run-time checks set a bit of the kernel's error word (``og_flag``)."""
 
     def __init__(

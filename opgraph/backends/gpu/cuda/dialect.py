@@ -2,7 +2,7 @@
 functions of the CPU dialect translated for the device.
 
 The scalar semantics are written once, as C expression templates (``backends/cpu/lowering``)
-over a :class:`~opgraph.backends.cpu.lowering.ScalarContext`. Most of the C they produce is
+over a :class:`~opgraph.backends.fused.lowering.ScalarContext`. Most of the C they produce is
 valid CUDA C++; what differs is confined to this module:
 
 * 16-bit floats are ``__half`` / ``__nv_bfloat16`` (``cuda_fp16.h``, ``cuda_bf16.h``), loaded

@@ -1,4 +1,4 @@
-"""Render a fused :class:`~opgraph.backends.cpu.program.LoopKernel` as a CUDA kernel.
+"""Render a fused :class:`~opgraph.backends.fused.program.LoopKernel` as a CUDA kernel.
 
 The kernel's domain is the CPU backend's (``codegen/loops.py``: size-1 axes dropped, axes that
 every access walks contiguously merged, reduced axes last), so both backends see the same
@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 
 from opgraph.backends.cpu.codegen.loops import Access, build_domain, domain_strides
-from opgraph.backends.cpu.lowering import REDUCTIONS
-from opgraph.backends.cpu.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.cpu.views import Literal, View
+from opgraph.backends.fused.lowering import REDUCTIONS
+from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
+from opgraph.backends.fused.views import Literal, View
 from opgraph.backends.gpu.cuda import dialect
 from opgraph.backends.gpu.cuda.context import CudaScalarContext, KernelState
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, KernelParam, LaunchKind

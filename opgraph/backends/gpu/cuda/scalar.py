@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from opgraph.backends.cpu.lowering import SCALAR_OPS, ScalarContext
-from opgraph.backends.cpu.lowering.registry import ScalarRenderer
+from opgraph.backends.fused.lowering import SCALAR_OPS, ScalarContext
+from opgraph.backends.fused.lowering.registry import ScalarRenderer
 from opgraph.core import element_type as et
 from opgraph.core.registry import Registry
 from opgraph.ops.conversion import Convert

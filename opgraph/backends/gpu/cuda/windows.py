@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.views import View
 from opgraph.backends.gpu.cuda import dialect
 from opgraph.backends.gpu.cuda.kernel import (
     CudaKernel,

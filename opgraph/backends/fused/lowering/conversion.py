@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from opgraph.backends.cpu.lowering.registry import SCALAR_OPS, VIEW_OPS, ScalarContext
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused.lowering.registry import SCALAR_OPS, VIEW_OPS, ScalarContext
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.ops.conversion import Bitcast, Convert

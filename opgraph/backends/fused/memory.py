@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from opgraph.backends.cpu.program import BufferKind, Program, Step
+from opgraph.backends.fused.program import BufferKind, Program, Step
 from opgraph.core.function import Function
 from opgraph.core.literals import Parameter
 from opgraph.core.node import Node, Output

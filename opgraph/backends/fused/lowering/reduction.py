@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from opgraph.backends.cpu.codegen import dialect
-from opgraph.backends.cpu.lowering.registry import (
+from opgraph.backends.fused.lowering.registry import (
     REDUCTIONS,
     REWRITES,
     ReductionRule,

@@ -22,7 +22,7 @@ from opgraph.core.op import Op
 from opgraph.core.registry import Registry
 
 if TYPE_CHECKING:
-    from opgraph.backends.cpu.views import Operand
+    from opgraph.backends.fused.views import Operand
 
 
 class ScalarContext(Protocol):

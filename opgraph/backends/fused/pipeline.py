@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from opgraph import passes
 from opgraph.backends.cpu.config import CpuConfig
-from opgraph.backends.cpu.lowering import REDUCTIONS, REWRITES, SCALAR_OPS, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.lowering import REDUCTIONS, REWRITES, SCALAR_OPS, STEP_OPS, VIEW_OPS
 from opgraph.core.function import Function
 from opgraph.core.graph import rebuild_nodes
 from opgraph.core.node import Node, Output

@@ -17,15 +17,15 @@ import enum
 import heapq
 from dataclasses import dataclass, field
 
-from opgraph.backends.cpu.lowering import (
+from opgraph.backends.fused.lowering import (
     BRIDGES,
     REDUCTIONS,
     SCALAR_OPS,
     STEP_OPS,
     VIEW_OPS,
 )
-from opgraph.backends.cpu.lowering.registry import reduction_axes
-from opgraph.backends.cpu.program import Level
+from opgraph.backends.fused.lowering.registry import reduction_axes
+from opgraph.backends.fused.program import Level
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node
