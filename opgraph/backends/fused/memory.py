@@ -1,25 +1,20 @@
 """The static memory plan of a Program, made by the shared planner
-(:func:`opgraph.passes.plan_memory`: liveness, one arena, first-fit reuse, in-place).
+(:func:`opgraph.passes.plan_memory.assign_offsets`: liveness intervals, one arena, first-fit
+reuse, in-place).
 
-The planner works on Functions, so the program is presented as one: a node per step, whose
-inputs are the buffers the step reads and whose outputs are the buffers it writes; arguments
-and constants are parameters and the result buffers are the results, so neither is planned.
-The steps then run in that Function's order (a topological order of the same dependencies),
-which is the order the liveness was computed for.
+The steps are scheduled first: a depth-first post-order from the result buffers, each step
+after the steps writing what it reads (a step whose writes reach no result is dropped). Each
+buffer a step writes is a value born at that step and dying after its last reader; arguments,
+constants, results and buffers no step writes are persistent (never planned).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from opgraph.backends.fused.program import BufferKind, Program, Step
-from opgraph.core.function import Function
-from opgraph.core.literals import Parameter
-from opgraph.core.node import Node, Output
-from opgraph.core.op import Op
-from opgraph.core.tensor_type import TensorType
-from opgraph.passes.plan_memory import plan_memory as shared_plan_memory
+from opgraph.passes.liveness import live_ranges
+from opgraph.passes.plan_memory import assign_offsets
 
 
 @dataclass(frozen=True)
@@ -32,6 +27,8 @@ class MemoryPlan:
         peak: the arena size in bytes (the high-water mark).
         inplace: (input buffer, output buffer) pairs that share a block.
         labels: the value each buffer holds (``%7``), by buffer id.
+        intervals: ``(first, last)`` positions in ``program.steps`` between which each
+            planned buffer is live.
     """
 
     offsets: dict[int, int]
@@ -39,86 +36,81 @@ class MemoryPlan:
     peak: int
     inplace: tuple[tuple[int, int], ...] = ()
     labels: dict[int, str] = field(default_factory=dict)
-
-
-class StepOp(Op):
-    """A program step seen as an op by the shared planner (never registered or executed)."""
-
-    __slots__ = ("step", "types")
-    step: Step
-    types: tuple[TensorType, ...]
-    num_inputs = None
-    multi_output = True
-
-    def __init__(self, step: Step, types: tuple[TensorType, ...]) -> None:
-        object.__setattr__(self, "step", step)
-        object.__setattr__(self, "types", types)
-
-    def infer(self, *inputs: Any) -> tuple[TensorType, ...]:
-        return self.types
+    intervals: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def _unique(ids: list[int]) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
-def step_function(program: Program) -> tuple[Function, dict[int, Output]]:
-    """The program as a Function of :class:`StepOp` nodes, and each buffer's value."""
-    values: dict[int, Output] = {}
-    parameters: list[Output] = []
+def reads(step: Step) -> list[int]:
+    """The buffers ``step`` reads, each once, in order."""
+    return _unique([v.buffer for v in step.reads()])
 
-    def placeholder(buffer_id: int) -> Output:
-        b = program.buffers[buffer_id]
-        out = Parameter(b.element_type, (b.size,)).build(provenance="cpu").outputs[0]
-        parameters.append(out)
-        values[buffer_id] = out
-        return out
 
-    def empty(buffer_id: int) -> Output:  # an empty value no step needs to write
-        assert program.buffers[buffer_id].size == 0, "a buffer read before it is written"
-        return placeholder(buffer_id)
+def writes(step: Step) -> list[int]:
+    """The buffers ``step`` writes, each once, in order."""
+    return _unique([v.buffer for v in step.writes()])
 
-    for buffer in program.buffers:
-        if buffer.kind in (BufferKind.ARG, BufferKind.CONST):
-            placeholder(buffer.id)
+
+def schedule(program: Program) -> list[Step]:
+    """The steps in execution order: depth-first post-order from the result buffers (in
+    buffer order), each step's readers visited after the writers of its reads (in order)."""
+    writer: dict[int, Step] = {}
     for step in program.steps:
-        reads = _unique([v.buffer for v in step.reads()])
-        writes = _unique([v.buffer for v in step.writes()])
-        types = tuple(
-            TensorType(program.buffers[b].element_type, (program.buffers[b].size,)) for b in writes
-        )
-        inputs = [values[b] if b in values else empty(b) for b in reads]
-        node = StepOp(step, types).build(*inputs, provenance="cpu")
-        for b, out in zip(writes, node.outputs, strict=True):
-            assert b not in values, "a buffer written by two steps (a CPU backend bug)"
-            values[b] = out
-    results = [
-        values[r.id] if r.id in values else placeholder(r.id)
-        for r in program.buffers
-        if r.kind is BufferKind.RESULT
+        for b in writes(step):
+            assert b not in writer, "a buffer written by two steps (a fused compiler bug)"
+            writer[b] = step
+    order: list[Step] = []
+    done: set[int] = set()
+    roots = [
+        writer[b.id] for b in program.buffers if b.kind is BufferKind.RESULT and b.id in writer
     ]
-    return Function(results, parameters, name="cpu_steps"), values
+    for root in roots:
+        if id(root) in done:
+            continue
+        stack: list[tuple[Step, list[Step]]] = [(root, _producers(root, writer))]
+        on_stack = {id(root)}
+        while stack:
+            step, pending = stack[-1]
+            if pending:
+                child = pending.pop(0)
+                if id(child) not in done and id(child) not in on_stack:
+                    stack.append((child, _producers(child, writer)))
+                    on_stack.add(id(child))
+                continue
+            stack.pop()
+            on_stack.discard(id(step))
+            done.add(id(step))
+            order.append(step)
+    return order
+
+
+def _producers(step: Step, writer: dict[int, Step]) -> list[Step]:
+    return [writer[b] for b in reads(step) if b in writer]
 
 
 def plan_memory(program: Program) -> MemoryPlan:
-    """Plan the arena of ``program`` and put its steps in the planned order (in place)."""
-    fn, values = step_function(program)
+    """Schedule the steps of ``program`` (in place: :func:`schedule`) and plan its arena."""
+    program.steps = schedule(program)
+    written = {b for step in program.steps for b in writes(step)}
+    persistent = {
+        b.id for b in program.buffers if b.kind is not BufferKind.ARENA or b.id not in written
+    }
+    born, dying = live_ranges(program.steps, reads, writes, persistent)
+    sizes = {b: program.buffers[b].nbytes for step in program.steps for b in born[step]}
 
-    def in_place(node: Node) -> list[tuple[int, int]]:
-        assert isinstance(node.op, StepOp)
-        reads = _unique([v.buffer for v in node.op.step.reads()])
-        writes = _unique([v.buffer for v in node.op.step.writes()])
+    def in_place(step: Step) -> list[tuple[int, int]]:
         return [
-            (writes.index(dst), reads.index(src))
-            for src, dst in node.op.step.inplace_pairs()
+            (dst, src)
+            for src, dst in step.inplace_pairs()
             if program.buffers[src].kind is BufferKind.ARENA
         ]
 
-    plan = shared_plan_memory(fn, in_place=in_place)
-    program.steps = [n.op.step for n in fn.nodes if isinstance(n.op, StepOp)]
-    buffer_of = {value: b for b, value in values.items()}
-    offsets = {buffer_of[v]: o for v, o in plan.offsets.items()}
-    sizes = {buffer_of[v]: s for v, s in plan.sizes.items()}
-    inplace = tuple((buffer_of[src], buffer_of[dst]) for dst, src in plan.in_place.items())
+    offsets, shared, peak = assign_offsets(program.steps, born, dying, sizes, in_place)
+    first = {b: i for i, step in enumerate(program.steps) for b in born[step]}
+    last = {b: i for i, step in enumerate(program.steps) for b in dying[step]}
+    inplace = tuple((src, dst) for dst, src in shared.items())
     labels = {b: program.buffers[b].label for b in offsets}
-    return MemoryPlan(offsets, sizes, plan.peak, inplace, labels)
+    intervals = {b: (first[b], last[b]) for b in offsets}
+    return MemoryPlan(offsets, sizes, peak, inplace, labels, intervals)
