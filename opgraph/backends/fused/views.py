@@ -72,13 +72,6 @@ class Literal:
 Operand = View | Literal
 
 
-def with_layout(x: Operand, shape: Shape, strides: tuple[int, ...], offset: int) -> Operand:
-    """``x`` re-viewed; literals only change shape."""
-    if isinstance(x, Literal):
-        return Literal(x.value, x.element_type, shape)
-    return View(x.buffer, x.element_type, shape, strides, offset)
-
-
 def permute(x: Operand, order: tuple[int, ...]) -> Operand:
     """``x`` with axes reordered: new axis i is old axis ``order[i]``."""
     shape = tuple(x.shape[a] for a in order)

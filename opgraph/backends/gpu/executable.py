@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen.context import Check
+from opgraph.backends.fused.loops import Check
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.program import BufferKind, FallbackStep, Program, Step
 from opgraph.backends.fused.views import View

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+import opgraph.backends.gpu.interpret as interpret
 from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,
@@ -22,7 +23,6 @@ from opgraph.backends.fused.program import (
     Step,
 )
 from opgraph.backends.fused.views import Literal, Operand, View
-from opgraph.backends.gpu import interpret
 from opgraph.backends.gpu.cuda.kernel import IntGemm
 from opgraph.backends.gpu.steps import direct, im2col_spec, pool_spec
 from opgraph.core import element_type as et

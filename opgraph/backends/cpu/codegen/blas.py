@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.loops import LoopEmitter
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.fused.lowering.linalg import blas_layout
 from opgraph.backends.fused.program import GemmStep
 from opgraph.backends.fused.views import View
@@ -121,7 +121,7 @@ class GemmEmitter:
         if self.step.epilogue is None:
             return []
         label = "epilogue of " + self.name
-        emitter = LoopEmitter(
+        emitter = CLoopEmitter(
             self.step.epilogue, f"{self.name}_ep", self.module, label, self.checks
         )
         return [emitter.emit()]

@@ -29,7 +29,7 @@ def _convert(op: Convert, args: Sequence[str], ctx: ScalarContext) -> str:
     if target.is_integral:
         return _saturate(x, source, target, ctx)
     if target is et.f16 and source is et.f64:  # one rounding, straight from double
-        return f"((float)(_Float16)({x}))"
+        return ctx.narrow(target, x)
     return f"(({ctx.ctype(target)}){x})"
 
 

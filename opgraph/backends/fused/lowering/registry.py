@@ -2,8 +2,8 @@
 
 * ``SCALAR_OPS``: the scalar semantics of an elementwise op, written once as an expression
   template over argument expressions. Templates use only the dialect-neutral
-  :class:`ScalarContext` (math functions, literals, helpers, run-time checks), so a GPU
-  renderer can reuse them with a CUDA context.
+  :class:`ScalarContext` (math functions, literals, helpers, run-time checks), so every
+  target renders them through its dialect (``fused/dialect.py``).
 * ``VIEW_OPS``: movement ops as operand re-views (no copy).
 * ``REDUCTIONS``: accumulate/identity rules of reductions, fused as row phases.
 * ``STEP_OPS``: ops that lower to a whole native step (BLAS contractions, …).
@@ -48,6 +48,9 @@ class ScalarContext(Protocol):
     def ctype(self, t: ElementType | None = None) -> str:
         """The compute type of ``t`` (default: the output's)."""
 
+    def narrow(self, t: ElementType, expr: str) -> str:
+        """``expr``, a ``double``, rounded once to the 16-bit float ``t`` (a compute value)."""
+
     def helper(self, name: str) -> None:
         """Require a helper function (``"div_i32"``, ``"f2i_u8"``…) in the module."""
 
@@ -73,13 +76,13 @@ class ReductionRule:
     Attributes:
         combine: C statement template updating ``{acc}`` with ``{x}``.
         omp: the OpenMP reduction operator that merges per-lane accumulators.
-        identity: the identity for an element type, as a literal (``ctx``-free).
+        identity: the identity for an element type, as a value (the dialect writes it).
         propagates_nan: NaN inputs make the result NaN (max/min track a flag).
     """
 
     combine: str
     omp: str
-    identity: Callable[[ElementType], str]
+    identity: Callable[[ElementType], bool | int | float]
     propagates_nan: bool = False
 
 

@@ -11,9 +11,9 @@ fake device of the tests) can compute the same thing another way.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from opgraph.backends.cpu.codegen.context import Check
+from opgraph.backends.fused.loops import Check
 from opgraph.backends.fused.views import View
 
 
@@ -110,14 +110,3 @@ class IntGemm:
     rows: int
     cols: int
     inner: int
-
-
-@dataclass
-class KernelSet:
-    """The kernels of one module, in a stable order."""
-
-    kernels: list[CudaKernel] = field(default_factory=list)
-
-    def add(self, kernel: CudaKernel) -> CudaKernel:
-        self.kernels.append(kernel)
-        return kernel
