@@ -294,6 +294,7 @@ def assign_phases(kernel: LoopKernel) -> None:
 
 
 def build_program(fn: Function, threads: int = 1) -> Program:
-    """The Program of a Function already lowered for the CPU backend (``threads``: how many
-    threads steps may split their work between, for per-thread scratch)."""
+    """The Program of a Function already lowered (:func:`~opgraph.backends.fused.pipeline.lower`;
+    ``threads``: how many threads steps may split their work between, for per-thread
+    scratch)."""
     return ProgramBuilder(fn, threads).build()

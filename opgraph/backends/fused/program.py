@@ -1,4 +1,4 @@
-"""The CPU backend's executable plan: buffers and the steps that read and write them.
+"""The fused compiler's executable plan: buffers and the steps that read and write them.
 
 A lowered Function becomes a :class:`Program`: an ordered list of steps (generated loop
 kernels, BLAS contractions, fallbacks to reference kernels) over buffers that are either the

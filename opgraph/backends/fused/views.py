@@ -1,6 +1,6 @@
 """Operands of generated code: strided views of buffers, and uniform literals.
 
-Movement ops (broadcast, transpose, slice, reshape) never copy on the CPU backend: they map an
+Movement ops (broadcast, transpose, slice, reshape) never copy in the fused compiler: they map an
 operand to another operand (``lowering/movement.py``), and kernels read through the resulting
 strides. A reshape that strides cannot express asks for a contiguous copy first.
 """

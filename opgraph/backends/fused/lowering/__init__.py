@@ -1,4 +1,5 @@
-"""CPU lowerings, one module per op family, registered by op class (DESIGN.md §4)."""
+"""The fused compiler's lowerings, one module per op family, registered by op class
+(docs/design.md §4)."""
 
 from opgraph.backends.fused.lowering import (  # noqa: F401 - importing registers lowerings
     bitwise,

@@ -1,4 +1,4 @@
-"""The CPU lowering registries, keyed by op class (DESIGN.md §4).
+"""The fused compiler's lowering registries, keyed by op class (DESIGN.md §4).
 
 * ``SCALAR_OPS``: the scalar semantics of an elementwise op, written once as an expression
   template over argument expressions. Templates use only the dialect-neutral
@@ -7,7 +7,7 @@
 * ``VIEW_OPS``: movement ops as operand re-views (no copy).
 * ``REDUCTIONS``: accumulate/identity rules of reductions, fused as row phases.
 * ``STEP_OPS``: ops that lower to a whole native step (BLAS contractions, …).
-* ``REWRITES``: CPU-only graph rewrites applied before fusion.
+* ``REWRITES``: graph rewrites applied before fusion (expansions that fuse better).
 """
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ class ScalarContext(Protocol):
 
 #: ``render(op, args, ctx) -> expression``: the op's value, in the compute type of its output.
 ScalarRenderer = Callable[[Any, Sequence[str], ScalarContext], str]
-SCALAR_OPS: Registry[type, ScalarRenderer] = Registry("CPU scalar renderer")
+SCALAR_OPS: Registry[type, ScalarRenderer] = Registry("scalar renderer")
 
 #: ``rule(op, operand, copy) -> operand``; ``copy(operand)`` makes a dense copy, for what
 #: strides cannot express.
 ViewRule = Callable[[Any, "Operand", Callable[["Operand"], "Operand"]], "Operand"]
-VIEW_OPS: Registry[type, ViewRule] = Registry("CPU view rule")
+VIEW_OPS: Registry[type, ViewRule] = Registry("view rule")
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class ReductionRule:
     propagates_nan: bool = False
 
 
-REDUCTIONS: Registry[type, ReductionRule] = Registry("CPU reduction rule")
+REDUCTIONS: Registry[type, ReductionRule] = Registry("reduction rule")
 
 
 def reduction_axes(op: Op) -> tuple[int, ...]:
@@ -95,12 +95,12 @@ def reduction_axes(op: Op) -> tuple[int, ...]:
     return axes
 
 
-#: ``rewrite(node, inputs) -> replacement outputs | None``: CPU-specific graph rewrites.
+#: ``rewrite(node, inputs) -> replacement outputs | None``: graph rewrites before fusion.
 Rewrite = Callable[[Node, tuple[Output, ...]], Sequence[Output] | None]
-REWRITES: Registry[type, Rewrite] = Registry("CPU rewrite")
+REWRITES: Registry[type, Rewrite] = Registry("fusion rewrite")
 
-#: Ops lowered to a whole native step; the value is the step builder (see ``steps.py``).
-STEP_OPS: Registry[type, Callable[..., Any]] = Registry("CPU step lowering")
+#: Ops lowered to a whole native step: ``lowering(program_builder, node)`` adds the step.
+STEP_OPS: Registry[type, Callable[..., Any]] = Registry("step lowering")
 
 #: ``bridge(op, input_shape, output_shape, full_shape, axes, input_level) -> level | None``:
 #: a movement op that, inside a row kernel, re-presents a row value at another shape without
@@ -108,4 +108,4 @@ STEP_OPS: Registry[type, Callable[..., Any]] = Registry("CPU step lowering")
 Bridge = Callable[
     [Any, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int], int | None
 ]
-BRIDGES: Registry[type, Bridge] = Registry("CPU bridge rule")
+BRIDGES: Registry[type, Bridge] = Registry("bridge rule")
