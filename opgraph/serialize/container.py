@@ -86,10 +86,13 @@ class Archive:
         if file.read(len(ZIP_SIGNATURE)) != ZIP_SIGNATURE:
             file.seek(0)
             head = file.read(8)
+            hint = (
+                "; read ONNX with og.onnx.import_model" if source.lower().endswith(".onnx") else ""
+            )
             raise fail(
                 source,
                 "",
-                f"not an opgraph file: expected a zip archive, found {head!r} at the start",
+                f"not an opgraph file: expected a zip archive, found {head!r} at the start{hint}",
             )
         file.seek(0)
         try:
