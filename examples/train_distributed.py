@@ -2,9 +2,12 @@
 
 Every rank builds the same step (forward, backward, ``AllReduce`` mean of the gradients, Adam)
 and trains on its own share of each global batch (``og.distributed.shard_batches``); rank 0's
-initial weights are broadcast, so all ranks keep identical weights. Run on one host with::
+initial weights are broadcast, so all ranks keep identical weights. Run on one host, with no
+listener beyond the loopback (a plain ``mpiexec -n 2`` listens on the machine's external
+addresses, and MPICH's control port on every interface even with ``-iface lo``), with::
 
     UCX_NET_DEVICES=lo OPENBLAS_NUM_THREADS=1 OPGRAPH_NUM_THREADS=1 \\
+        unshare -rn sh -c 'ip link set lo up && exec "$@"' sh \\
         mpiexec -launcher fork -hosts localhost -iface lo -n 2 \\
         python examples/train_distributed.py --epochs 5 --batch-size 32
 

@@ -356,8 +356,14 @@ class Clamp(Activation):
         set_attr(self, "min_value", low)
         set_attr(self, "max_value", high)
 
+    def typed_bounds(self, element_type: ElementType) -> tuple[Any, Any]:
+        """The bounds as values of ``element_type`` (None where absent): for integer types
+        rounded inward and saturated to the type's range (so ``±inf`` is the type's lowest or
+        highest value), for float types rounded to the type (``±inf`` beyond its range)."""
+        return _typed_bounds(self.min_value, self.max_value, element_type)
+
     def decompose(self, x: Output) -> Output:  # type: ignore[override]
-        low, high = _typed_bounds(self.min_value, self.max_value, x.element_type)
+        low, high = self.typed_bounds(x.element_type)
         if low is not None:
             x = maximum(x, scalar_like(low, x))
         if high is not None:
@@ -369,7 +375,7 @@ def _as_bound(value: Any, what: str) -> float | int | None:
     if value is None:
         return None
     number = as_number(value, what)
-    if math.isnan(number):
+    if isinstance(number, float) and math.isnan(number):  # math.isnan(10**400) overflows
         raise OpTypeError(f"{what} must not be NaN")
     return number
 
@@ -386,6 +392,8 @@ def _typed_bounds(
     def saturate(value: float | None, rounding: Any) -> int | None:
         if value is None:
             return None
+        if isinstance(value, float) and math.isinf(value):  # math.ceil(inf) would overflow
+            return int(info.max) if value > 0 else int(info.min)
         rounded = value if isinstance(value, int) else rounding(value)
         return int(min(max(rounded, int(info.min)), int(info.max)))
 
@@ -395,8 +403,12 @@ def _typed_bounds(
 def _rounded(value: float | None, element_type: ElementType) -> Any:
     if value is None:
         return None
+    try:
+        wide = float(value)
+    except OverflowError:  # an int beyond the float range: beyond every float type's too
+        wide = math.inf if value > 0 else -math.inf
     with np.errstate(over="ignore"):
-        return np.asarray(value, np.float64).astype(element_type.dtype)
+        return np.asarray(wide, np.float64).astype(element_type.dtype)
 
 
 def clamp(x: Output, min: float | None = None, max: float | None = None) -> Output:  # noqa: A002

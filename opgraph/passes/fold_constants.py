@@ -13,24 +13,43 @@ from opgraph.core.errors import GraphError, OpgraphError, OpTypeError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
+from opgraph.core.op import Op
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.convolution import ConvolutionBase
 from opgraph.ops.elementwise import BinaryElementwise, Select, UnaryElementwise
+from opgraph.ops.linalg import Dot, Gemm, MatMul
 from opgraph.ops.movement import Broadcast
+from opgraph.ops.nn import LRN
+from opgraph.ops.pooling import Pool
+from opgraph.ops.rnn import RecurrentCell
 from opgraph.passes._rewrite_nodes import rewrite_nodes
 from opgraph.pattern.pattern import constant_value
 
-__all__ = ["DEFAULT_MAX_ELEMENTS", "fold_constants"]
+__all__ = ["DEFAULT_MAX_ELEMENTS", "DEFAULT_MAX_WORK", "fold_constants"]
 
 #: Folding never materializes a constant with more elements than this by default (4 MiB of
 #: f32): a Broadcast of a scalar to 4096x4096 stays a Broadcast.
 DEFAULT_MAX_ELEMENTS = 1 << 20
+
+#: Folding one op never reads more than this many elements by default (see ``_work``): about
+#: a tenth of a second of numpy. A reduction of a scalar broadcast to 10^6 x 10^6 is 10^12
+#: elements of work for a one-element result, so it stays in the graph and runs (or fails) at
+#: run time instead of keeping the compiler busy for hours.
+DEFAULT_MAX_WORK = 1 << 24
+
+#: Ops whose reference kernel reads input elements many times over (contractions, windows):
+#: their work is counted as output elements x input elements, an upper bound (``Dot`` of
+#: ``[m, k]`` by ``[k, n]`` does m*n*k multiply-adds, less than m*n * (m*k + k*n)).
+_CONTRACTING: tuple[type[Op], ...] = (Dot, MatMul, Gemm, ConvolutionBase, Pool, RecurrentCell, LRN)
 
 #: Ops that compute element ``i`` of the output from element ``i`` of each input: folding them
 #: on broadcast constants can work on the small sources and broadcast the result.
 _ELEMENTWISE = (UnaryElementwise, BinaryElementwise, Select)
 
 
-def fold_constants(fn: Function, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Function:
+def fold_constants(
+    fn: Function, max_elements: int = DEFAULT_MAX_ELEMENTS, max_work: int = DEFAULT_MAX_WORK
+) -> Function:
     """Replace every op whose inputs are all constant by a Constant of its value.
 
     "Constant" inputs are Constants and Broadcasts of Constants (how ``x * 0.5`` spells a
@@ -41,27 +60,33 @@ def fold_constants(fn: Function, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Fu
     computes on the INTERPRETER.
 
     Needs: nothing. Guarantees: no op with a reference kernel has only constant inputs unless
-    its result would have more than ``max_elements`` elements, or its kernel fails on those
-    inputs (e.g. an integer division by zero, left to raise at run time); numerics unchanged.
+    its result would have more than ``max_elements`` elements, folding it would read more than
+    ``max_work`` elements, or its kernel fails on those inputs (e.g. an integer division by
+    zero, left to raise at run time); numerics unchanged.
+
+    Work is counted before the kernel runs: the elements of every input (a broadcast input
+    counts its full broadcast shape, which the kernel reads) plus those of the results; for
+    contractions and windowed ops (``Dot``, ``MatMul``, ``Gemm``, convolutions, pooling,
+    recurrent cells, ``LRN``) the result's elements times the inputs' elements.
 
     Args:
         fn: the Function (not modified).
         max_elements: the largest constant, in elements, folding may create.
+        max_work: the most elements folding one op may read (see above).
 
     Returns:
         The folded Function (``fn`` itself when nothing folds).
 
     Raises:
-        GraphError: ``max_elements`` is not a non-negative int.
+        GraphError: ``max_elements`` or ``max_work`` is not a non-negative int.
         OpTypeError: a user of a folded value rejects it (an integer division by a divisor that
             folds to a constant holding 0): the graph would fail at every run.
     """
-    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
-        raise GraphError(
-            f"fold_constants: max_elements must be a non-negative int, got {max_elements!r}"
-        )
+    for name, value in (("max_elements", max_elements), ("max_work", max_work)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise GraphError(f"fold_constants: {name} must be a non-negative int, got {value!r}")
     try:
-        return rewrite_nodes(fn, functools.partial(_fold, max_elements))
+        return rewrite_nodes(fn, functools.partial(_fold, max_elements, max_work))
     except OpTypeError as error:
         # Some type rules look at constant values (an integer divisor holding 0): a value
         # folding made constant can fail one. The graph would fail at every run anyway.
@@ -69,7 +94,9 @@ def fold_constants(fn: Function, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Fu
         raise
 
 
-def _fold(max_elements: int, node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+def _fold(
+    max_elements: int, max_work: int, node: Node, inputs: tuple[Output, ...]
+) -> Sequence[Output] | None:
     op = node.op
     if isinstance(op, Parameter | Constant | Broadcast) or not op.foldable:
         return None
@@ -82,10 +109,12 @@ def _fold(max_elements: int, node: Node, inputs: tuple[Output, ...]) -> Sequence
     if any(a is None for a in arrays):
         return None
     if isinstance(op, _ELEMENTWISE):
-        folded = _fold_broadcast_sources(node, inputs, kernel, max_elements)
+        folded = _fold_broadcast_sources(node, inputs, kernel, max_elements, max_work)
         if folded is not None:
             return folded
     if any(_elements(t) > max_elements for t in node.output_types):
+        return None
+    if _work(node, inputs) > max_work:
         return None
     values = _run(kernel, op, arrays)
     if values is None:
@@ -94,7 +123,7 @@ def _fold(max_elements: int, node: Node, inputs: tuple[Output, ...]) -> Sequence
 
 
 def _fold_broadcast_sources(
-    node: Node, inputs: tuple[Output, ...], kernel: Any, max_elements: int
+    node: Node, inputs: tuple[Output, ...], kernel: Any, max_elements: int, max_work: int
 ) -> Sequence[Output] | None:
     """``f(broadcast(a), broadcast(b))`` as ``broadcast(f(a, b))`` when the broadcasts agree."""
     ops = {i.op for i in inputs}
@@ -103,7 +132,8 @@ def _fold_broadcast_sources(
     (broadcast,) = ops
     sources = [i.node.inputs[0] for i in inputs]
     source_type = sources[0].tensor_type
-    if _elements(source_type) > max_elements:
+    elements = _elements(source_type)
+    if elements > max_elements or elements * (len(inputs) + 1) > max_work:
         return None
     arrays = [constant_value(s) for s in sources]
     values = _run(kernel, node.op, arrays)
@@ -128,6 +158,15 @@ def _constant(value: np.ndarray, t: Any, node: Node) -> Output:
     assert isinstance(t, TensorType)
     built = Constant(t.element_type, t.shape, value).build(provenance=node.provenance)
     return built.outputs[0]
+
+
+def _work(node: Node, inputs: tuple[Output, ...]) -> int:
+    """An upper bound on the elements folding ``node`` reads (see ``fold_constants``)."""
+    read = sum(_elements(i.type) for i in inputs)
+    written = sum(_elements(t) for t in node.output_types)
+    if isinstance(node.op, _CONTRACTING):
+        return written * max(read, 1) + read
+    return read + written
 
 
 def _elements(t: Any) -> int:

@@ -8,6 +8,7 @@ import os
 import uuid
 from typing import BinaryIO
 
+from opgraph.core.errors import SerializationError
 from opgraph.core.function import Function
 from opgraph.serialize.container import Archive, write_archive
 from opgraph.serialize.decode import Loaded, read_archive
@@ -53,19 +54,26 @@ def save(fn: Function, path: PathLike) -> None:
 
     Args:
         fn: the Function to save.
-        path: the file to write (conventionally ``*.opgraph``).
+        path: the file to write (conventionally ``*.opgraph``). A path ending in ``.onnx`` is
+            refused: this writes opgraph files only (write ONNX with
+            ``onnx.save(og.onnx.export_model(fn), path)``).
 
     Raises:
-        SerializationError: as :func:`serialize` (nothing is written then).
-        OSError: the file cannot be written.
+        SerializationError: as :func:`serialize`, or ``path`` ends in ``.onnx`` (nothing is
+            written then).
+        OSError: the file cannot be written; the message names ``path`` (and says when its
+            directory does not exist), never the temporary file.
     """
-    encoded = encode_function(fn)  # encoding errors surface before the filesystem is touched
     target = os.fspath(path)
+    if target.lower().endswith(".onnx"):
+        raise SerializationError(
+            f"{target}: og.save writes opgraph files, not ONNX; to write an ONNX model use "
+            "onnx.save(og.onnx.export_model(fn), path), or save to a .opgraph path"
+        )
+    encoded = encode_function(fn)  # encoding errors surface before the filesystem is touched
     directory, base = os.path.split(os.path.abspath(target))
     temporary = os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
-    # O_EXCL: never write through someone else's file; 0o666 lets the umask decide the mode,
-    # as for any file the user creates.
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    descriptor = _create(temporary, target, directory)
     try:
         with os.fdopen(descriptor, "wb") as out:
             write_archive(out, encoded.graph, encoded.blobs)
@@ -75,6 +83,20 @@ def save(fn: Function, path: PathLike) -> None:
     except BaseException:
         _remove_quietly(temporary)
         raise
+
+
+def _create(temporary: str, target: str, directory: str) -> int:
+    """Open the temporary file, or raise an OSError that names ``target``, not the temporary."""
+    try:
+        # O_EXCL: never write through someone else's file; 0o666 lets the umask decide the
+        # mode, as for any file the user creates.
+        return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as error:
+        if not os.path.isdir(directory):
+            problem = f"the directory {directory} does not exist"
+        else:
+            problem = f"cannot create a file in {directory}: {error.strerror}"
+        raise type(error)(error.errno, f"cannot save {target}: {problem}") from None
 
 
 def _remove_quietly(path: str) -> None:

@@ -30,6 +30,8 @@ from opgraph.serialize.schema import (
 _GRAPH_COMPRESSION = zipfile.ZIP_DEFLATED
 _DATA_COMPRESSION = zipfile.ZIP_STORED
 _ACCEPTED_COMPRESSION = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+#: graph.json may inflate freely up to this size; beyond it, Limits.max_graph_compression holds.
+_GRAPH_RATIO_FREE = 1 << 20
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: byte-identical files for identical graphs
 _LOCAL_HEADER_SIZE = 30
 
@@ -84,10 +86,13 @@ class Archive:
         if file.read(len(ZIP_SIGNATURE)) != ZIP_SIGNATURE:
             file.seek(0)
             head = file.read(8)
+            hint = (
+                "; read ONNX with og.onnx.import_model" if source.lower().endswith(".onnx") else ""
+            )
             raise fail(
                 source,
                 "",
-                f"not an opgraph file: expected a zip archive, found {head!r} at the start",
+                f"not an opgraph file: expected a zip archive, found {head!r} at the start{hint}",
             )
         file.seek(0)
         try:
@@ -118,10 +123,9 @@ class Archive:
                 )
             self._check_member(info, where)
             if info.filename == GRAPH_MEMBER:
-                _check_size(
-                    self.source, where, info.file_size, limits.max_graph_bytes, "max_graph_bytes"
-                )
+                self._check_graph_member(info, where, limits)
             else:
+                self._check_data_member(info, where)
                 data_bytes += info.file_size
             members[info.filename] = info
         _check_size(
@@ -130,6 +134,29 @@ class Archive:
         if GRAPH_MEMBER not in members:
             raise fail(self.source, "", f"not an opgraph file: the archive has no {GRAPH_MEMBER}")
         return members
+
+    def _check_graph_member(self, info: zipfile.ZipInfo, where: str, limits: Limits) -> None:
+        _check_size(self.source, where, info.file_size, limits.max_graph_bytes, "max_graph_bytes")
+        ratio = limits.max_graph_compression
+        if info.file_size > max(_GRAPH_RATIO_FREE, ratio * info.compress_size):
+            raise fail(
+                self.source,
+                where,
+                f"inflates from {info.compress_size} to {info.file_size} bytes, more than "
+                f"{ratio} times (Limits.max_graph_compression): a deflate bomb?",
+            )
+
+    def _check_data_member(self, info: zipfile.ZipInfo, where: str) -> None:
+        # Stored only: the bytes a constant takes in memory are then bytes of the file, so a
+        # small file can never make the reader allocate much (a deflate bomb is 1000:1).
+        if info.compress_type != zipfile.ZIP_STORED:
+            method = _ACCEPTED_COMPRESSION.get(info.compress_type, str(info.compress_type))
+            raise fail(
+                self.source,
+                where,
+                f"is {method}; constant data members must be stored uncompressed "
+                "(docs/format.md §1)",
+            )
 
     def _check_member(self, info: zipfile.ZipInfo, where: str) -> None:
         if info.flag_bits & 0x1:
@@ -199,5 +226,6 @@ def _check_size(source: str, where: str, size: int, limit: int, name: str) -> No
         raise fail(
             source,
             where,
-            f"declares {size} bytes, more than the limit of {limit} (Limits.{name})",
+            f"declares {size} bytes, more than the limit of {limit} (Limits.{name}; to "
+            f"accept it, load with limits=opgraph.serialize.Limits({name}=...))",
         )

@@ -42,6 +42,8 @@ _NODE_REQUIRED = {"op", "version", "types"}
 _NODE_OPTIONAL = {"attributes", "inputs", "name", "provenance"}
 _ARRAY_KEYS = {"data", "element_type", "shape"}
 _DEFAULT_PROVENANCE = "<deserialized>"
+#: numpy's limit on an array's element count (the product of its non-zero dimensions).
+_MAX_ELEMENTS = int(np.iinfo(np.intp).max)
 
 
 @dataclass(frozen=True)
@@ -394,6 +396,11 @@ class _Reader:
             raise ValueProblem(f"array data must be a sha256 hex digest, got {digest!r:.80}")
         element_type = element_type_named(payload["element_type"])
         shape = _shape(payload["shape"])
+        if math.prod(d for d in shape if d) > _MAX_ELEMENTS:
+            raise ValueProblem(
+                f"array shape {list(shape)!s:.80} has more elements than an array can index "
+                f"(at most {_MAX_ELEMENTS}, not counting empty dimensions)"
+            )
         nbytes = math.prod(shape) * element_type.itemsize
         declared = self.archive.data_size(digest)
         if declared is None:
@@ -402,6 +409,13 @@ class _Reader:
             raise ValueProblem(
                 f"{element_type.name}{list(shape)} needs {nbytes} bytes, data member "
                 f"data/{digest}.bin has {declared}"
+            )
+        if self.constant_bytes + nbytes > self.limits.max_data_bytes:
+            raise ValueProblem(
+                f"{element_type.name}{list(shape)!s:.80} takes the file's constants to "
+                f"{self.constant_bytes + nbytes} bytes (each Constant holds its own copy), more "
+                f"than the limit of {self.limits.max_data_bytes} (Limits.max_data_bytes; to "
+                "accept it, load with limits=opgraph.serialize.Limits(max_data_bytes=...))"
             )
         data = self.archive.data(digest)
         size = element_type.itemsize

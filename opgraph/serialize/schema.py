@@ -34,15 +34,29 @@ class Limits:
     Attributes:
         max_graph_bytes: the largest ``graph.json`` (uncompressed) accepted. A 100k-node chain
             takes about 15 MiB.
-        max_data_bytes: the largest total of constant data (uncompressed, distinct members).
+        max_data_bytes: the most constant data a file may make this process hold: checked
+            against the stored data members together (before reading), and against every
+            constant value the graph builds, counted once per Constant that refers to it (each
+            holds its own copy). Raise it to load a larger model.
+        max_graph_compression: how many times its compressed size ``graph.json`` may inflate to
+            (beyond its first MiB): the writer's JSON deflates about 10 to 40 fold, a deflate
+            bomb about 1000 fold.
         max_members: the most zip members accepted.
         max_depth: the deepest nesting of attribute values and tuple types.
     """
 
     max_graph_bytes: int = 512 * _MiB
-    max_data_bytes: int = 64 * _GiB
+    max_data_bytes: int = 4 * _GiB
+    max_graph_compression: int = 200
     max_members: int = 1_000_000
     max_depth: int = 64
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if type(value) is not int or value < 0:
+                raise SerializationError(
+                    f"Limits.{name} must be a non-negative int, got {value!r:.60}"
+                )
 
 
 DEFAULT_LIMITS = Limits()

@@ -59,17 +59,29 @@ def _prelu(op: act.PRelu, x: np.ndarray, slope: np.ndarray, out: Any) -> np.ndar
 
 @ORACLE.register(act.Clamp)
 def _clamp(op: act.Clamp, x: np.ndarray, out: Any) -> np.ndarray:
-    low, high = op.min_value, op.max_value
-    if x.dtype.kind in "iu":
-        info = np.iinfo(x.dtype)
-        low = None if low is None else min(max(math.ceil(low), int(info.min)), int(info.max))
-        high = None if high is None else min(max(math.floor(high), int(info.min)), int(info.max))
+    low = _clamp_bound(op.min_value, x.dtype, math.ceil)
+    high = _clamp_bound(op.max_value, x.dtype, math.floor)
     result = wide(x)
     if low is not None:
         result = np.where(result < low, np.asarray(low).astype(result.dtype), result)
     if high is not None:
         result = np.where(result > high, np.asarray(high).astype(result.dtype), result)
     return narrow(result, out)
+
+
+def _clamp_bound(value: float | None, dtype: np.dtype, rounding: Any) -> float | int | None:
+    """A bound as a Python number the widened input compares with: for integers rounded
+    inward, then limited to the type's range (an infinite bound is the type's end)."""
+    if value is None:
+        return None
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if isinstance(value, float) and math.isinf(value):
+            return int(info.max) if value > 0 else int(info.min)
+        return min(max(rounding(value), int(info.min)), int(info.max))
+    if abs(value) > float(np.finfo(np.float64).max):  # an int beyond every float: an infinity
+        return math.inf if value > 0 else -math.inf
+    return float(value)
 
 
 @ORACLE.register(act.SquaredDifference)

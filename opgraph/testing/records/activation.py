@@ -63,6 +63,30 @@ RECORDS: list[OpRecord] = [
         (In(S, low=0, high=3),),
         NUMERIC,
     ),
+    # Infinite and out-of-range bounds saturate to the type (nGraph clamp_{int8..uint64}_static).
+    OpRecord("clamp_infinite_max", lambda x: ops.clamp(x, 1.0, INF), (In(S),), NUMERIC),
+    OpRecord("clamp_infinite_min", lambda x: ops.clamp(x, -INF, 1.0), (In(S),), NUMERIC),
+    OpRecord("clamp_infinite_both", lambda x: ops.clamp(x, -INF, INF), (In(S),), NUMERIC),
+    OpRecord(
+        "clamp_huge_int_bounds",
+        lambda x: ops.clamp(x, -(10**400), 10**400),
+        (In(S),),
+        NUMERIC,
+    ),
+    OpRecord(
+        "clamp_min_above_range",
+        lambda x: ops.clamp(x, 1e30, INF),
+        (In(S, low=0, high=3),),
+        NUMERIC,
+        differentiable=False,
+    ),
+    OpRecord(
+        "clamp_max_below_range",
+        lambda x: ops.clamp(x, -INF, -1e30),
+        (In(S, low=0, high=3),),
+        NUMERIC,
+        differentiable=False,
+    ),
     OpRecord(
         "clamp_special",
         lambda x: ops.clamp(x, -1.0, 1.0),

@@ -123,17 +123,11 @@ def _prelu(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 @exports(ops.Clamp)
 def _clamp(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
     """Clip with the bounds rounded the way Clamp rounds them for the element type."""
-    op = node.op
     element_type = node.inputs[0].element_type
-    bounds = []
-    for value, rounding in ((op.min_value, np.ceil), (op.max_value, np.floor)):
-        if value is None:
-            bounds.append("")
-            continue
-        if element_type.is_integral:
-            info = np.iinfo(element_type.dtype)
-            value = float(np.clip(rounding(value), info.min, info.max))
-        bounds.append(ctx.constant(np.asarray(value).astype(element_type.dtype), "bound"))
+    bounds = [
+        "" if value is None else ctx.constant(np.asarray(value, element_type.dtype), "bound")
+        for value in node.op.typed_bounds(element_type)
+    ]
     while bounds and not bounds[-1]:
         bounds.pop()
     return [ctx.one("Clip", [inputs[0], *bounds])]
