@@ -71,7 +71,7 @@ def _fallback(step: FallbackStep, resolve: Resolve) -> None:
 def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
     """Interpret a loop kernel on host views."""
     loads, stores = interpret.loop_names(kernel)
-    arrays = {name: resolve(kernel.nodes[k].operand) for k, name in loads.items()}  # type: ignore[arg-type]
+    arrays = {name: resolve(interpret.loop_read(kernel.nodes[k])) for k, name in loads.items()}  # type: ignore[arg-type]
     arrays.update({name: resolve(kernel.stores[slot][1]) for slot, name in stores.items()})
     interpret.run_loop_kernel(kernel, arrays)
 
