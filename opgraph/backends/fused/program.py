@@ -326,3 +326,24 @@ class WinogradStep(Step):
     def writes(self) -> list[View]:
         assert self.out is not None and self.scratch is not None
         return [self.out, self.scratch, *epilogue_writes(self.epilogue)]
+
+
+@dataclass(eq=False)
+class ScanStep(Step):
+    """A cumulative sum along the middle axis of ``x`` (outer, n, inner), read through its
+    strides, into the dense ``out`` of the same shape: each output is the sum of the inputs
+    before it (``exclusive``: strictly before; ``reverse``: counted from the end), in order,
+    accumulated in the compute type (f32 for f16 and bf16)."""
+
+    x: View | None = None
+    out: View | None = None
+    exclusive: bool = False
+    reverse: bool = False
+
+    def reads(self) -> list[View]:
+        assert self.x is not None
+        return [self.x]
+
+    def writes(self) -> list[View]:
+        assert self.out is not None
+        return [self.out]

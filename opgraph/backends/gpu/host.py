@@ -20,6 +20,7 @@ from opgraph.backends.fused.program import (
     LoopKernel,
     LoopStep,
     PoolStep,
+    ScanStep,
     Step,
 )
 from opgraph.backends.fused.views import Literal, Operand, View
@@ -74,6 +75,15 @@ def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
     arrays = {name: resolve(interpret.loop_read(kernel.nodes[k])) for k, name in loads.items()}  # type: ignore[arg-type]
     arrays.update({name: resolve(kernel.stores[slot][1]) for slot, name in stores.items()})
     interpret.run_loop_kernel(kernel, arrays)
+
+
+@HOST_STEPS.register(ScanStep)
+def _scan(step: ScanStep, resolve: Resolve) -> None:
+    """A cumulative sum has no GPU kernel: the host runs its reference kernel."""
+    assert step.x is not None and step.out is not None
+    (node,) = step.nodes
+    x = resolve(step.x).reshape(node.inputs[0].shape)
+    interpret.run_reference(node, [x], [resolve(step.out).reshape(node.outputs[0].shape)])
 
 
 @HOST_STEPS.register(LoopStep)

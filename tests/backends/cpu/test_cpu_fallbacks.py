@@ -23,7 +23,7 @@ from opgraph.core.op import OP_REGISTRY
 PINNED = {
     "AllReduce", "ArgMax", "ArgMin", "BatchNormTraining", "BroadcastDistributed",
     "ConvolutionBackpropData",
-    "ConvolutionBackpropFilters", "CumSum", "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
+    "ConvolutionBackpropFilters", "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
     "QuantizeLinear", "ReplaceSlice", "ReverseSequence", "ScatterElements", "ScatterND", "TopK",
 }  # fmt: skip
 

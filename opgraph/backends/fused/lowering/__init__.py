@@ -11,6 +11,7 @@ from opgraph.backends.fused.lowering import (  # noqa: F401 - importing register
     movement,
     nn,
     reduction,
+    scan,
     trigonometric,
 )
 from opgraph.backends.fused.lowering.registry import (
