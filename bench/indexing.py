@@ -141,8 +141,10 @@ def onnx_call(case: Case, threads: int) -> tuple[Callable[[], Any], np.ndarray] 
     graph = helper.make_graph(
         [node],
         case.name,
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in feeds.items()],
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            for n, a in feeds.items()
+        ],
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, result.shape)],
         initializers,
     )
