@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from opgraph.backends.fused.fusion import Group, GroupKind, Kind, Partition, classify, partition
-from opgraph.backends.fused.lowering import STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.lowering import GATHERS, STEP_OPS, VIEW_OPS
 from opgraph.backends.fused.program import (
     Buffer,
     BufferKind,
@@ -228,6 +228,8 @@ class ProgramBuilder:
                 index[value] = self._add(
                     kernel, KKind.ALIAS, level, value, (index[node.inputs[0]],), node=node
                 )
+            elif kind is Kind.GATHER:
+                index[value] = self._gather(kernel, node, level, loads)
             elif kind is Kind.REDUCE:
                 index[value] = self._add(
                     kernel,
@@ -247,6 +249,28 @@ class ProgramBuilder:
         assign_phases(kernel)
         label = "; ".join(self.describe(n) for n in group.nodes)
         self.add_step(LoopStep(label, tuple(group.nodes), (kernel,)))
+
+    def _gather(
+        self, kernel: LoopKernel, node: Node, level: Level, loads: dict[tuple[Operand, Level], int]
+    ) -> int:
+        """A GATHER node reading ``node``'s data at the positions its indices give (the
+        index operands become loads of the kernel)."""
+        x, indices = node.inputs
+        value = node.outputs[0]
+        read = GATHERS[type(node.op)](node.op, self.operand(x), self.operand(indices), value.shape)
+        args = []
+        for operand in read.indices:
+            key = (operand, level)
+            if key not in loads:
+                t = operand.element_type
+                load = KNode(len(kernel.nodes), KKind.LOAD, level, t, value.shape, operand=operand)
+                kernel.nodes.append(load)
+                loads[key] = load.index
+            args.append(loads[key])
+        k = self._add(kernel, KKind.GATHER, level, value, tuple(args), node=node)
+        kernel.nodes[k].table = read.table
+        kernel.nodes[k].terms = read.terms
+        return k
 
     @staticmethod
     def _add(

@@ -132,6 +132,8 @@ def _consumer(program: Program, buffer: int) -> LoopStep | None:
     step = readers[0]
     if len(step.kernels) != 1 or step.kernels[0].axes:
         return None
+    if any(isinstance(n.table, View) and n.table.buffer == buffer for n in step.kernels[0].nodes):
+        return None  # gathered at any position: the whole product must be ready first
     loads = [n for n in step.kernels[0].nodes if isinstance(n.operand, View)]
     of_product = [n.operand for n in loads if n.operand.buffer == buffer]  # type: ignore[union-attr]
     if len(of_product) != 1:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from opgraph.backends.fused.lowering import (
     BRIDGES,
+    GATHERS,
     REDUCTIONS,
     SCALAR_OPS,
     STEP_OPS,
@@ -38,6 +39,7 @@ class Kind(enum.Enum):
     POINTWISE = "pointwise"
     REDUCE = "reduce"
     VIEW = "view"
+    GATHER = "gather"
     STEP = "step"
     FALLBACK = "fallback"
 
@@ -55,6 +57,8 @@ def classify(node: Node) -> Kind:
         return Kind.REDUCE
     if cls in VIEW_OPS:
         return Kind.VIEW
+    if cls in GATHERS:
+        return Kind.GATHER
     if cls in STEP_OPS:
         return Kind.STEP
     return Kind.FALLBACK
@@ -78,6 +82,7 @@ class Group:
     axes: tuple[int, ...] | None = None
     levels: dict[Node, Level] = field(default_factory=dict)
     external: set[Node] = field(default_factory=set)
+    gathered: set[Node] = field(default_factory=set)  # inputs of its gathers: stored first
 
     def outer_forms(self) -> tuple[Shape, ...]:
         axes = self.axes or ()
@@ -146,6 +151,7 @@ class _Partitioner:
             Kind.POINTWISE: self.pointwise,
             Kind.REDUCE: self.reduce,
             Kind.VIEW: self.view,
+            Kind.GATHER: self.gather,
             Kind.STEP: lambda node: self.new_group(GroupKind.STEP, node),
             Kind.FALLBACK: lambda node: self.new_group(GroupKind.FALLBACK, node),
         }
@@ -227,6 +233,8 @@ class _Partitioner:
     def mergeable(self, a: Group, b: Group) -> bool:
         """No path from one to the other through a node outside both."""
         for first, second in ((a, b), (b, a)):
+            if any(first.id in self.producers(x) for x in second.gathered):
+                return False  # a gather reads its inputs from memory, at any position
             for x in second.external:
                 if self.group(x) is not first and self.depends(x, first):
                     return False
@@ -242,6 +250,7 @@ class _Partitioner:
         target.nodes.sort(key=lambda n: n.id)
         self.parent[other.id] = target.id
         del self.groups[other.id]
+        target.gathered |= other.gathered
         target.external = {
             x for x in target.external | other.external if self.group(x) is not target
         }
@@ -264,6 +273,14 @@ class _Partitioner:
             return
         new = self.new_group(GroupKind.LOOP, node, Level.OUTER)
         new.shape, new.axes = x.shape, axes
+
+    # --------------------------------------------------------------------- gathers
+    def gather(self, node: Node) -> None:
+        """A gather starts a loop kernel over its output (its consumers may join it); it
+        never joins the kernels computing its inputs, which it reads from memory."""
+        group = self.new_group(GroupKind.LOOP, node)
+        group.shape = node.outputs[0].shape
+        group.gathered.update(x.node for x in node.inputs)
 
     # ----------------------------------------------------------------------- views
     def view(self, node: Node) -> None:

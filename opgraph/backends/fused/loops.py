@@ -22,6 +22,7 @@ from opgraph.backends.fused.dialect import Dialect
 from opgraph.backends.fused.lowering import REDUCTIONS, SCALAR_OPS
 from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
 from opgraph.backends.fused.views import Literal, View
+from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpgraphError
 from opgraph.core.node import Node
@@ -232,6 +233,8 @@ class LoopEmitter:
         for node in kernel.nodes:
             if node.kind is KKind.LOAD and isinstance(node.operand, View):
                 self._access(node.index, node.operand, node.level, store=False)
+            elif node.kind is KKind.GATHER and isinstance(node.table, View):
+                self._access(node.index, node.table, node.level, store=False)
         for slot, (k, view) in enumerate(kernel.stores):
             self._access(slot, view, kernel.nodes[k].level, store=True)
         self.domain = build_domain(kernel, list(self.accesses.values()))
@@ -245,12 +248,12 @@ class LoopEmitter:
         self.accesses[(key, store)] = Access(name, view, level, strides, store)
 
     # ---------------------------------------------------------------------- indexing
-    def element(self, a: Access, level: Level) -> str:
+    def element(self, a: Access, level: Level, extra: tuple[str, ...] = ()) -> str:
         """Access ``a``'s element at the current loop position (``o_<name>``: its row
-        offset; ``l0, l1, …``: the inner coordinates)."""
+        offset; ``l0, l1, …``: the inner coordinates), plus the ``extra`` offsets."""
         if level is Level.OUTER:
-            return f"{a.name}[o_{a.name}]"
-        terms = [f"o_{a.name}"]
+            return f"{a.name}[{' + '.join([f'o_{a.name}', *extra])}]"
+        terms = [f"o_{a.name}", *extra]
         for i, dim in enumerate(self.domain.vector):
             stride = dim.strides[a.name]
             if stride == 1:
@@ -272,7 +275,12 @@ class LoopEmitter:
         if node.kind is KKind.ALIAS:
             return
         ctype = self.dialect.compute_type(node.element_type)
-        expr = self.load_expr(node, load) if node.kind is KKind.LOAD else self.op_expr(node)
+        if node.kind is KKind.GATHER:
+            expr = self.gather_expr(node, out, indent)
+        elif node.kind is KKind.LOAD:
+            expr = self.load_expr(node, load)
+        else:
+            expr = self.op_expr(node)
         out.append(f"{indent}const {ctype} v{k} = {expr};")
         out.extend(f"{indent}{line}" for line in self.pending)
         self.pending = []
@@ -284,6 +292,35 @@ class LoopEmitter:
         if source is None:
             source = self.element(self.accesses[(node.index, False)], node.level)
         return self.dialect.load(node.element_type, source)
+
+    def gather_expr(self, node: KNode, out: list[str], indent: str) -> str:
+        """The element a GATHER node reads; appends to ``out`` each index wrapped when
+        negative, its range check (a failed check reads position 0 of the axis instead:
+        never outside the table) and the clamped index ``c<k>_<j>``."""
+        d = self.dialect
+        wide, unsigned = d.compute_type(et.i64), d.compute_type(et.u64)
+        extra = []
+        for j, (arg, term) in enumerate(zip(node.args, node.terms, strict=True)):
+            size = d.literal(term.size, et.i64)
+            g, c = f"g{node.index}_{j}", f"c{node.index}_{j}"
+            out.append(f"{indent}const {wide} {g} = ({wide}){self.var(arg)};")
+            out.append(f"{indent}const {wide} w{g} = {g} < 0 ? {g} + {size} : {g};")
+            bad = f"({unsigned})w{g} >= ({unsigned}){size}"
+            message = f"index out of range for {term.what} of size {term.size}"
+            message += f" (valid: -{term.size}..{term.size - 1})"
+            bit = check_bit(self.checks, node.source, message, self.check_limit)
+            out.append(f"{indent}{d.flag(bad, 1 << bit)}")
+            out.append(f"{indent}const {wide} {c} = {bad} ? 0 : w{g};")
+            if term.stride:
+                extra.append(c if term.stride == 1 else f"{c} * {term.stride}{self.index_suffix}")
+        table = node.table
+        if isinstance(table, Literal):
+            return d.literal(table.value, table.element_type)
+        if table is None or table.size == 0 or any(t.size == 0 for t in node.terms):
+            return d.literal(0, node.element_type)  # every index is out of range: no read
+        self.cost += 2
+        access = self.accesses[(node.index, False)]
+        return d.load(node.element_type, self.element(access, node.level, tuple(extra)))
 
     def op_expr(self, node: KNode) -> str:
         assert node.op is not None

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from opgraph.backends.fused.builder import build_program
 from opgraph.backends.fused.epilogues import fuse_epilogues
 from opgraph.backends.fused.fusion import Kind, classify
-from opgraph.backends.fused.lowering import REDUCTIONS, REWRITES, SCALAR_OPS, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.lowering import (
+    GATHERS,
+    REDUCTIONS,
+    REWRITES,
+    SCALAR_OPS,
+    STEP_OPS,
+    VIEW_OPS,
+)
 from opgraph.backends.fused.memory import MemoryPlan, plan_memory
 from opgraph.backends.fused.program import Program
 from opgraph.backends.interpreter.kernels import KERNELS
@@ -29,7 +36,8 @@ def is_native(op: Op) -> bool:
     """Whether the fused compiler generates code for ``op`` itself (else it is decomposed when
     it can be, and otherwise runs its reference kernel)."""
     cls = type(op)
-    return any(cls in table for table in (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES))
+    tables = (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES, GATHERS)
+    return any(cls in table for table in tables)
 
 
 def lower(fn: Function, optimize: bool = True) -> Function:

@@ -57,6 +57,7 @@ class KKind(enum.Enum):
     OP = "op"  # a scalar op (SCALAR_OPS)
     REDUCE = "reduce"  # a reduction over the kernel's inner axes (REDUCTIONS)
     ALIAS = "alias"  # a bridge: the same value seen at another shape (broadcast back, …)
+    GATHER = "gather"  # an indexed load of ``table`` at positions given by index nodes
 
 
 @dataclass(eq=False)
@@ -73,6 +74,24 @@ class KNode:
     operand: Operand | None = None
     source: Node | None = None
     phase: int = 0
+    table: Operand | None = None  # GATHER: the data read at indexed positions
+    terms: tuple[IndexTerm, ...] = ()  # GATHER: one per index argument
+
+
+@dataclass(frozen=True)
+class IndexTerm:
+    """One indexed axis of a GATHER node: the index argument ``i`` (wrapped when negative,
+    checked against ``size``) adds ``i * stride`` elements to the table's position;
+    ``what`` names the axis in the error message (``"axis 1"``)."""
+
+    size: int
+    stride: int
+    what: str
+
+
+def node_reads(node: KNode) -> list[View]:
+    """The views a kernel node reads: its loaded operand, or a gather's table."""
+    return [x for x in (node.operand, node.table) if isinstance(x, View)]
 
 
 @dataclass(eq=False)
@@ -124,7 +143,7 @@ class LoopStep(Step):
     kernels: tuple[LoopKernel, ...] = ()
 
     def reads(self) -> list[View]:
-        return [n.operand for k in self.kernels for n in k.nodes if isinstance(n.operand, View)]
+        return [view for k in self.kernels for n in k.nodes for view in node_reads(n)]
 
     def writes(self) -> list[View]:
         return [view for k in self.kernels for _, view in k.stores]
@@ -195,8 +214,9 @@ def loop_inplace_pairs(kernel: LoopKernel) -> list[tuple[int, int]]:
     if kernel.axes:
         return []
     reads: dict[int, set[View]] = {}
+    gathered = {n.table.buffer for n in kernel.nodes if isinstance(n.table, View)}
     for node in kernel.nodes:
-        if isinstance(node.operand, View):
+        if isinstance(node.operand, View) and node.operand.buffer not in gathered:
             reads.setdefault(node.operand.buffer, set()).add(node.operand)
     pairs = []
     for _, out in kernel.stores:
@@ -215,11 +235,7 @@ def epilogue_reads(epilogue: LoopKernel | None, out: View) -> list[View]:
     """What an epilogue kernel reads besides the producer's output (updated in place)."""
     if epilogue is None:
         return []
-    return [
-        n.operand
-        for n in epilogue.nodes
-        if isinstance(n.operand, View) and n.operand.buffer != out.buffer
-    ]
+    return [view for n in epilogue.nodes for view in node_reads(n) if view.buffer != out.buffer]
 
 
 def epilogue_writes(epilogue: LoopKernel | None) -> list[View]:
@@ -310,3 +326,24 @@ class WinogradStep(Step):
     def writes(self) -> list[View]:
         assert self.out is not None and self.scratch is not None
         return [self.out, self.scratch, *epilogue_writes(self.epilogue)]
+
+
+@dataclass(eq=False)
+class ScanStep(Step):
+    """A cumulative sum along the middle axis of ``x`` (outer, n, inner), read through its
+    strides, into the dense ``out`` of the same shape: each output is the sum of the inputs
+    before it (``exclusive``: strictly before; ``reverse``: counted from the end), in order,
+    accumulated in the compute type (f32 for f16 and bf16)."""
+
+    x: View | None = None
+    out: View | None = None
+    exclusive: bool = False
+    reverse: bool = False
+
+    def reads(self) -> list[View]:
+        assert self.x is not None
+        return [self.x]
+
+    def writes(self) -> list[View]:
+        assert self.out is not None
+        return [self.out]

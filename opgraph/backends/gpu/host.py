@@ -20,6 +20,7 @@ from opgraph.backends.fused.program import (
     LoopKernel,
     LoopStep,
     PoolStep,
+    ScanStep,
     Step,
 )
 from opgraph.backends.fused.views import Literal, Operand, View
@@ -71,9 +72,18 @@ def _fallback(step: FallbackStep, resolve: Resolve) -> None:
 def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
     """Interpret a loop kernel on host views."""
     loads, stores = interpret.loop_names(kernel)
-    arrays = {name: resolve(kernel.nodes[k].operand) for k, name in loads.items()}  # type: ignore[arg-type]
+    arrays = {name: resolve(interpret.loop_read(kernel.nodes[k])) for k, name in loads.items()}  # type: ignore[arg-type]
     arrays.update({name: resolve(kernel.stores[slot][1]) for slot, name in stores.items()})
     interpret.run_loop_kernel(kernel, arrays)
+
+
+@HOST_STEPS.register(ScanStep)
+def _scan(step: ScanStep, resolve: Resolve) -> None:
+    """A cumulative sum has no GPU kernel: the host runs its reference kernel."""
+    assert step.x is not None and step.out is not None
+    (node,) = step.nodes
+    x = resolve(step.x).reshape(node.inputs[0].shape)
+    interpret.run_reference(node, [x], [resolve(step.out).reshape(node.outputs[0].shape)])
 
 
 @HOST_STEPS.register(LoopStep)

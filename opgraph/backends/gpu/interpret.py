@@ -12,6 +12,7 @@ shape, row values its keep-dims shape (reduced axes of size 1), so they broadcas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,14 +27,18 @@ from opgraph.core.tensor_type import TensorType
 
 
 def loop_names(kernel: LoopKernel) -> tuple[dict[int, str], dict[int, str]]:
-    """Parameter names of a loop kernel's view loads (by node) and stores (by slot)."""
-    loads = {
-        n.index: f"p{n.index}"
-        for n in kernel.nodes
-        if n.kind is KKind.LOAD and isinstance(n.operand, View)
-    }
+    """Parameter names of a loop kernel's view loads and gathered tables (by node) and
+    stores (by slot)."""
+    loads = {n.index: f"p{n.index}" for n in kernel.nodes if loop_read(n) is not None}
     stores = {slot: f"q{slot}" for slot in range(len(kernel.stores))}
     return loads, stores
+
+
+def loop_read(node: KNode) -> View | None:
+    """The view a loop kernel node reads through its parameter: a load's operand, a gather's
+    table."""
+    source = node.operand if node.kind is KKind.LOAD else node.table
+    return source if node.kind in (KKind.LOAD, KKind.GATHER) and isinstance(source, View) else None
 
 
 def run_loop_kernel(kernel: LoopKernel, arrays: Mapping[str, np.ndarray]) -> None:
@@ -59,12 +64,44 @@ def _node_value(
         return np.array(arrays[f"p{node.index}"]).reshape(shape)
     if node.kind is KKind.ALIAS:
         return np.broadcast_to(values[node.args[0]], shape)
+    if node.kind is KKind.GATHER:
+        return _gather(node, values, arrays, shape)
     assert node.op is not None
     raw = KERNELS[type(node.op)](node.op, *(values[a] for a in node.args))
     result = np.asarray(raw)
     if result.dtype != dtype:
         raise ExecutionError(f"{node.op.name} gave {result.dtype}, expected {dtype} (a bug)")
     return result.reshape(shape)
+
+
+def _gather(
+    node: KNode, values: list[np.ndarray], arrays: Mapping[str, np.ndarray], shape: tuple[int, ...]
+) -> np.ndarray:
+    """A GATHER node: indices wrapped and checked (the generated kernel's messages), then the
+    table read at them (its view with one more axis per indexed axis of the data)."""
+    positions = []
+    for arg, term in zip(node.args, node.terms, strict=True):
+        index = np.broadcast_to(values[arg], shape).astype(np.int64)
+        wrapped = np.where(index < 0, index + term.size, index)
+        if np.any((wrapped < 0) | (wrapped >= term.size)):
+            raise ExecutionError(
+                f"index out of range for {term.what} of size {term.size} "
+                f"(valid: -{term.size}..{term.size - 1})"
+            )
+        positions.append(wrapped)
+    dtype = node.element_type.dtype
+    if isinstance(node.table, Literal):
+        return np.full(shape, node.table.value, dtype)
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype)
+    base = arrays[f"p{node.index}"].reshape(shape)  # adds unit axes at most: a view
+    wide = np.lib.stride_tricks.as_strided(
+        base,
+        shape + tuple(t.size for t in node.terms),
+        base.strides + tuple(t.stride * base.itemsize for t in node.terms),
+        writeable=False,
+    )
+    return np.array(wide[(*np.indices(shape, sparse=True), *positions)], dtype)
 
 
 # ------------------------------------------------------------------------- windows

@@ -101,12 +101,16 @@ def test_integer_division_by_zero_names_the_fused_node(cpu):
 def test_fallback_errors_name_the_node(cpu):
     data = og.parameter(og.f32, (4,))
     index = og.parameter(og.i64, (2,))
-    exe = cpu.compile(og.Function([ops.exp(ops.gather(data, index, 0))], [data, index]))
-    assert exe.fallback_ops() == ["Gather"]
+    updates = og.parameter(og.f32, (2,))
+    scattered = ops.scatter_elements(data, index, updates, 0)
+    exe = cpu.compile(og.Function([ops.exp(scattered)], [data, index, updates]))
+    assert exe.fallback_ops() == ["ScatterElements"]
     values = np.arange(4, dtype=np.float32)
-    np.testing.assert_allclose(exe(values, np.array([3, 1]))[0], np.exp([3.0, 1.0]), rtol=1e-6)
-    with pytest.raises(og.ExecutionError, match=r"while executing %\d+ = Gather"):
-        exe(values, np.array([0, 9]))
+    update = np.array([7.0, 8.0], np.float32)
+    want = np.exp([0.0, 8.0, 2.0, 7.0])
+    np.testing.assert_allclose(exe(values, np.array([3, 1]), update)[0], want, rtol=1e-6)
+    with pytest.raises(og.ExecutionError, match=r"while executing %\d+ = ScatterElements"):
+        exe(values, np.array([0, 9]), update)
 
 
 def test_profile_counts_every_step(cpu):

@@ -7,7 +7,14 @@ import numpy as np
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.fused.lowering import REDUCTIONS, REWRITES, SCALAR_OPS, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.lowering import (
+    GATHERS,
+    REDUCTIONS,
+    REWRITES,
+    SCALAR_OPS,
+    STEP_OPS,
+    VIEW_OPS,
+)
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.op import OP_REGISTRY
@@ -16,8 +23,7 @@ from opgraph.core.op import OP_REGISTRY
 PINNED = {
     "AllReduce", "ArgMax", "ArgMin", "BatchNormTraining", "BroadcastDistributed",
     "ConvolutionBackpropData",
-    "ConvolutionBackpropFilters", "CumSum", "DequantizeLinear", "Gather", "GatherElements",
-    "GatherND", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
+    "ConvolutionBackpropFilters", "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
     "QuantizeLinear", "ReplaceSlice", "ReverseSequence", "ScatterElements", "ScatterND", "TopK",
 }  # fmt: skip
 
@@ -44,7 +50,7 @@ KNOWN_WHEN_PINNED = {
     "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze", "Xor",
 }  # fmt: skip
 
-NATIVE = (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES)
+NATIVE = (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES, GATHERS)
 
 
 def falls_back(cls: type) -> bool:

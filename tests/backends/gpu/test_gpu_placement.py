@@ -7,13 +7,14 @@ from gpu_cases import fake_backend
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.fused.program import FallbackStep, GemmStep, LoopStep, PoolStep
+from opgraph.backends.fused.program import GemmStep, LoopStep, PoolStep, ScanStep
 from opgraph.backends.gpu import FakeDevice, GpuBackend, GpuConfig
 from opgraph.backends.gpu.placement import Side, Transfer
 
 
 def _sandwich() -> og.Function:
-    """exp on the GPU, cumsum (no GPU kernel) on the host, a product on the GPU."""
+    """exp on the GPU, cumsum (a scan step: no GPU kernel) on the host, a product on the
+    GPU."""
     x = og.parameter(og.f32, (8, 16), "x")
     y = ops.exp(x)
     t = ops.cumsum(y, 1)
@@ -33,17 +34,17 @@ def _delta(device, before):
     return tuple(a - b for a, b in zip(device.stats.snapshot(), before, strict=True))
 
 
-def test_a_fallback_between_device_steps_gets_one_transfer_each_way(fake):
+def test_a_host_step_between_device_steps_gets_one_transfer_each_way(fake):
     backend, device = fake
     exe = backend.compile(_sandwich())
     assert _layout(exe) == [
         ("LoopStep", Side.DEVICE),
         ("D2H", Side.HOST),
-        ("FallbackStep", Side.HOST),
+        ("ScanStep", Side.HOST),
         ("H2D", Side.DEVICE),
         ("LoopStep", Side.DEVICE),
     ]
-    assert exe.fallback_ops() == ["CumSum"]
+    assert [type(s) for s in exe.host_steps()] == [ScanStep]
     x = np.random.default_rng(0).uniform(-1, 1, (8, 16)).astype(np.float32)
     before = device.stats.snapshot()
     (got,) = exe(x)
@@ -118,7 +119,7 @@ def test_every_step_of_a_plain_graph_runs_on_the_device(fake):
 def test_placement_text_names_sides_and_transfers(fake):
     backend, _ = fake
     text = backend.compile(_sandwich()).placement()
-    assert "D2H" in text and "H2D" in text and "fallback: %" in text
+    assert "D2H" in text and "H2D" in text and "ScanStep: %" in text
     assert "2 step(s) on the GPU, 1 on the CPU, 2 transfer(s)" in text
 
 
@@ -126,7 +127,7 @@ def test_a_result_computed_on_the_host_is_copied_to_a_device_output(fake):
     backend, device = fake
     x = og.parameter(og.f32, (5,), "x")
     exe = backend.compile(og.Function([ops.cumsum(x, 0)], [x], name="host_result"))
-    assert [type(p.step) for p in exe.compiled.placement.steps] == [FallbackStep]
+    assert [type(p.step) for p in exe.compiled.placement.steps] == [ScanStep]
     inp, out = backend.create_tensor(og.f32, (5,)), backend.create_tensor(og.f32, (5,))
     inp.write(np.arange(5, dtype=np.float32))
     before = device.stats.snapshot()

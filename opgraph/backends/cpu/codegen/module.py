@@ -17,6 +17,7 @@ from opgraph.backends.cpu.codegen import dialect, runtime
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.cpu.codegen.scan import ScanEmitter
 from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
 from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
 from opgraph.backends.cpu.config import CpuConfig
@@ -29,6 +30,7 @@ from opgraph.backends.fused.program import (
     LoopStep,
     PoolStep,
     Program,
+    ScanStep,
     Step,
     WinogradStep,
 )
@@ -184,6 +186,10 @@ def _pool(step: PoolStep, i: int, module: ModuleContext) -> Emitted:
     return PoolEmitter(step, f"w{i}", module).emit(), f"w{i}_run(T, A);", ()
 
 
+def _scan(step: ScanStep, i: int, module: ModuleContext) -> Emitted:
+    return ScanEmitter(step, f"s{i}", module).emit(), f"s{i}_run(T, A);", ()
+
+
 def _fallback(step: FallbackStep, i: int, module: ModuleContext) -> Emitted:
     text = f"/* step {i} falls back to the reference kernel: {step.label.replace('*/', '')} */"
     return text, f"if (cb({i}, T, A)) return -1;", ()
@@ -196,6 +202,7 @@ STEP_EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
     ConvStep: _conv,
     WinogradStep: _winograd,
     PoolStep: _pool,
+    ScanStep: _scan,
     FallbackStep: _fallback,
 }
 

@@ -6,30 +6,36 @@ from opgraph.backends.fused.lowering import (  # noqa: F401 - importing register
     conversion,
     convolution,
     elementwise,
+    indexing,
     linalg,
     movement,
     nn,
     reduction,
+    scan,
     trigonometric,
 )
 from opgraph.backends.fused.lowering.registry import (
     BRIDGES,
+    GATHERS,
     REDUCTIONS,
     REWRITES,
     SCALAR_OPS,
     STEP_OPS,
     VIEW_OPS,
+    IndexedRead,
     ReductionRule,
     ScalarContext,
 )
 
 __all__ = [
     "BRIDGES",
+    "GATHERS",
     "REDUCTIONS",
     "REWRITES",
     "SCALAR_OPS",
     "STEP_OPS",
     "VIEW_OPS",
+    "IndexedRead",
     "ReductionRule",
     "ScalarContext",
 ]

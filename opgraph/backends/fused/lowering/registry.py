@@ -7,6 +7,8 @@
 * ``VIEW_OPS``: movement ops as operand re-views (no copy).
 * ``REDUCTIONS``: accumulate/identity rules of reductions, fused as row phases.
 * ``STEP_OPS``: ops that lower to a whole native step (BLAS contractions, …).
+* ``GATHERS``: indexing ops as indexed loads inside loop kernels (Gather, GatherElements,
+  GatherND): the data read at positions computed from index values.
 * ``REWRITES``: graph rewrites applied before fusion (expansions that fuse better).
 """
 
@@ -22,6 +24,7 @@ from opgraph.core.op import Op
 from opgraph.core.registry import Registry
 
 if TYPE_CHECKING:
+    from opgraph.backends.fused.program import IndexTerm
     from opgraph.backends.fused.views import Operand
 
 
@@ -113,3 +116,28 @@ Bridge = Callable[
     [Any, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int], int | None
 ]
 BRIDGES: Registry[type, Bridge] = Registry("bridge rule")
+
+
+@dataclass(frozen=True)
+class IndexedRead:
+    """How a gather reads its data, over the gather's output shape (the kernel's domain).
+
+    Attributes:
+        table: the data as a view of the output's shape: each output element's position in
+            the data, not counting the indexed axes (stride 0 along the axes the indices
+            span).
+        indices: one operand of the output's shape per indexed axis of the data (the
+            index values, re-viewed: broadcast along the axes they do not span).
+        terms: the indexed axes: each index operand's value, wrapped when negative and
+            checked against the axis size, adds ``value * stride`` to the table position.
+    """
+
+    table: Operand
+    indices: tuple[Operand, ...]
+    terms: tuple[IndexTerm, ...]
+
+
+#: ``rule(op, x, indices, output_shape) -> IndexedRead``: an indexing op as an indexed load
+#: inside a loop kernel, ``x`` and ``indices`` being the operands of its two inputs.
+GatherRule = Callable[[Any, "Operand", "Operand", tuple[int, ...]], IndexedRead]
+GATHERS: Registry[type, GatherRule] = Registry("gather rule")

@@ -110,6 +110,8 @@ class CudaLoopEmitter(LoopEmitter):
         if self.kernel.axes and length >= BLOCK_ROW_MIN:
             return None
         self.host = True
+        if not self.kernel.axes and self.gathers():
+            return "\n".join(self.gather_pointwise())
         if not self.kernel.axes:
             _, loads, stores = self.body_function()
             lines = [self.signature(self.block)]
@@ -201,7 +203,29 @@ class CudaLoopEmitter(LoopEmitter):
                     return False
         return contiguous
 
+    def gathers(self) -> bool:
+        return any(n.kind is KKind.GATHER for n in self.kernel.nodes)
+
+    def gather_pointwise(self) -> list[str]:
+        """A pointwise kernel with gathers: each thread computes its elements in place, its
+        pointers in scope (an indexed load needs the table, not a loaded element)."""
+        total, length = self.domain.num_rows * self.domain.row_length, self.domain.row_length
+        body = [self.grid_loop("i_", total), *self.split_flat("i_", length)]
+        if not self.domain.rows:
+            body += [f"    const {self.index} o_{a.name} = 0;" for a in self.accesses.values()]
+        stored = [k for k, _ in self.kernel.stores]
+        for k in self.needed(stored, Level.FULL):
+            self.define(k, body, "    ")
+        for slot, (k, view) in enumerate(self.kernel.stores):
+            value = dialect.store(view.element_type, self.var(k))
+            body.append(f"    {self.point(self.accesses[(slot, True)])} = {value};")
+        return [self.signature(self.block), *body, "  }", "}"]
+
     def pointwise(self) -> tuple[str, int, int, LaunchKind]:
+        if self.gathers():
+            total = self.domain.num_rows * self.domain.row_length
+            source = "\n".join([self.header(), *self.gather_pointwise()])
+            return source, total, self.block, LaunchKind.ELEMENTS
         body, loads, stores = self.body_function()
         total = self.domain.num_rows * self.domain.row_length
         vector = self.vectorizable()
