@@ -13,6 +13,7 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
 from opgraph import autodiff, builders, distributed, ops, optim, passes, pattern
 from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
 from opgraph import logs as _logs
+from opgraph._version import __version__ as __version__
 from opgraph.core import element_type as element
 from opgraph.core.element_type import (
     ElementType,
@@ -65,8 +66,6 @@ from opgraph.serialize import deserialize, load, save, serialize
 from opgraph.visualize import visualize
 
 _logs.configure_from_environment()  # a NullHandler; a stderr handler when OPGRAPH_LOG is set
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:

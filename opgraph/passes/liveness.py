@@ -10,15 +10,19 @@ its node runs).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeVar
 
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
 
-__all__ = ["Liveness", "liveness"]
+__all__ = ["Liveness", "live_ranges", "liveness"]
+
+Step = TypeVar("Step", bound=Hashable)
+Value = TypeVar("Value", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -87,25 +91,45 @@ def liveness(fn: Function) -> Liveness:
     """
     persistent = persistent_values(fn)
     order = fn.nodes
-    dying: dict[Node, tuple[Output, ...]] = {}
-    seen: set[Output] = set()
-    for node in reversed(order):
-        # An unused temporary output dies right after the node that makes it.
-        dead_here = [o for o in node.outputs if o not in persistent and o not in seen]
-        seen.update(node.outputs)
-        for value in node.inputs:
-            if value not in persistent and value not in seen and value not in dead_here:
-                dead_here.append(value)
-            seen.add(value)
-        dying[node] = tuple(dead_here)
-    born = {node: tuple(o for o in node.outputs if o not in persistent) for node in order}
+    born, dying = live_ranges(order, lambda n: n.inputs, lambda n: n.outputs, persistent)
     index = {n: i for i, n in enumerate(order)}
     last_use = {value: index[node] for node in order for value in dying[node]}
     return Liveness(
         order=order,
         born=MappingProxyType(born),
-        dying=MappingProxyType({n: dying[n] for n in order}),
+        dying=MappingProxyType(dying),
         persistent=persistent,
         index=MappingProxyType(index),
         last_use=MappingProxyType(last_use),
     )
+
+
+def live_ranges(
+    order: Sequence[Step],
+    inputs: Callable[[Step], Sequence[Value]],
+    outputs: Callable[[Step], Sequence[Value]],
+    persistent: Collection[Value],
+) -> tuple[dict[Step, tuple[Value, ...]], dict[Step, tuple[Value, ...]]]:
+    """The temporaries each step of a schedule creates and those that die after it: the walk
+    behind :func:`liveness`, for any steps (graph nodes, a backend's program steps) that read
+    ``inputs(step)`` and write ``outputs(step)``.
+
+    Walks the steps backwards keeping a live set (as nGraph did): the first time a temporary
+    is seen from the end, its reader is the last one, so it dies after that step; an output
+    nothing reads dies right after its own step. Values in ``persistent`` are never listed.
+
+    Returns:
+        ``(born, dying)``: per step, in ``order``.
+    """
+    dying: dict[Step, tuple[Value, ...]] = {}
+    seen: set[Value] = set()
+    for step in reversed(order):
+        dead_here = [o for o in outputs(step) if o not in persistent and o not in seen]
+        seen.update(outputs(step))
+        for value in inputs(step):
+            if value not in persistent and value not in seen and value not in dead_here:
+                dead_here.append(value)
+            seen.add(value)
+        dying[step] = tuple(dead_here)
+    born = {step: tuple(o for o in outputs(step) if o not in persistent) for step in order}
+    return born, {step: dying[step] for step in order}

@@ -9,9 +9,10 @@ and has the same byte size, the output takes the input's block instead of a new 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeVar
 
 from opgraph.core.errors import GraphError
 from opgraph.core.function import Function
@@ -24,7 +25,17 @@ from opgraph.ops.conversion import Convert
 from opgraph.ops.elementwise import BinaryElementwise, Select, UnaryElementwise
 from opgraph.passes.liveness import Liveness, liveness
 
-__all__ = ["IN_PLACE", "InPlaceRule", "MemoryPlan", "in_place_pairs", "plan_memory"]
+__all__ = [
+    "IN_PLACE",
+    "InPlaceRule",
+    "MemoryPlan",
+    "assign_offsets",
+    "in_place_pairs",
+    "plan_memory",
+]
+
+Step = TypeVar("Step", bound=Hashable)
+Value = TypeVar("Value", bound=Hashable)
 
 #: ``(output index, input index)`` pairs: the output may be written over that input, tried in
 #: order.
@@ -146,67 +157,86 @@ def plan_memory(
     live = live if live is not None else liveness(fn)
     rule = _rule(in_place)
     sizes = {v: _nbytes(v, fn) for v in live.temporaries}
-    arena = _Arena()
-    offsets: dict[Output, int] = {}
-    shared: dict[Output, Output] = {}
-    for node in live.order:
-        taken = _place_outputs(node, live, rule, sizes, offsets, shared, arena, alignment)
-        for value in live.dying[node]:
-            if value not in taken and sizes[value] > 0:
-                arena.free(offsets[value])
+
+    def pairs(node: Node) -> list[tuple[Output, Output]]:
+        n_in, n_out = len(node.inputs), len(node.outputs)
+        return [
+            (node.outputs[o], node.inputs[i])
+            for o, i in rule(node)
+            if 0 <= i < n_in and 0 <= o < n_out
+        ]
+
+    offsets, shared, peak = assign_offsets(
+        live.order, live.born, live.dying, sizes, pairs, alignment
+    )
     return MemoryPlan(
         offsets=MappingProxyType(offsets),
         sizes=MappingProxyType(sizes),
-        peak=arena.peak,
+        peak=peak,
         alignment=alignment,
         in_place=MappingProxyType(shared),
         liveness=live,
     )
 
 
-def _place_outputs(
-    node: Node,
-    live: Liveness,
-    rule: InPlaceRule,
-    sizes: dict[Output, int],
-    offsets: dict[Output, int],
-    shared: dict[Output, Output],
-    arena: _Arena,
-    alignment: int,
-) -> set[Output]:
-    """Give ``node``'s new temporaries their offsets; return the inputs taken over in place."""
-    taken: set[Output] = set()
-    born = live.born[node]
-    pairs = rule(node) if born else ()
-    for out in born:
-        source = _in_place_source(node, out, pairs, live, sizes, taken)
-        if source is not None:
-            offsets[out] = offsets[source]
-            shared[out] = source
-            taken.add(source)
-        elif sizes[out] == 0:
-            offsets[out] = 0  # no bytes: nothing to place, nothing can overlap it
-        else:
-            offsets[out] = arena.allocate(-(-sizes[out] // alignment) * alignment)
-    return taken
+def assign_offsets(
+    order: Sequence[Step],
+    born: Mapping[Step, Sequence[Value]],
+    dying: Mapping[Step, Collection[Value]],
+    sizes: Mapping[Value, int],
+    in_place: Callable[[Step], Sequence[tuple[Value, Value]]],
+    alignment: int = 64,
+) -> tuple[dict[Value, int], dict[Value, Value], int]:
+    """The arena allocation behind :func:`plan_memory`, for any schedule of steps (graph nodes,
+    a backend's program steps) whose temporaries live over intervals of the schedule.
+
+    Walking ``order``, each step's new temporaries (``born``) are placed first fit, sizes
+    rounded up to ``alignment``; then those in ``dying`` are freed and free neighbours
+    coalesce. An ``(output, input)`` pair of ``in_place(step)`` (tried in order) lets the
+    output take the input's block when the input dies at that step, is not born there, has
+    the same byte size and was not taken by another output.
+
+    Returns:
+        ``(offsets, shared, peak)``: each temporary's byte offset, the outputs placed over an
+        input (mapped to it), and the arena size.
+    """
+    arena = _Arena()
+    offsets: dict[Value, int] = {}
+    shared: dict[Value, Value] = {}
+    for step in order:
+        taken: set[Value] = set()
+        pairs = in_place(step) if born[step] else ()
+        for out in born[step]:
+            source = _in_place_source(step, out, pairs, born, dying, sizes, taken)
+            if source is not None:
+                offsets[out] = offsets[source]
+                shared[out] = source
+                taken.add(source)
+            elif sizes[out] == 0:
+                offsets[out] = 0  # no bytes: nothing to place, nothing can overlap it
+            else:
+                offsets[out] = arena.allocate(-(-sizes[out] // alignment) * alignment)
+        for value in dying[step]:
+            if value not in taken and sizes[value] > 0:
+                arena.free(offsets[value])
+    return offsets, shared, arena.peak
 
 
 def _in_place_source(
-    node: Node,
-    out: Output,
-    pairs: Sequence[tuple[int, int]],
-    live: Liveness,
-    sizes: dict[Output, int],
-    taken: set[Output],
-) -> Output | None:
-    for output_index, input_index in pairs:
-        if output_index != out.index or not 0 <= input_index < len(node.inputs):
-            continue
-        candidate = node.inputs[input_index]
+    step: Step,
+    out: Value,
+    pairs: Sequence[tuple[Value, Value]],
+    born: Mapping[Step, Sequence[Value]],
+    dying: Mapping[Step, Collection[Value]],
+    sizes: Mapping[Value, int],
+    taken: set[Value],
+) -> Value | None:
+    for output, candidate in pairs:
         if (
-            candidate in live.dying[node]
+            output == out
+            and candidate in dying[step]
             and candidate not in taken
-            and candidate.node is not node
+            and candidate not in born[step]
             and sizes.get(candidate, -1) == sizes[out] > 0
         ):
             return candidate

@@ -8,7 +8,7 @@ from opgraph.backends.cpu.cache import CacheError, CacheWarning
 from opgraph.backends.cpu.compiler import CompilerError
 from opgraph.backends.cpu.config import CpuConfig, CpuConfigError, default_config
 from opgraph.backends.cpu.executable import CpuExecutable
-from opgraph.backends.cpu.memory import MemoryPlan
+from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.runtime.backend import register_backend
 
 register_backend("CPU", CpuBackend, unavailable=unavailable_reason)

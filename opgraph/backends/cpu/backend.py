@@ -6,18 +6,12 @@ import logging
 import time
 from collections import Counter
 
-from opgraph.backends.cpu.builder import build_program
 from opgraph.backends.cpu.codegen.module import generate
 from opgraph.backends.cpu.compiler import CompilerError, Toolchain
 from opgraph.backends.cpu.config import CpuConfig, compiler_problem, default_config
-from opgraph.backends.cpu.epilogues import fuse_epilogues
 from opgraph.backends.cpu.executable import CpuExecutable
-from opgraph.backends.cpu.fusion import Kind, classify
-from opgraph.backends.cpu.memory import plan_memory
-from opgraph.backends.cpu.pipeline import lower_for_cpu
-from opgraph.backends.cpu.program import KKind, LoopStep, Program
-from opgraph.backends.interpreter.kernels import KERNELS
-from opgraph.core.errors import UnsupportedOpError
+from opgraph.backends.fused.pipeline import compile_program
+from opgraph.backends.fused.program import KKind, LoopStep, Program
 from opgraph.core.function import Function
 from opgraph.runtime.backend import Backend, Progress
 
@@ -63,24 +57,10 @@ class CpuBackend(Backend):
             CompilerError: no C compiler (use INTERPRETER), or it failed.
         """
         started = time.perf_counter()
-        lowered = lower_for_cpu(function, self.config)
-        missing = sorted(
-            {
-                n.op.name
-                for n in lowered.ops
-                if classify(n) is Kind.FALLBACK and type(n.op) not in KERNELS
-            }
-        )
-        if missing:
-            raise UnsupportedOpError(
-                f"CPU has no kernel for: {', '.join(missing)} (in {function.name})"
-            )
+        fused = compile_program(function, self.name, self.config.optimize, self.config.num_threads)
         self._require_compiler()
         lowered_at = time.perf_counter()
-        program = build_program(lowered, self.config.num_threads)
-        fuse_epilogues(program)
-        plan = plan_memory(program)
-        generated = generate(program, plan, self.config, function.name, profile)
+        generated = generate(fused.program, fused.plan, self.config, function.name, profile)
         generated_at = time.perf_counter()
         compiled = self.toolchain.build(
             generated.source, generated.needs, units=generated.units, progress=progress
@@ -90,14 +70,16 @@ class CpuBackend(Backend):
             "native module %.1f ms (%s)",
             function.name,
             len(function.nodes),
-            len(lowered.nodes),
-            describe_program(program),
+            len(fused.lowered.nodes),
+            describe_program(fused.program),
             (lowered_at - started) * 1e3,
             (generated_at - lowered_at) * 1e3,
             (time.perf_counter() - generated_at) * 1e3,
             "cache hit" if compiled.cache_hit else f"{len(generated.units)} C batch(es)",
         )
-        return CpuExecutable(function, lowered, program, plan, generated, compiled, profile)
+        return CpuExecutable(
+            function, fused.lowered, fused.program, fused.plan, generated, compiled, profile
+        )
 
     def _require_compiler(self) -> None:
         problem = compiler_problem() if self._from_environment else ""

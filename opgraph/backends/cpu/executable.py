@@ -19,9 +19,9 @@ import numpy as np
 from opgraph.backends.cpu.codegen.context import Check
 from opgraph.backends.cpu.codegen.module import GeneratedModule, table_slots
 from opgraph.backends.cpu.compiler import CompiledModule
-from opgraph.backends.cpu.memory import MemoryPlan
 from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address
-from opgraph.backends.cpu.program import BufferKind, FallbackStep, Program
+from opgraph.backends.fused.memory import MemoryPlan
+from opgraph.backends.fused.program import BufferKind, FallbackStep, Program
 from opgraph.core.errors import ExecutionError
 from opgraph.core.function import Function
 from opgraph.core.printing import format_node, value_names

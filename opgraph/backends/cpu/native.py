@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.program import Buffer, BufferKind, FallbackStep, Program
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused.program import Buffer, BufferKind, FallbackStep, Program
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import ExecutionError, OpgraphError
 from opgraph.core.literals import Constant

@@ -3,19 +3,14 @@ GPU and the host, rendered as CUDA and run on a device runtime."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.builder import build_program
-from opgraph.backends.cpu.config import default_config
-from opgraph.backends.cpu.epilogues import fuse_epilogues
-from opgraph.backends.cpu.fusion import Kind, classify
-from opgraph.backends.cpu.memory import MemoryPlan, plan_memory
-from opgraph.backends.cpu.pipeline import lower_for_cpu
-from opgraph.backends.cpu.program import BufferKind, Program, Step
+from opgraph.backends.fused.memory import MemoryPlan
+from opgraph.backends.fused.pipeline import compile_program
+from opgraph.backends.fused.program import BufferKind, Program, Step
 from opgraph.backends.gpu.availability import available, unavailable_reason
 from opgraph.backends.gpu.config import GpuConfig
 from opgraph.backends.gpu.cuda.module import assemble
@@ -31,9 +26,7 @@ from opgraph.backends.gpu.steps import (
     device_action,
 )
 from opgraph.backends.gpu.tensor import DeviceTensor, wrap_device_array
-from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.element_type import as_element_type
-from opgraph.core.errors import UnsupportedOpError
 from opgraph.core.function import Function
 from opgraph.runtime.backend import Backend
 from opgraph.runtime.tensor import Tensor
@@ -93,22 +86,8 @@ class GpuBackend(Backend):
         Raises:
             UnsupportedOpError: an op has neither a lowering nor a reference kernel.
         """
-        cpu_config = dataclasses.replace(default_config(), optimize=self.config.optimize)
-        lowered = lower_for_cpu(function, cpu_config)
-        missing = sorted(
-            {
-                n.op.name
-                for n in lowered.ops
-                if classify(n) is Kind.FALLBACK and type(n.op) not in KERNELS
-            }
-        )
-        if missing:
-            raise UnsupportedOpError(
-                f"GPU has no kernel for: {', '.join(missing)} (in {function.name})"
-            )
-        program = build_program(lowered, 1)
-        fuse_epilogues(program)
-        plan = plan_memory(program)
+        fused = compile_program(function, self.name, self.config.optimize)
+        lowered, program, plan = fused.lowered, fused.program, fused.plan
         placement = place_steps(program, self.on_device, self.config.host_kernel_limit)
         actions = self.actions(program, plan, placement, kernel_prefix(function.name))
         kernels = [k for a in actions for k in a.kernels()]

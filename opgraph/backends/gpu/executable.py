@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen.context import Check
-from opgraph.backends.cpu.memory import MemoryPlan
-from opgraph.backends.cpu.program import BufferKind, FallbackStep, Program, Step
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.loops import Check
+from opgraph.backends.fused.memory import MemoryPlan
+from opgraph.backends.fused.program import BufferKind, FallbackStep, Program, Step
+from opgraph.backends.fused.views import View
 from opgraph.backends.gpu.cuda.kernel import CudaKernel
 from opgraph.backends.gpu.device import DeviceBuffer, DeviceRuntime
 from opgraph.backends.gpu.host import run_host_step

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.program import LoopKernel
-from opgraph.backends.gpu import interpret
+import opgraph.backends.gpu.interpret as interpret
+from opgraph.backends.fused.program import LoopKernel
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, Im2Col, IntGemm, Pool
 from opgraph.backends.gpu.device import Strided, TransferStats, cuda_array_interface
 from opgraph.core.element_type import ElementType

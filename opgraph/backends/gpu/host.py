@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.program import (
+import opgraph.backends.gpu.interpret as interpret
+from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,
     GemmStep,
@@ -21,8 +22,7 @@ from opgraph.backends.cpu.program import (
     PoolStep,
     Step,
 )
-from opgraph.backends.cpu.views import Literal, Operand, View
-from opgraph.backends.gpu import interpret
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.backends.gpu.cuda.kernel import IntGemm
 from opgraph.backends.gpu.steps import direct, im2col_spec, pool_spec
 from opgraph.core import element_type as et

@@ -3,7 +3,7 @@
 Two users: the host side of a hybrid executable (steps placed on the CPU that are not
 reference-kernel fallbacks: small loop kernels between host steps, steps a device lacks) and
 the fake device of the tests, which computes what each CUDA kernel would compute. A fused
-:class:`~opgraph.backends.cpu.program.LoopKernel` is interpreted node by node with the
+:class:`~opgraph.backends.fused.program.LoopKernel` is interpreted node by node with the
 reference (interpreter) kernels, so its values are the reference's, whatever CUDA does.
 
 Arrays are numpy views with the operands' strides: full-level values have the kernel's
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.cpu.views import Literal, View
+from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
+from opgraph.backends.fused.views import Literal, View
 from opgraph.backends.gpu.cuda.kernel import Im2Col, IntGemm, Pool
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import ExecutionError

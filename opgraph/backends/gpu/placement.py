@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from opgraph.backends.cpu.program import BufferKind, FallbackStep, LoopStep, Program, Step
+from opgraph.backends.fused.program import BufferKind, FallbackStep, LoopStep, Program, Step
 
 
 class Side(enum.Enum):

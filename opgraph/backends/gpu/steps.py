@@ -9,12 +9,12 @@ action runs against a :class:`Call`: the executable's per-call view of memory on
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from opgraph.backends.cpu.program import (
+from opgraph.backends.fused.program import (
     ConvStep,
     GemmStep,
     LoopKernel,
@@ -22,9 +22,9 @@ from opgraph.backends.cpu.program import (
     PoolStep,
     Step,
 )
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.views import View
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, Im2Col, Pool
-from opgraph.backends.gpu.cuda.loops import LoopRenderer
+from opgraph.backends.gpu.cuda.loops import CudaLoopEmitter
 from opgraph.backends.gpu.cuda.windows import im2col_kernel, int_gemm_kernel, pool_kernel
 from opgraph.backends.gpu.device import DeviceBuffer, DeviceRuntime, Strided
 from opgraph.backends.gpu.placement import Transfer
@@ -84,7 +84,7 @@ class Lowering:
         return f"{self.prefix}{kind}{self.index}{suffix}"
 
     def loop(self, kernel: LoopKernel, name: str, label: str) -> CudaKernel | None:
-        return LoopRenderer(
+        return CudaLoopEmitter(
             kernel, name, label, self.restrict and not _aliased(kernel), self.block
         ).render()
 
@@ -353,13 +353,3 @@ def _pool(step: PoolStep, lowering: Lowering) -> Action:
         lowering.name("w"), step.x, step.out, pool_spec(step), step.label, lowering.block
     )
     return DevicePool(step.label, kernel)
-
-
-@dataclass
-class ActionList:
-    """The actions of a placed program, and every kernel they launch."""
-
-    actions: list[Action] = field(default_factory=list)
-
-    def kernels(self) -> list[CudaKernel]:
-        return [k for a in self.actions for k in a.kernels()]

@@ -102,13 +102,15 @@ def import_model(
     return importer.run()
 
 
-def _load(model: Any) -> Any:
-    """The ModelProto of a path, bytes or ModelProto; a path's external data is read into it
-    (through the TensorReader, from the model's directory only). For callers that keep the
-    proto (``InferenceSession``); ``import_model`` reads external data lazily instead."""
+def _load(model: Any, base_dir: str | os.PathLike[str] | None = None) -> Any:
+    """The ModelProto of a path, bytes or ModelProto with its external data read into it
+    (through the TensorReader, from ``base_dir`` if given, else a path's own directory; bytes
+    and ModelProtos without ``base_dir`` read no file). For callers that keep the proto
+    (``InferenceSession``); ``import_model`` reads external data lazily instead."""
     proto, own_dir = _load_lazily(model)
-    if own_dir is not None:
-        TensorReader(own_dir).inline_all(proto)
+    directory = os.fspath(base_dir) if base_dir is not None else own_dir
+    if directory is not None:
+        TensorReader(directory).inline_all(proto)
     return proto
 
 

@@ -27,7 +27,13 @@ from opgraph.core.element_type import ElementType
 from opgraph.core.errors import CallTypeError, ConversionError, GraphError
 from opgraph.core.function import Function
 from opgraph.frontends.onnx.context import NeedsConstantError
-from opgraph.frontends.onnx.importer import _check_names, _check_supported, _load, _opsets
+from opgraph.frontends.onnx.importer import (
+    MAX_UNROLL,
+    _check_names,
+    _check_supported,
+    _load,
+    _opsets,
+)
 from opgraph.frontends.onnx.importer import import_model as _import_model
 from opgraph.frontends.onnx.types import from_onnx
 from opgraph.runtime.arguments import bind_arguments
@@ -159,6 +165,11 @@ class InferenceSession:
         cache_size: compiled input signatures kept (least recently used evicted).
         progress: called as ``progress(stage, done, total)`` while a signature is imported
             ("import") and compiled ("compile").
+        base_dir: the directory external tensor data is read from (as ``import_model``'s: a
+            path reads from its own directory by default; bytes and ModelProtos read no file
+            unless this is given).
+        max_unroll: the most Loop/Scan/recurrent iterations import may unroll (as
+            ``import_model``'s).
 
     Raises:
         ConversionError: the model cannot be read, is malformed, has a non-tensor input or
@@ -180,6 +191,8 @@ class InferenceSession:
         backend: str | None = None,
         cache_size: int = 8,
         progress: Progress | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+        max_unroll: int = MAX_UNROLL,
     ) -> None:
         if sess_options is not None:
             raise GraphError(
@@ -192,7 +205,8 @@ class InferenceSession:
             raise GraphError(f"InferenceSession: cache_size must be an int >= 1, got {cache_size}")
         self.backend = _choose_backend(backend, providers)
         get_backend(self.backend)  # an unknown or unavailable backend fails here
-        self._proto = _load(model)
+        self._proto = _load(model, base_dir)
+        self._max_unroll = max_unroll
         self._where = _describe(model, self._proto)
         _check_names(self._proto.graph)
         _check_supported(self._proto.graph, _opsets(self._proto))
@@ -378,6 +392,7 @@ class InferenceSession:
             input_shapes={n: s for n, s in shapes.items() if n not in constants},
             progress=(lambda done, total: progress("import", done, total)) if progress else None,
             constant_inputs=dict(constants),
+            max_unroll=self._max_unroll,
         )
         imported = time.perf_counter()
         executable = _compile(get_backend(self.backend), function, progress)

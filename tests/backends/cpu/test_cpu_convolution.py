@@ -6,7 +6,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu.program import ConvStep, PoolStep, WinogradStep
+from opgraph.backends.fused.program import ConvStep, PoolStep, WinogradStep
 
 RNG = np.random.default_rng(11)
 

@@ -8,7 +8,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu.program import BufferKind, LoopStep
+from opgraph.backends.fused.program import BufferKind, LoopStep
 
 
 def test_results_are_written_into_the_callers_buffers(cpu):

@@ -7,7 +7,7 @@ import numpy as np
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu.lowering import REDUCTIONS, REWRITES, SCALAR_OPS, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.lowering import REDUCTIONS, REWRITES, SCALAR_OPS, STEP_OPS, VIEW_OPS
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.op import OP_REGISTRY

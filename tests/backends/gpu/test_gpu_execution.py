@@ -13,7 +13,9 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends import gpu
-from opgraph.backends.cpu.views import View
+from opgraph.backends.cpu.codegen import dialect as c_dialect
+from opgraph.backends.fused.dialect import COMMON_HELPERS
+from opgraph.backends.fused.views import View
 from opgraph.backends.gpu import DeviceTensor, GpuBackend, GpuUnavailableError
 from opgraph.backends.gpu.availability import probe
 from opgraph.backends.gpu.cuda import dialect
@@ -145,18 +147,26 @@ def test_without_a_device_gpu_is_not_registered_and_says_why():
 
 # ---------------------------------------------------------------------------- dialect
 @pytest.mark.parametrize(
-    ("c_text", "cuda_text"),
+    ("name", "c_text", "cuda_text"),
     [
-        ("static inline float f(float x) {", "OG_HD float f(float x) {"),
-        ("__builtin_trunc(x)", "trunc(x)"),
-        ("__builtin_fmodf(a, b)", "fmodf(a, b)"),
-        ("__builtin_copysign(0, b)", "og_copysign_f64(0, b)"),
-        ("(-__builtin_inff())", "(-og_inf_f32())"),
-        ('__builtin_nan("")', "og_nan_f64()"),
+        ("f2i_i32", "static inline int32_t og_f2i_i32(", "OG_HD int32_t og_f2i_i32("),
+        ("f2i_u8", "__builtin_trunc(x)", "trunc(x)"),
+        ("mod_f32", "__builtin_fmodf(a, b)", "fmodf(a, b)"),
+        ("mod_f64", "__builtin_copysign(0, b)", "og_copysign_f64(0, b)"),
+        ("div_i16", "static inline int16_t og_truncdiv_i16(", "OG_HD int16_t og_truncdiv_i16("),
     ],
 )
-def test_c_helpers_translate_to_cuda(c_text, cuda_text):
-    assert dialect.to_cuda(c_text) == cuda_text
+def test_scalar_helpers_are_written_in_each_dialect(name, c_text, cuda_text):
+    """One helper template, two texts: C builtins and static functions, CUDA math functions
+    and __host__ __device__ functions."""
+    assert c_text in c_dialect.C.helper_code(name)
+    assert cuda_text in dialect.helper_code(name)
+
+
+def test_no_cuda_helper_uses_gcc_builtins():
+    for name in COMMON_HELPERS:
+        text = dialect.helper_code(name)
+        assert "__builtin" not in text and "static inline" not in text, name
 
 
 def test_cuda_types_and_literals():

@@ -1,6 +1,6 @@
 """The generated CUDA's numbers without a GPU: nvcc compiles the element functions of the
 generated kernels (``__host__ __device__``) and each kernel's scalar path as a serial host
-function (``LoopRenderer.render_host``), and a small host program replays, on the CPU, every
+function (``CudaLoopEmitter.render_host``), and a small host program replays, on the CPU, every
 launch the fake device recorded while it ran the numeric record table — same buffers, same
 addresses and offsets — and the results must match what the reference kernels computed.
 
@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 import opgraph as og
-from opgraph.backends.cpu.program import LoopKernel
+from opgraph.backends.fused.program import LoopKernel
 from opgraph.backends.gpu import GpuBackend, GpuConfig
 from opgraph.backends.gpu.cuda import dialect
 from opgraph.backends.gpu.cuda.kernel import CudaKernel
-from opgraph.backends.gpu.cuda.loops import LoopRenderer
+from opgraph.backends.gpu.cuda.loops import CudaLoopEmitter
 from opgraph.backends.gpu.cuda.module import assemble
 from opgraph.backends.gpu.device import Strided
 from opgraph.backends.gpu.fake import FakeDevice
@@ -72,7 +72,7 @@ class RecordingDevice(FakeDevice):
         if not isinstance(kernel.spec, LoopKernel):
             return None
         if kernel.name not in self.host_source:
-            renderer = LoopRenderer(kernel.spec, kernel.name, kernel.label, False, kernel.block)
+            renderer = CudaLoopEmitter(kernel.spec, kernel.name, kernel.label, False, kernel.block)
             self.host_source[kernel.name] = renderer.render_host()
         return self.host_source[kernel.name]
 

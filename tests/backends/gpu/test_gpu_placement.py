@@ -7,7 +7,7 @@ from gpu_cases import fake_backend
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu.program import FallbackStep, GemmStep, LoopStep, PoolStep
+from opgraph.backends.fused.program import FallbackStep, GemmStep, LoopStep, PoolStep
 from opgraph.backends.gpu import FakeDevice, GpuBackend, GpuConfig
 from opgraph.backends.gpu.placement import Side, Transfer
 

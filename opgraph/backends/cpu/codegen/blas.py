@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.loops import LoopEmitter
-from opgraph.backends.cpu.lowering.linalg import blas_layout
-from opgraph.backends.cpu.program import GemmStep
-from opgraph.backends.cpu.views import View
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.fused.lowering.linalg import blas_layout
+from opgraph.backends.fused.program import GemmStep
+from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 
 PROTOTYPES = """enum { OG_ROW = 101, OG_NOTRANS = 111, OG_TRANS = 112 };
@@ -121,7 +121,7 @@ class GemmEmitter:
         if self.step.epilogue is None:
             return []
         label = "epilogue of " + self.name
-        emitter = LoopEmitter(
+        emitter = CLoopEmitter(
             self.step.epilogue, f"{self.name}_ep", self.module, label, self.checks
         )
         return [emitter.emit()]

@@ -1,5 +1,5 @@
-"""What the generators of one module share: buffer addresses, helpers and math functions in
-use, and the run-time checks of each step."""
+"""What the generators of one C module share: buffer addresses, helpers and math functions
+in use (the run-time checks of each step are :class:`~opgraph.backends.fused.loops.Check` s)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.fused.loops import Check as Check  # re-exported for the kernels
 from opgraph.core.element_type import ElementType
-from opgraph.core.node import Node
-
-
-@dataclass(frozen=True)
-class Check:
-    """A run-time check of a step: ``message`` about ``node`` when its bit is set."""
-
-    node: Node | None
-    message: str
 
 
 @dataclass
@@ -46,60 +38,8 @@ class ModuleContext:
     def helper(self, name: str) -> None:
         self.helpers.setdefault(name, None)
 
+    def use_math(self, name: str, t: ElementType) -> None:
+        self.math.add((name, t))
+
     def helper_code(self) -> str:
-        return "\n".join(dialect.HELPERS[name]() for name in self.helpers)
-
-
-class CScalarContext:
-    """The C implementation of :class:`~opgraph.backends.cpu.lowering.ScalarContext` for one
-    op inside one kernel."""
-
-    def __init__(
-        self,
-        module: ModuleContext,
-        inputs: tuple[ElementType, ...],
-        output: ElementType,
-        checks: list[Check],
-        node: Node | None,
-        flag: Callable[[str], None],
-    ) -> None:
-        self.module = module
-        self._inputs = inputs
-        self._output = output
-        self._checks = checks
-        self._node = node
-        self._flag = flag
-        self.calls = 0  # math calls and helpers used: a cost hint
-
-    @property
-    def inputs(self) -> tuple[ElementType, ...]:
-        return self._inputs
-
-    @property
-    def output(self) -> ElementType:
-        return self._output
-
-    def math(self, name: str, *args: str) -> str:
-        return self.math_in(name, self._output, *args)
-
-    def math_in(self, name: str, t: ElementType, *args: str) -> str:
-        self.module.math.add((name, t))
-        self.calls += name not in ("fabs", "sqrt")
-        return dialect.math_call(name, t, *args)
-
-    def literal(self, value: bool | int | float, t: ElementType | None = None) -> str:
-        return dialect.literal(value, t or self._output)
-
-    def ctype(self, t: ElementType | None = None) -> str:
-        return dialect.compute_type(t or self._output)
-
-    def helper(self, name: str) -> None:
-        self.calls += 1
-        self.module.helper(name)
-
-    def check(self, condition: str, message: str) -> None:
-        key = Check(self._node, message)
-        if key not in self._checks:
-            self._checks.append(key)
-        bit = self._checks.index(key)
-        self._flag(f"err |= {condition} ? {1 << bit} : 0;")
+        return "\n".join(dialect.C.helper_code(name) for name in self.helpers)

@@ -1,36 +1,20 @@
-"""The C dialect: element types as C types, literals, and the helper functions that the
-scalar renderers (``lowering/``) ask for by name.
+"""The C dialect: the fused compiler's :class:`~opgraph.backends.fused.dialect.Dialect` for
+GCC-compatible C (``_Float16``, bit-exact bf16 helpers, ``__builtin_`` math and libmvec), and
+the helper functions only the CPU's kernels use (GEMV/GEMM panels, streaming stores).
 
-Values are computed in a *compute type* (f16 and bf16 in ``float``, booleans as ``uint8_t``
-0/1) and stored in a *storage type*. A 16-bit float result is rounded back to its type after
-every op (round-to-nearest-even), which is what computing op by op in that type gives.
+The module-level functions (``storage_type``, ``literal``…) are :data:`C`'s methods, for the
+kernel templates of ``codegen/``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import ClassVar
 
-import numpy as np
-
+from opgraph.backends.fused.dialect import CStyleDialect
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
-
-_STORAGE = {
-    et.boolean: "uint8_t",
-    et.f16: "_Float16",
-    et.bf16: "uint16_t",
-    et.f32: "float",
-    et.f64: "double",
-    et.i8: "int8_t",
-    et.i16: "int16_t",
-    et.i32: "int32_t",
-    et.i64: "int64_t",
-    et.u8: "uint8_t",
-    et.u16: "uint16_t",
-    et.u32: "uint32_t",
-    et.u64: "uint64_t",
-}
 
 #: glibc's libmvec has vector versions of these (float ``name + "f"`` and double ``name``).
 VECTOR_MATH = frozenset(
@@ -66,105 +50,63 @@ VECTOR_MATH = frozenset(
 _ARITY = {"atan2": 2, "hypot": 2, "pow": 2}
 
 
-def storage_type(t: ElementType) -> str:
-    """The C type of one stored element."""
-    return _STORAGE[t]
+class CDialect(CStyleDialect):
+    """C as GCC and Clang compile it."""
+
+    narrow_types: ClassVar[dict[ElementType, str]] = {et.f16: "_Float16", et.bf16: "uint16_t"}
+    loads: ClassVar[dict[ElementType, str]] = {et.f16: "(float)({})", et.bf16: "og_bf16_to_f32({})"}
+    stores: ClassVar[dict[ElementType, str]] = {
+        et.f16: "(_Float16)({})",
+        et.bf16: "og_f32_to_bf16({})",
+    }
+    rounds: ClassVar[dict[ElementType, str]] = {
+        et.f16: "(float)(_Float16)({})",
+        et.bf16: "og_round_bf16({})",
+    }
+
+    def narrow(self, t: ElementType, expr: str) -> str:
+        assert t is et.f16, f"no one-rounding narrowing to {t}"
+        return f"((float)(_Float16)({expr}))"
+
+    def math_call(self, name: str, t: ElementType, *args: str) -> str:
+        """Functions libmvec lacks are GCC builtins (``fabs``, ``sqrt``: single
+        instructions)."""
+        prefix = "" if name in VECTOR_MATH else "__builtin_"
+        return prefix + super().math_call(name, t, *args)
+
+    def special(self, value: float, wide: bool) -> str:
+        if math.isnan(value):
+            return '__builtin_nan("")' if wide else '__builtin_nanf("")'
+        text = "__builtin_inf()" if wide else "__builtin_inff()"
+        return text if value > 0 else f"(-{text})"
+
+    def flag(self, condition: str, mask: int) -> str:
+        return f"err |= {condition} ? {mask} : 0;"
+
+    def own_helper(self, name: str) -> str:
+        return HELPERS[name]()
 
 
-def compute_type(t: ElementType) -> str:
-    """The C type values of ``t`` are computed in."""
-    if t in (et.f16, et.bf16):
-        return "float"
-    return _STORAGE[t]
+#: The C dialect.
+C = CDialect()
+storage_type = C.storage_type
+compute_type = C.compute_type
+load = C.load
+store = C.store
+round_to = C.round_to
+math_call = C.math_call
+literal = C.literal
+lowest = C.lowest
+highest = C.highest
 
 
 def is_wide_float(t: ElementType) -> bool:
     return t is et.f64
 
 
-def load(t: ElementType, expr: str) -> str:
-    """A stored element (``expr``) as a compute value."""
-    if t is et.f16:
-        return f"(float)({expr})"
-    if t is et.bf16:
-        return f"og_bf16_to_f32({expr})"
-    return expr
-
-
-def store(t: ElementType, expr: str) -> str:
-    """A compute value as a stored element."""
-    if t is et.f16:
-        return f"(_Float16)({expr})"
-    if t is et.bf16:
-        return f"og_f32_to_bf16({expr})"
-    return expr
-
-
-def round_to(t: ElementType, expr: str) -> str:
-    """A compute value rounded to the precision of ``t`` (16-bit floats), else unchanged."""
-    if t is et.f16:
-        return f"(float)(_Float16)({expr})"
-    if t is et.bf16:
-        return f"og_round_bf16({expr})"
-    return expr
-
-
-def math_call(name: str, t: ElementType, *args: str) -> str:
-    """``name(args)`` in the precision of ``t`` (``expf`` for f32/f16/bf16, ``exp`` for f64).
-    Functions libmvec lacks are GCC builtins (``fabs``, ``sqrt``: single instructions)."""
-    suffix = "" if is_wide_float(t) else "f"
-    prefix = "" if name in VECTOR_MATH else "__builtin_"
-    return f"{prefix}{name}{suffix}({', '.join(args)})"
-
-
-def literal(value: bool | int | float, t: ElementType) -> str:
-    """An exact C literal of ``value`` in the compute type of ``t``."""
-    if t.is_boolean:
-        return "1" if value else "0"
-    if t.is_integral:
-        return _int_literal(int(value), t)
-    return _float_literal(float(value), wide=is_wide_float(t))
-
-
-def _int_literal(v: int, t: ElementType) -> str:
-    c = compute_type(t)
-    info = np.iinfo(t.dtype)
-    if v == info.min and t.is_signed:
-        return f"(({c})({v + 1}LL - 1))"
-    suffix = "ULL" if not t.is_signed else "LL"
-    return f"(({c}){v}{suffix})"
-
-
-def _float_literal(v: float, wide: bool) -> str:
-    if math.isnan(v):
-        return '__builtin_nan("")' if wide else '__builtin_nanf("")'
-    if math.isinf(v):
-        text = "__builtin_inf()" if wide else "__builtin_inff()"
-        return text if v > 0 else f"(-{text})"
-    text = float.hex(v)
-    return f"({text})" if wide else f"({text}f)"
-
-
-def lowest(t: ElementType) -> str:
-    """The smallest value of ``t`` (-inf for floats), as a compute-type literal."""
-    if t.is_real:
-        return literal(-math.inf, t)
-    if t.is_boolean:
-        return "0"
-    return literal(int(np.iinfo(t.dtype).min), t)
-
-
-def highest(t: ElementType) -> str:
-    """The largest value of ``t`` (+inf for floats), as a compute-type literal."""
-    if t.is_real:
-        return literal(math.inf, t)
-    if t.is_boolean:
-        return "1"
-    return literal(int(np.iinfo(t.dtype).max), t)
-
-
 # ----------------------------------------------------------------------------- helpers
-#: Helper definitions by name; a renderer asks for one with ``ScalarContext.helper``.
+#: The CPU kernels' own helpers by name (the scalar renderers' are
+#: :data:`~opgraph.backends.fused.dialect.COMMON_HELPERS`).
 HELPERS: dict[str, Callable[[], str]] = {}
 
 
@@ -190,86 +132,6 @@ static inline uint16_t og_f32_to_bf16(float f) { /* round to nearest even; NaN s
 static inline float og_round_bf16(float f) { return og_bf16_to_f32(og_f32_to_bf16(f)); }"""
 
 
-def _int_names() -> list[ElementType]:
-    return [et.i8, et.i16, et.i32, et.i64, et.u8, et.u16, et.u32, et.u64]
-
-
-def _unsigned_of(t: ElementType) -> str:
-    return {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}[t.itemsize]
-
-
-def _make_divisions(t: ElementType) -> str:
-    c, u, n = storage_type(t), _unsigned_of(t), t.name
-    if not t.is_signed:
-        return f"""static inline {c} og_floordiv_{n}({c} a, {c} b) {{ return b == 0 ? 0 : a / b; }}
-static inline {c} og_truncdiv_{n}({c} a, {c} b) {{ return b == 0 ? 0 : a / b; }}"""
-    return f"""static inline {c} og_truncdiv_{n}({c} a, {c} b) {{
-  if (b == 0) return 0;
-  if (b == -1) return ({c})(({u})0 - ({u})a); /* wraps at the minimum, as numpy does */
-  return ({c})(a / b);
-}}
-static inline {c} og_floordiv_{n}({c} a, {c} b) {{
-  if (b == 0) return 0;
-  if (b == -1) return ({c})(({u})0 - ({u})a);
-  {c} q = ({c})(a / b);
-  if (({c})(a % b) != 0 && ((a < 0) != (b < 0))) q -= 1;
-  return q;
-}}"""
-
-
-def _make_ipow(t: ElementType) -> str:
-    c, u, n = storage_type(t), _unsigned_of(t), t.name
-    return f"""static inline {c} og_ipow_{n}({c} a, {c} b) {{ /* repeated squaring, wrapping */
-  {u} base = ({u})a, result = 1; uint64_t e = (uint64_t)b;
-  if (b < 0) return 0;
-  while (e) {{ if (e & 1u) result = ({u})(result * base); base = ({u})(base * base); e >>= 1; }}
-  return ({c})result;
-}}"""
-
-
-def _bind(make: Callable[[ElementType], str], t: ElementType) -> Callable[[], str]:
-    return lambda: make(t)
-
-
-for _t in _int_names():
-    HELPERS[f"div_{_t.name}"] = _bind(_make_divisions, _t)
-    HELPERS[f"ipow_{_t.name}"] = _bind(_make_ipow, _t)
-
-
-def _make_int_mod(t: ElementType) -> str:
-    c, n = storage_type(t), t.name
-    if not t.is_signed:
-        return f"""static inline {c} og_fmod_{n}({c} a, {c} b) {{ return b == 0 ? 0 : a % b; }}
-static inline {c} og_floormod_{n}({c} a, {c} b) {{ return b == 0 ? 0 : a % b; }}"""
-    return f"""static inline {c} og_fmod_{n}({c} a, {c} b) {{ /* sign of a; no trap at -1 */
-  return (b == 0 || b == -1) ? 0 : ({c})(a % b);
-}}
-static inline {c} og_floormod_{n}({c} a, {c} b) {{ /* sign of b, as Python's % */
-  if (b == 0 || b == -1) return 0;
-  {c} r = ({c})(a % b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? ({c})(r + b) : r;
-}}"""
-
-
-def _make_float_mod(c: str, suffix: str) -> str:
-    n = "f64" if c == "double" else "f32"
-    fmod = f"__builtin_fmod{suffix}"
-    return f"""static inline {c} og_fmod_{n}({c} a, {c} b) {{ return {fmod}(a, b); }}
-static inline {c} og_floormod_{n}({c} a, {c} b) {{ /* numpy.remainder: the sign of b */
-  {c} r = {fmod}(a, b);
-  if (r != 0) {{ if ((r < 0) != (b < 0)) r += b; }}
-  else r = __builtin_copysign{suffix}(0, b);
-  return r;
-}}"""
-
-
-HELPERS["pool_count"] = lambda: (
-    "static inline long og_count(long start, long taps, long low, long high) {\n"
-    "  /* taps start, start+1, ... (padded coordinates) inside [low, high) */\n"
-    "  long a = start > low ? start : low, b = start + taps < high ? start + taps : high;\n"
-    "  return b > a ? b - a : 0;\n"
-    "}"
-)
 #: The panel GEMV per instruction set: (macro test, floats per vector, accumulators over k).
 #: A 16-column panel row is 16 / floats vectors; accumulators x vectors registers hold the
 #: sums (AVX-512 4 zmm, AVX2 8 ymm, SSE 8 xmm). Vectors are the ISA's own width: GCC lowers a
@@ -456,26 +318,6 @@ def _gemm_panels_per_isa() -> str:
 
 
 HELPERS["gemm_panels"] = _gemm_panels_per_isa
-HELPERS["mod_f32"] = lambda: _make_float_mod("float", "f")
-HELPERS["mod_f64"] = lambda: _make_float_mod("double", "")
-
-
-def _make_float_to_int(t: ElementType) -> str:
-    c, n = storage_type(t), t.name
-    info = np.iinfo(t.dtype)
-    high, low = _int_literal(int(info.max), t), _int_literal(int(info.min), t)
-    return f"""static inline {c} og_f2i_{n}(double x) {{ /* truncate, saturate, NaN -> 0 */
-  if (x != x) return 0;
-  double t = __builtin_trunc(x);
-  if (t >= (double){high}) return {high};
-  if (t <= (double){low}) return {low};
-  return ({c})t;
-}}"""
-
-
-for _t in _int_names():
-    HELPERS[f"f2i_{_t.name}"] = _bind(_make_float_to_int, _t)
-    HELPERS[f"mod_{_t.name}"] = _bind(_make_int_mod, _t)
 
 
 #: The C prelude: fixed-width types without parsing system headers (compiles are short).

@@ -1,9 +1,7 @@
-"""Generate the C of one loop kernel (see :class:`~opgraph.backends.cpu.program.LoopKernel`).
+"""The C schedule of the fused compiler's loop emitter
+(:class:`~opgraph.backends.fused.loops.LoopEmitter`): one loop kernel as C functions.
 
-The kernel's domain is its full shape with the reduced axes moved last. Axes of size 1 are
-dropped and neighbouring axes that every access walks contiguously are merged, so most
-kernels become one flat loop, or rows × one inner loop. Inner loops carry ``omp simd``, and
-math calls vectorize through libmvec.
+Inner loops carry ``omp simd``, and math calls vectorize through libmvec.
 
 * A pointwise kernel is a function over a range ``[begin, end)`` of the flattened domain, so
   the parallel driver splits even a single long row between threads.
@@ -14,17 +12,13 @@ math calls vectorize through libmvec.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-
 from opgraph.backends.cpu.codegen import dialect
-from opgraph.backends.cpu.codegen.context import Check, CScalarContext, ModuleContext
-from opgraph.backends.cpu.lowering import REDUCTIONS, SCALAR_OPS
-from opgraph.backends.cpu.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.cpu.views import Literal, View
+from opgraph.backends.cpu.codegen.context import ModuleContext
+from opgraph.backends.fused.loops import Check, LoopEmitter, comment
+from opgraph.backends.fused.lowering import REDUCTIONS
+from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
 from opgraph.core import element_type as et
 
-_EXPENSIVE = 8  # relative cost of a math call or helper, for the parallel decision
 STREAM_BLOCK = 512  # elements computed into a stack buffer before they are streamed out
 #: Elements per block of a pairwise sum: the vectorized loop sums a block in its lanes (32 or
 #: 64 elements per lane with 16- or 8-float vectors), then blocks combine pairwise. Measured
@@ -32,82 +26,10 @@ STREAM_BLOCK = 512  # elements computed into a stack buffer before they are stre
 PAIRWISE_BLOCK = 512
 
 
-@dataclass
-class Access:
-    """A load or store through a pointer: per-domain-dimension strides."""
-
-    name: str
-    view: View
-    level: Level
-    strides: list[int]
-    store: bool
-
-
-@dataclass
-class Dim:
-    size: int
-    inner: bool
-    strides: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Domain:
-    rows: list[Dim]
-    vector: list[Dim]
-
-    @property
-    def num_rows(self) -> int:
-        return math.prod(d.size for d in self.rows)
-
-    @property
-    def row_length(self) -> int:
-        return math.prod(d.size for d in self.vector)
-
-
-def domain_strides(kernel: LoopKernel, view: View, level: Level) -> list[int]:
-    """Strides of ``view`` along the kernel's domain axes (reduced axes last)."""
-    axes = kernel.axes
-    kept = [i for i in range(len(kernel.shape)) if i not in axes]
-    inner_zeros = [0] * len(axes)
-    if level is Level.FULL:
-        return [view.strides[p] for p in kept + list(axes)]
-    if len(view.shape) == len(kept):
-        return list(view.strides) + inner_zeros
-    return [view.strides[p] for p in kept] + inner_zeros
-
-
-def build_domain(kernel: LoopKernel, accesses: list[Access]) -> Domain:
-    """Drop size-1 axes and merge axes that every access walks contiguously."""
-    axes = kernel.axes
-    kept = [i for i in range(len(kernel.shape)) if i not in axes]
-    order = kept + list(axes)
-    merged: list[Dim] = []
-    for position, axis in enumerate(order):
-        size = kernel.shape[axis]
-        inner = axis in axes
-        if size == 1:
-            continue
-        strides = {a.name: a.strides[position] for a in accesses}
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and last.inner == inner
-            and all(last.strides[n] == strides[n] * size for n in strides)
-        ):
-            last.size *= size
-            last.strides = strides
-            continue
-        merged.append(Dim(size, inner, strides))
-    if not axes:  # pointwise: the last axis is the vector loop
-        vector = merged[-1:] or [Dim(1, False, {a.name: 0 for a in accesses})]
-        return Domain(merged[:-1], vector)
-    rows = [d for d in merged if not d.inner]
-    vector = [d for d in merged if d.inner] or [Dim(1, True, {a.name: 0 for a in accesses})]
-    return Domain(rows, vector)
-
-
-class LoopEmitter:
+class CLoopEmitter(LoopEmitter):
     """Emits ``static int <name>(T, A, begin, end)`` and its driver ``<name>_run(T, A)``."""
+
+    index_suffix = "L"
 
     def __init__(
         self,
@@ -117,31 +39,11 @@ class LoopEmitter:
         label: str,
         checks: list[Check] | None = None,
     ) -> None:
-        self.kernel = kernel
-        self.name = name
+        super().__init__(
+            kernel, name, label, dialect.C, module, checks if checks is not None else []
+        )
         self.module = module
-        self.label = label
-        self.checks: list[Check] = checks if checks is not None else []
-        self.accesses: dict[tuple[int, bool], Access] = {}
-        self.cost = 0
-        self._collect_accesses()
-        self.domain = build_domain(kernel, list(self.accesses.values()))
-        self.defined: set[int] = set()
         self.lines: list[str] = []
-        self.pending: list[str] = []
-
-    # ------------------------------------------------------------------ accesses
-    def _collect_accesses(self) -> None:
-        for node in self.kernel.nodes:
-            if node.kind is KKind.LOAD and isinstance(node.operand, View):
-                self._access(node.index, node.operand, node.level, store=False)
-        for slot, (k, view) in enumerate(self.kernel.stores):
-            self._access(slot, view, self.kernel.nodes[k].level, store=True)
-
-    def _access(self, key: int, view: View, level: Level, store: bool) -> None:
-        name = f"{'q' if store else 'p'}{key}"
-        strides = domain_strides(self.kernel, view, level)
-        self.accesses[(key, store)] = Access(name, view, level, strides, store)
 
     def pointer_declarations(self) -> list[str]:
         lines = []
@@ -168,81 +70,11 @@ class LoopEmitter:
             lines.append(f"    long o_{a.name} = {' + '.join(terms) or '0'};")
         return lines
 
-    def element(self, a: Access, level: Level) -> str:
-        """The element of access ``a`` at the current loop position."""
-        if level is Level.OUTER:
-            return f"{a.name}[o_{a.name}]"
-        terms = [f"o_{a.name}"]
-        for i, dim in enumerate(self.domain.vector):
-            stride = dim.strides[a.name]
-            if stride == 1:
-                terms.append(f"l{i}")
-            elif stride:
-                terms.append(f"l{i} * {stride}L")
-        return f"{a.name}[{' + '.join(terms)}]"
-
-    # ---------------------------------------------------------------- node values
-    def var(self, k: int) -> str:
-        node = self.kernel.nodes[k]
-        if node.kind is KKind.ALIAS:
-            return self.var(node.args[0])
-        return f"v{k}"
-
-    def define(self, k: int, out: list[str], indent: str) -> None:
-        """Append the definition of node ``k`` (its arguments must be defined)."""
-        node = self.kernel.nodes[k]
-        self.defined.add(k)
-        if node.kind is KKind.ALIAS:
-            return
-        ctype = dialect.compute_type(node.element_type)
-        expr = self.load_expr(node) if node.kind is KKind.LOAD else self.op_expr(node)
-        out.append(f"{indent}const {ctype} v{k} = {expr};")
-        out.extend(f"{indent}{line}" for line in self.pending)
-        self.pending = []
-
-    def load_expr(self, node: KNode) -> str:
-        operand = node.operand
-        if isinstance(operand, Literal):
-            return dialect.literal(operand.value, operand.element_type)
-        access = self.accesses[(node.index, False)]
-        return dialect.load(node.element_type, self.element(access, node.level))
-
-    def op_expr(self, node: KNode) -> str:
-        assert node.op is not None
-        args = tuple(self.var(a) for a in node.args)
-        inputs = tuple(self.kernel.nodes[a].element_type for a in node.args)
-        ctx = CScalarContext(
-            self.module, inputs, node.element_type, self.checks, node.source, self.pending.append
-        )
-        expr = SCALAR_OPS[type(node.op)](node.op, args, ctx)
-        self.cost += 1 + _EXPENSIVE * ctx.calls
-        return dialect.round_to(node.element_type, expr)
-
-    def needed(self, targets: list[int], level: Level) -> list[int]:
-        """Undefined nodes at ``level`` that ``targets`` need, in topological order."""
-        found: set[int] = set()
-        stack = list(targets)
-        while stack:
-            k = stack.pop()
-            node = self.kernel.nodes[k]
-            if k in found or k in self.defined or node.level is not level:
-                continue
-            if node.kind is KKind.REDUCE and level is Level.OUTER:
-                continue  # defined by its phase
-            found.add(k)
-            stack.extend(node.args)
-        return sorted(found)
-
-    def define_outer_for(self, full_nodes: list[int], indent: str) -> None:
-        outer = [a for k in full_nodes for a in self.kernel.nodes[k].args]
-        for k in self.needed(outer, Level.OUTER):
-            self.define(k, self.lines, indent)
-
     # ----------------------------------------------------------------- functions
     def emit(self) -> str:
         """The kernel function and its driver."""
         body = self.row_kernel() if self.kernel.axes else self.pointwise_kernel()
-        header = f"/* {self.name}: {_comment(self.label)} */"
+        header = f"/* {self.name}: {comment(self.label)} */"
         # A row kernel is never specialised for its call's constant range: GCC 12, seeing one
         # row, drops the row loop and with it the vectorization of ``omp simd reduction``.
         keep = "__attribute__((noipa)) " if self.kernel.axes else ""
@@ -403,7 +235,7 @@ class LoopEmitter:
     def reduction_phase(self, reductions: list[KNode]) -> None:
         inputs = [n.args[0] for n in reductions]
         body_nodes = self.needed(inputs, Level.FULL)
-        self.define_outer_for(body_nodes, "    ")
+        self.define_outer_for(body_nodes, self.lines)
         clauses = self.declare_accumulators(reductions)
         pairwise = [r for r in reductions if rule_pairwise(r)]
         cascade = bool(pairwise) and self.domain.row_length > PAIRWISE_BLOCK
@@ -415,7 +247,7 @@ class LoopEmitter:
             self.lines += [
                 f"    {dialect.compute_type(r.element_type)} c{r.index}[64];" for r in pairwise
             ]
-        resets = [f"a{r.index} = {_identity(r)};" for r in pairwise] if cascade else []
+        resets = [f"a{r.index} = {self.identity(r)};" for r in pairwise] if cascade else []
         body: list[str] = []
         indent, closers = self.open_loops(body, "    ", PAIRWISE_BLOCK if cascade else 0, resets)
         start = len(body)
@@ -437,16 +269,9 @@ class LoopEmitter:
         body[pragma_at] += "".join(clauses)
         self.lines.extend(body)
         if cascade:
-            self.lines += _cascade_drain(pairwise, phase)
+            self.lines += _cascade_drain(pairwise, phase, [self.identity(r) for r in pairwise])
         self.forget_full()
-        for r in reductions:
-            value = f"a{r.index}"
-            if rule_nan(r):
-                value = f"(n{r.index} ? {dialect.literal(math.nan, r.element_type)} : {value})"
-            ctype = dialect.compute_type(r.element_type)
-            rounded = dialect.round_to(r.element_type, value)
-            self.lines.append(f"    const {ctype} v{r.index} = {rounded};")
-            self.defined.add(r.index)
+        self.finish_reductions(reductions, self.lines)
 
     def declare_accumulators(self, reductions: list[KNode]) -> list[str]:
         """Declare each reduction's accumulator (and NaN flag); returns the simd clauses."""
@@ -454,16 +279,16 @@ class LoopEmitter:
         for r in reductions:
             rule = REDUCTIONS[type(r.op)]
             acc_type = dialect.compute_type(r.element_type)
-            self.lines.append(f"    {acc_type} a{r.index} = {_identity(r)};")
+            self.lines.append(f"    {acc_type} a{r.index} = {self.identity(r)};")
             clauses.append(f" reduction({rule.omp}:a{r.index})")
-            if rule_nan(r):
+            if self.tracks_nan(r):
                 self.lines.append(f"    int n{r.index} = 0;")
                 clauses.append(f" reduction(|:n{r.index})")
         return clauses
 
     def store_loop(self, stores: list[tuple[int, int]]) -> None:
         targets = [k for _, k in stores]
-        self.define_outer_for(self.needed(targets, Level.FULL), "    ")
+        self.define_outer_for(self.needed(targets, Level.FULL), self.lines)
         body: list[str] = []
         indent, closers = self.open_loops(body, "    ")
         start = len(body)
@@ -480,10 +305,6 @@ class LoopEmitter:
             body[pragma_at] += " reduction(|:err)"
         self.lines.extend(body)
         self.forget_full()
-
-    def forget_full(self) -> None:
-        """Values of an inner loop do not outlive it: later loops recompute them."""
-        self.defined = {k for k in self.defined if self.kernel.nodes[k].level is Level.OUTER}
 
     # --------------------------------------------------------------------- driver
     def work(self) -> tuple[int, int]:
@@ -510,16 +331,8 @@ class LoopEmitter:
         return "\n".join(lines)
 
 
-def rule_nan(node: KNode) -> bool:
-    return REDUCTIONS[type(node.op)].propagates_nan and node.element_type.is_real
-
-
 def rule_pairwise(node: KNode) -> bool:
     return REDUCTIONS[type(node.op)].pairwise and node.element_type.is_real
-
-
-def _identity(node: KNode) -> str:
-    return REDUCTIONS[type(node.op)].identity(node.element_type)
 
 
 def _cascade_push(pairwise: list[KNode], phase: str, indent: str) -> list[str]:
@@ -534,13 +347,10 @@ def _cascade_push(pairwise: list[KNode], phase: str, indent: str) -> list[str]:
     ]
 
 
-def _cascade_drain(pairwise: list[KNode], phase: str) -> list[str]:
-    """The row's sums: the cascade's partials added from the smallest up."""
+def _cascade_drain(pairwise: list[KNode], phase: str, identities: list[str]) -> list[str]:
+    """The row's sums: the cascade's partials added from the smallest up (``identities``:
+    each pairwise reduction's first accumulator value)."""
     h = f"h{phase}"
-    resets = " ".join(f"a{r.index} = {_identity(r)};" for r in pairwise)
+    resets = " ".join(f"a{r.index} = {i};" for r, i in zip(pairwise, identities, strict=True))
     adds = " ".join(f"a{r.index} += c{r.index}[{h}];" for r in pairwise)
     return [f"    {resets}", f"    while ({h} > 0) {{ --{h}; {adds} }}"]
-
-
-def _comment(text: str) -> str:
-    return text.replace("*/", "* /").replace("\n", " ")[:2000]

@@ -16,12 +16,12 @@ from typing import Any
 from opgraph.backends.cpu.codegen import dialect, runtime
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.loops import LoopEmitter
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
 from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
 from opgraph.backends.cpu.config import CpuConfig
-from opgraph.backends.cpu.memory import MemoryPlan
-from opgraph.backends.cpu.program import (
+from opgraph.backends.fused.memory import MemoryPlan
+from opgraph.backends.fused.program import (
     BufferKind,
     ConvStep,
     FallbackStep,
@@ -156,7 +156,7 @@ def _loop(step: LoopStep, i: int, module: ModuleContext) -> Emitted:
     calls: list[str] = []
     checks: list[Check] = []
     for j, kernel in enumerate(step.kernels):
-        emitter = LoopEmitter(kernel, f"k{i}_{j}", module, step.label, checks)
+        emitter = CLoopEmitter(kernel, f"k{i}_{j}", module, step.label, checks)
         texts.append(emitter.emit())
         calls.append(f"if ((e = k{i}_{j}_run(T, A))) return OG_FAIL({i}, e);")
     return "\n\n".join(texts), "\n  ".join(calls), tuple(checks)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.loops import LoopEmitter
-from opgraph.backends.cpu.program import ConvStep, PoolStep
-from opgraph.backends.cpu.views import View
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.fused.program import ConvStep, PoolStep
+from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 
 #: Average windows with more taps than this sum row by row (see ``PoolEmitter.window``).
@@ -70,7 +70,9 @@ class ConvEmitter:
         epilogue = []
         if self.step.epilogue is not None:
             label = "epilogue of " + self.name
-            ep = LoopEmitter(self.step.epilogue, f"{self.name}_ep", self.module, label, self.checks)
+            ep = CLoopEmitter(
+                self.step.epilogue, f"{self.name}_ep", self.module, label, self.checks
+            )
             epilogue.append(ep.emit())
         body = self.emit_wide() if self.step.wide else self.emit_rows()
         return "\n".join([head, *epilogue, body])

@@ -15,9 +15,9 @@ transforms vectorize across tiles; edge tiles test each tap.
 from __future__ import annotations
 
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.loops import LoopEmitter
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
-from opgraph.backends.cpu.program import WinogradStep
+from opgraph.backends.fused.program import WinogradStep
 
 # (Bᵀ d) then (·) B, for the four rows/columns of a tile.
 _BT = ("{0} - {2}", "{1} + {2}", "{2} - {1}", "{1} - {3}")
@@ -65,7 +65,7 @@ class WinogradEmitter:
         head = [f"/* {self.name}: Winograd F(2x2,3x3): {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None:
             label = "epilogue of " + self.name
-            ep = LoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
+            ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
             head.append(ep.emit())
         head.append(f"static const float {self.name}_zero[{w + 16}];")
         body = [

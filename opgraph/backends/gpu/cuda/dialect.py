@@ -1,19 +1,18 @@
-"""The CUDA dialect: element types as CUDA C++ types, literals, math calls, and the C helper
-functions of the CPU dialect translated for the device.
+"""The CUDA dialect: the fused compiler's :class:`~opgraph.backends.fused.dialect.Dialect`
+for CUDA C++, and the prelude every generated module starts with.
 
-The scalar semantics are written once, as C expression templates (``backends/cpu/lowering``)
-over a :class:`~opgraph.backends.cpu.lowering.ScalarContext`. Most of the C they produce is
-valid CUDA C++; what differs is confined to this module:
+What differs from C (``backends/cpu/codegen/dialect.py``) is confined to this module:
 
 * 16-bit floats are ``__half`` / ``__nv_bfloat16`` (``cuda_fp16.h``, ``cuda_bf16.h``), loaded
   into ``float``, and rounded back with ``__float2half_rn`` / ``__float2bfloat16_rn`` after
   every op (the CPU dialect uses ``_Float16`` and bit tricks);
 * math functions are CUDA's device functions of the same names (``expf``, ``fabsf``,
-  ``rintf``…): no ``__builtin_`` prefix, no libmvec declarations;
+  ``rintf``…): no ``__builtin_`` prefix, no libmvec declarations; ``copysign`` is a
+  fixed-precision helper of the prelude (the plain name is ambiguous with integer
+  arguments);
 * infinities and NaNs are helper calls (``og_inf_f32()``…), not GCC builtins;
-* the CPU helpers (integer division, power, modulo, float-to-integer conversion) are reused as
-  text: :func:`to_cuda` turns ``static inline`` into ``__host__ __device__`` and each GCC
-  builtin into its CUDA counterpart;
+* helpers are ``__host__ __device__`` functions (``OG_HD``), and a failed check sets a bit
+  of the kernel's error word (``og_flag``);
 * fixed-width integer types come from ``<stdint.h>`` under nvcc and are declared here under
   NVRTC (which has no system headers).
 """
@@ -21,118 +20,62 @@ valid CUDA C++; what differs is confined to this module:
 from __future__ import annotations
 
 import math
-import re
+from typing import ClassVar
 
-from opgraph.backends.cpu.codegen import dialect as c_dialect
+from opgraph.backends.fused.dialect import CStyleDialect
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 
-_STORAGE = {
-    et.boolean: "uint8_t",
-    et.f16: "__half",
-    et.bf16: "__nv_bfloat16",
-    et.f32: "float",
-    et.f64: "double",
-    et.i8: "int8_t",
-    et.i16: "int16_t",
-    et.i32: "int32_t",
-    et.i64: "int64_t",
-    et.u8: "uint8_t",
-    et.u16: "uint16_t",
-    et.u32: "uint32_t",
-    et.u64: "uint64_t",
-}
 
-_NARROW_FLOATS = (et.f16, et.bf16)
+class CudaDialect(CStyleDialect):
+    """CUDA C++ as NVRTC and nvcc compile it."""
 
+    narrow_types: ClassVar[dict[ElementType, str]] = {et.f16: "__half", et.bf16: "__nv_bfloat16"}
+    loads: ClassVar[dict[ElementType, str]] = {
+        et.f16: "__half2float({})",
+        et.bf16: "__bfloat162float({})",
+    }
+    stores: ClassVar[dict[ElementType, str]] = {
+        et.f16: "__float2half_rn({})",
+        et.bf16: "__float2bfloat16_rn({})",
+    }
+    rounds: ClassVar[dict[ElementType, str]] = {
+        et.f16: "__half2float(__float2half_rn({}))",
+        et.bf16: "__bfloat162float(__float2bfloat16_rn({}))",
+    }
+    inline = "OG_HD"
 
-def storage_type(t: ElementType) -> str:
-    """The CUDA type of one stored element."""
-    return _STORAGE[t]
+    def narrow(self, t: ElementType, expr: str) -> str:
+        assert t is et.f16, f"no one-rounding narrowing to {t}"
+        return f"__half2float(__double2half({expr}))"
 
+    def math_call(self, name: str, t: ElementType, *args: str) -> str:
+        if name == "copysign":
+            return f"og_copysign_{'f64' if t is et.f64 else 'f32'}({', '.join(args)})"
+        return super().math_call(name, t, *args)
 
-def compute_type(t: ElementType) -> str:
-    """The CUDA type values of ``t`` are computed in (``float`` for f16 and bf16)."""
-    return "float" if t in _NARROW_FLOATS else _STORAGE[t]
-
-
-def load(t: ElementType, expr: str) -> str:
-    """A stored element (``expr``) as a compute value."""
-    if t is et.f16:
-        return f"__half2float({expr})"
-    if t is et.bf16:
-        return f"__bfloat162float({expr})"
-    return expr
-
-
-def store(t: ElementType, expr: str) -> str:
-    """A compute value as a stored element (round to nearest even for 16-bit floats)."""
-    if t is et.f16:
-        return f"__float2half_rn({expr})"
-    if t is et.bf16:
-        return f"__float2bfloat16_rn({expr})"
-    return expr
-
-
-def round_to(t: ElementType, expr: str) -> str:
-    """A compute value rounded to the precision of ``t`` (16-bit floats), else unchanged."""
-    if t in _NARROW_FLOATS:
-        return load(t, store(t, expr))
-    return expr
-
-
-def math_call(name: str, t: ElementType, *args: str) -> str:
-    """``name(args)`` in the precision of ``t``: ``expf`` for f32/f16/bf16, ``exp`` for f64."""
-    suffix = "" if t is et.f64 else "f"
-    return f"{name}{suffix}({', '.join(args)})"
-
-
-def literal(value: bool | int | float, t: ElementType) -> str:
-    """An exact literal of ``value`` in the compute type of ``t``."""
-    if t.is_real and not math.isfinite(float(value)):
-        width = "f64" if t is et.f64 else "f32"
-        if math.isnan(float(value)):
+    def special(self, value: float, wide: bool) -> str:
+        width = "f64" if wide else "f32"
+        if math.isnan(value):
             return f"og_nan_{width}()"
-        return f"og_inf_{width}()" if float(value) > 0 else f"(-og_inf_{width}())"
-    return c_dialect.literal(value, t)
+        return f"og_inf_{width}()" if value > 0 else f"(-og_inf_{width}())"
+
+    def flag(self, condition: str, mask: int) -> str:
+        return f"if ({condition}) og_flag(og_err, {mask});"
 
 
-def lowest(t: ElementType) -> str:
-    """The smallest value of ``t`` (-inf for floats)."""
-    return to_cuda(c_dialect.lowest(t))
-
-
-def highest(t: ElementType) -> str:
-    """The largest value of ``t`` (+inf for floats)."""
-    return to_cuda(c_dialect.highest(t))
-
-
-# --------------------------------------------------------------------- C text -> CUDA text
-_SPECIAL = {
-    '__builtin_nanf("")': "og_nan_f32()",
-    '__builtin_nan("")': "og_nan_f64()",
-    "__builtin_inff()": "og_inf_f32()",
-    "__builtin_inf()": "og_inf_f64()",
-}
-_BUILTIN = re.compile(r"__builtin_(\w+)\(")
-#: Builtins whose plain CUDA name would be ambiguous with integer arguments (``copysign(0, b)``
-#: picks a host-only template): fixed-precision helpers of the prelude instead.
-_RENAMED = {"copysignf": "og_copysign_f32", "copysign": "og_copysign_f64"}
-
-
-def to_cuda(c_text: str) -> str:
-    """C produced by the CPU dialect as CUDA C++: helpers become ``__host__ __device__``
-    functions, GCC builtins their CUDA math-library counterparts (``__builtin_trunc`` →
-    ``trunc``, ``__builtin_fmodf`` → ``fmodf``, ``__builtin_inff()`` → ``og_inf_f32()``)."""
-    text = c_text.replace("static inline ", "OG_HD ")
-    for c_form, cuda_form in _SPECIAL.items():
-        text = text.replace(c_form, cuda_form)
-    return _BUILTIN.sub(lambda m: f"{_RENAMED.get(m.group(1), m.group(1))}(", text)
-
-
-def helper_code(name: str) -> str:
-    """The CUDA text of the CPU dialect's helper ``name`` (``"div_i32"``, ``"f2i_u8"``…)."""
-    return to_cuda(c_dialect.HELPERS[name]())
+#: The CUDA dialect.
+CUDA = CudaDialect()
+storage_type = CUDA.storage_type
+compute_type = CUDA.compute_type
+load = CUDA.load
+store = CUDA.store
+round_to = CUDA.round_to
+math_call = CUDA.math_call
+literal = CUDA.literal
+lowest = CUDA.lowest
+highest = CUDA.highest
+helper_code = CUDA.helper_code
 
 
 #: Everything a generated module starts with: headers, integer types, special values,

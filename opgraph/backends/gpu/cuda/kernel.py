@@ -3,7 +3,7 @@
 A :class:`CudaKernel` is the source of one ``__global__`` function plus everything needed to
 launch it: its pointer parameters (each a view of a program buffer, so the executable can
 resolve the address per call), the launch shape, and the run-time checks it may raise. Its
-``spec`` says what it computes — the fused :class:`~opgraph.backends.cpu.program.LoopKernel`,
+``spec`` says what it computes — the fused :class:`~opgraph.backends.fused.program.LoopKernel`,
 an im2col, a pooling, an integer product — so that a device without a CUDA compiler (the
 fake device of the tests) can compute the same thing another way.
 """
@@ -11,10 +11,10 @@ fake device of the tests) can compute the same thing another way.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from opgraph.backends.cpu.codegen.context import Check
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.loops import Check
+from opgraph.backends.fused.views import View
 
 
 class LaunchKind(enum.Enum):
@@ -110,14 +110,3 @@ class IntGemm:
     rows: int
     cols: int
     inner: int
-
-
-@dataclass
-class KernelSet:
-    """The kernels of one module, in a stable order."""
-
-    kernels: list[CudaKernel] = field(default_factory=list)
-
-    def add(self, kernel: CudaKernel) -> CudaKernel:
-        self.kernels.append(kernel)
-        return kernel

@@ -1,8 +1,8 @@
-"""Render a fused :class:`~opgraph.backends.cpu.program.LoopKernel` as a CUDA kernel.
+"""The CUDA schedule of the fused compiler's loop emitter
+(:class:`~opgraph.backends.fused.loops.LoopEmitter`): one loop kernel as a CUDA kernel.
 
-The kernel's domain is the CPU backend's (``codegen/loops.py``: size-1 axes dropped, axes that
-every access walks contiguously merged, reduced axes last), so both backends see the same
-loops; only the mapping to hardware differs.
+The domain, the node values and the reductions' rules are the shared emitter's, so the CPU
+and the GPU compute the same loops; only the mapping to hardware differs.
 
 * **Pointwise** kernels are a grid-stride loop over the flattened domain. The element
   computation is one ``__host__ __device__`` function (``<name>_body``) taking the loaded
@@ -15,7 +15,7 @@ loops; only the mapping to hardware differs.
   the per-thread accumulators (softmax, layer norm). Shorter rows get one thread each (a
   column reduction then reads coalesced memory).
 
-Accumulators combine with the CPU reduction rule's own ``combine`` template (merging two
+Accumulators combine with the reduction rule's own ``combine`` template (merging two
 partial accumulators is accumulating one into the other); max/min carry a NaN flag.
 """
 
@@ -23,14 +23,11 @@ from __future__ import annotations
 
 import math
 
-from opgraph.backends.cpu.codegen.loops import Access, build_domain, domain_strides
-from opgraph.backends.cpu.lowering import REDUCTIONS
-from opgraph.backends.cpu.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.cpu.views import Literal, View
+from opgraph.backends.fused.loops import Access, LoopEmitter, comment
+from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
 from opgraph.backends.gpu.cuda import dialect
-from opgraph.backends.gpu.cuda.context import CudaScalarContext, KernelState
+from opgraph.backends.gpu.cuda.context import MAX_CHECKS, KernelState
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, KernelParam, LaunchKind
-from opgraph.backends.gpu.cuda.scalar import scalar_renderer
 
 #: Rows at least this long get a block each; shorter ones a thread each.
 BLOCK_ROW_MIN = 64
@@ -40,12 +37,7 @@ VECTOR = 4
 INT_LIMIT = 2**31 - 2**25
 
 
-def comment(text: str) -> str:
-    """``text`` made safe inside a C comment, on one line."""
-    return text.replace("*/", "* /").replace("\n", " ")[:2000]
-
-
-class LoopRenderer:
+class CudaLoopEmitter(LoopEmitter):
     """Renders one LoopKernel as ``extern "C" __global__ void <name>(...)``.
 
     Args:
@@ -60,28 +52,14 @@ class LoopRenderer:
     def __init__(
         self, kernel: LoopKernel, name: str, label: str, restrict: bool = True, block: int = 256
     ) -> None:
-        self.kernel = kernel
-        self.name = name
-        self.label = label
+        self.state = KernelState()
+        super().__init__(
+            kernel, name, label, dialect.CUDA, self.state, self.state.checks, MAX_CHECKS
+        )
         self.restrict = restrict
         self.block = block
-        self.state = KernelState()
-        self.accesses: dict[tuple[int, bool], Access] = {}
-        for node in kernel.nodes:
-            if node.kind is KKind.LOAD and isinstance(node.operand, View):
-                self._access(node.index, node.operand, node.level, store=False)
-        for slot, (k, view) in enumerate(kernel.stores):
-            self._access(slot, view, kernel.nodes[k].level, store=True)
-        self.domain = build_domain(kernel, list(self.accesses.values()))
         self.index = "int" if self._extent() < INT_LIMIT else "long long"
-        self.defined: set[int] = set()
-        self.pending: list[str] = []
         self.host = False  # render a serial host function instead (tests)
-
-    def _access(self, key: int, view: View, level: Level, store: bool) -> None:
-        name = f"{'q' if store else 'p'}{key}"
-        strides = domain_strides(self.kernel, view, level)
-        self.accesses[(key, store)] = Access(name, view, level, strides, store)
 
     def _extent(self) -> int:
         """An upper bound of every index the kernel computes."""
@@ -158,56 +136,6 @@ class LoopRenderer:
     def header(self) -> str:
         return f"/* {self.name}: {comment(self.label)} */"
 
-    # ------------------------------------------------------------------- node values
-    def var(self, k: int) -> str:
-        node = self.kernel.nodes[k]
-        return self.var(node.args[0]) if node.kind is KKind.ALIAS else f"v{k}"
-
-    def define(self, k: int, out: list[str], indent: str, load: str | None = None) -> None:
-        """Append the definition of node ``k``; ``load`` overrides a view load's source."""
-        node = self.kernel.nodes[k]
-        self.defined.add(k)
-        if node.kind is KKind.ALIAS:
-            return
-        ctype = dialect.compute_type(node.element_type)
-        expr = self.load_expr(node, load) if node.kind is KKind.LOAD else self.op_expr(node)
-        out.append(f"{indent}const {ctype} v{k} = {expr};")
-        out.extend(f"{indent}{line}" for line in self.pending)
-        self.pending = []
-
-    def load_expr(self, node: KNode, source: str | None) -> str:
-        operand = node.operand
-        if isinstance(operand, Literal):
-            return dialect.literal(operand.value, operand.element_type)
-        if source is None:
-            source = self.element(self.accesses[(node.index, False)], node.level)
-        return dialect.load(node.element_type, source)
-
-    def op_expr(self, node: KNode) -> str:
-        assert node.op is not None
-        args = tuple(self.var(a) for a in node.args)
-        inputs = tuple(self.kernel.nodes[a].element_type for a in node.args)
-        ctx = CudaScalarContext(
-            self.state, inputs, node.element_type, node.source, self.pending.append
-        )
-        expr = scalar_renderer(type(node.op))(node.op, args, ctx)
-        return dialect.round_to(node.element_type, expr)
-
-    def needed(self, targets: list[int], level: Level) -> list[int]:
-        """Undefined nodes at ``level`` that ``targets`` need, in topological order."""
-        found: set[int] = set()
-        stack = list(targets)
-        while stack:
-            k = stack.pop()
-            node = self.kernel.nodes[k]
-            if k in found or k in self.defined or node.level is not level:
-                continue
-            if node.kind is KKind.REDUCE and level is Level.OUTER:
-                continue  # defined by its phase
-            found.add(k)
-            stack.extend(node.args)
-        return sorted(found)
-
     # ---------------------------------------------------------------------- indexing
     def row_offsets(self, row: str, indent: str) -> list[str]:
         """Decompose row ``row`` and compute every access's row offset ``o_<name>``."""
@@ -236,19 +164,6 @@ class LoopRenderer:
             )
         lines.append(f"{indent}const {self.index} l0 = u_;")
         return lines
-
-    def element(self, a: Access, level: Level) -> str:
-        """Access ``a``'s element at the current loop position."""
-        if level is Level.OUTER:
-            return f"{a.name}[o_{a.name}]"
-        terms = [f"o_{a.name}"]
-        for i, dim in enumerate(self.domain.vector):
-            stride = dim.strides[a.name]
-            if stride == 1:
-                terms.append(f"l{i}")
-            elif stride:
-                terms.append(f"l{i} * {stride}")
-        return f"{a.name}[{' + '.join(terms)}]"
 
     # --------------------------------------------------------------------- pointwise
     def body_function(self) -> tuple[str, list[Access], list[Access]]:
@@ -409,7 +324,7 @@ class LoopRenderer:
             lines.append(
                 f"  __shared__ {dialect.compute_type(r.element_type)} s{r.index}[{warps}];"
             )
-            if _tracks_nan(r):
+            if self.tracks_nan(r):
                 lines.append(f"  __shared__ int m{r.index}[{warps}];")
         return lines
 
@@ -419,19 +334,14 @@ class LoopRenderer:
             return f"    for ({i_t} i_ = 0; i_ < {length}; ++i_) {{"
         return f"    for ({i_t} i_ = threadIdx.x; i_ < {length}; i_ += {block}) {{"
 
-    def define_outer_for(self, full_nodes: list[int], out: list[str]) -> None:
-        outer = [a for k in full_nodes for a in self.kernel.nodes[k].args]
-        for k in self.needed(outer, Level.OUTER):
-            self.define(k, out, "    ")
-
     def reduction_phase(self, reductions: list[KNode], block: int | None) -> list[str]:
         out: list[str] = []
         body_nodes = self.needed([n.args[0] for n in reductions], Level.FULL)
         self.define_outer_for(body_nodes, out)
         for r in reductions:
             ctype = dialect.compute_type(r.element_type)
-            out.append(f"    {ctype} a{r.index} = {_identity(r)};")
-            if _tracks_nan(r):
+            out.append(f"    {ctype} a{r.index} = {self.identity(r)};")
+            if self.tracks_nan(r):
                 out.append(f"    int n{r.index} = 0;")
         out.append(self.inner_loop(block))
         out += self.inner_coordinates("i_", "      ")
@@ -439,20 +349,14 @@ class LoopRenderer:
             self.define(k, out, "      ")
         for r in reductions:
             x = self.var(r.args[0])
-            out.append("      " + _combine(r, f"a{r.index}", x))
-            if _tracks_nan(r):
+            out.append("      " + self.combine(r, f"a{r.index}", x))
+            if self.tracks_nan(r):
                 out.append(f"      n{r.index} |= ({x} != {x});")
         out.append("    }")
         self.forget_full()
         if block is not None:
-            out += block_reduce(reductions, block)
-        for r in reductions:
-            value = f"a{r.index}"
-            if _tracks_nan(r):
-                value = f"(n{r.index} ? {dialect.literal(math.nan, r.element_type)} : {value})"
-            ctype = dialect.compute_type(r.element_type)
-            out.append(f"    const {ctype} v{r.index} = {dialect.round_to(r.element_type, value)};")
-            self.defined.add(r.index)
+            out += self.block_reduce(reductions, block)
+        self.finish_reductions(reductions, out)
         return out
 
     def row_stores(self, block: int | None) -> list[str]:
@@ -491,62 +395,42 @@ class LoopRenderer:
         access = self.accesses[(slot, True)]
         return f"{self.element(access, level)} = {dialect.store(view.element_type, self.var(k))};"
 
-    def forget_full(self) -> None:
-        """Values of an inner loop do not outlive it: later loops recompute them."""
-        self.defined = {k for k in self.defined if self.kernel.nodes[k].level is Level.OUTER}
-
-
-# ------------------------------------------------------------------------ reductions
-def _tracks_nan(node: KNode) -> bool:
-    return REDUCTIONS[type(node.op)].propagates_nan and node.element_type.is_real
-
-
-def _identity(node: KNode) -> str:
-    return dialect.to_cuda(REDUCTIONS[type(node.op)].identity(node.element_type))
-
-
-def _combine(node: KNode, acc: str, x: str) -> str:
-    return dialect.to_cuda(REDUCTIONS[type(node.op)].combine.format(acc=acc, x=x))
-
-
-def _butterfly(reductions: list[KNode], first: int) -> list[str]:
-    """One warp's tree: lanes exchange accumulators at distances first, first/2, …, 1."""
-    lines = [f"      for (int o_ = {first}; o_ > 0; o_ >>= 1) {{"]
-    for r in reductions:
-        ctype = dialect.compute_type(r.element_type)
-        lines.append(f"        const {ctype} x{r.index}_ = og_shfl_xor(a{r.index}, o_);")
-        lines.append("        " + _combine(r, f"a{r.index}", f"x{r.index}_"))
-        if _tracks_nan(r):
-            lines.append(f"        n{r.index} |= og_shfl_xor(n{r.index}, o_);")
-    lines.append("      }")
-    return lines
-
-
-def block_reduce(reductions: list[KNode], block: int) -> list[str]:
-    """Combine the accumulators of a block's threads; every thread ends with the total."""
-    warps = block // 32
-    lines = ["    {", *_butterfly(reductions, 16)]
-    if warps > 1:
-        saves = [f"s{r.index}[warp_] = a{r.index};" for r in reductions]
-        saves += [f"m{r.index}[warp_] = n{r.index};" for r in reductions if _tracks_nan(r)]
-        lines += [f"      if (lane_ == 0) {{ {' '.join(saves)} }}", "      __syncthreads();"]
-        lines.append("      if (warp_ == 0) {")
+    def _butterfly(self, reductions: list[KNode], first: int) -> list[str]:
+        """One warp's tree: lanes exchange accumulators at distances first, first/2, …, 1."""
+        lines = [f"      for (int o_ = {first}; o_ > 0; o_ >>= 1) {{"]
         for r in reductions:
-            lines.append(
-                f"        a{r.index} = lane_ < {warps} ? s{r.index}[lane_] : {_identity(r)};"
-            )
-            if _tracks_nan(r):
-                lines.append(f"        n{r.index} = lane_ < {warps} ? m{r.index}[lane_] : 0;")
-        lines += ["  " + line for line in _butterfly(reductions, warps // 2)]
-        finals = [f"s{r.index}[0] = a{r.index};" for r in reductions]
-        finals += [f"m{r.index}[0] = n{r.index};" for r in reductions if _tracks_nan(r)]
-        lines += [
-            f"        if (lane_ == 0) {{ {' '.join(finals)} }}",
-            "      }",
-            "      __syncthreads();",
-        ]
-        loads = [f"a{r.index} = s{r.index}[0];" for r in reductions]
-        loads += [f"n{r.index} = m{r.index}[0];" for r in reductions if _tracks_nan(r)]
-        lines.append(f"      {' '.join(loads)}")
-    lines.append("    }")
-    return lines
+            ctype = dialect.compute_type(r.element_type)
+            lines.append(f"        const {ctype} x{r.index}_ = og_shfl_xor(a{r.index}, o_);")
+            lines.append("        " + self.combine(r, f"a{r.index}", f"x{r.index}_"))
+            if self.tracks_nan(r):
+                lines.append(f"        n{r.index} |= og_shfl_xor(n{r.index}, o_);")
+        lines.append("      }")
+        return lines
+
+    def block_reduce(self, reductions: list[KNode], block: int) -> list[str]:
+        """Combine the accumulators of a block's threads; every thread ends with the total."""
+        warps = block // 32
+        lines = ["    {", *self._butterfly(reductions, 16)]
+        if warps > 1:
+            saves = [f"s{r.index}[warp_] = a{r.index};" for r in reductions]
+            saves += [f"m{r.index}[warp_] = n{r.index};" for r in reductions if self.tracks_nan(r)]
+            lines += [f"      if (lane_ == 0) {{ {' '.join(saves)} }}", "      __syncthreads();"]
+            lines.append("      if (warp_ == 0) {")
+            for r in reductions:
+                first = self.identity(r)
+                lines.append(f"        a{r.index} = lane_ < {warps} ? s{r.index}[lane_] : {first};")
+                if self.tracks_nan(r):
+                    lines.append(f"        n{r.index} = lane_ < {warps} ? m{r.index}[lane_] : 0;")
+            lines += ["  " + line for line in self._butterfly(reductions, warps // 2)]
+            finals = [f"s{r.index}[0] = a{r.index};" for r in reductions]
+            finals += [f"m{r.index}[0] = n{r.index};" for r in reductions if self.tracks_nan(r)]
+            lines += [
+                f"        if (lane_ == 0) {{ {' '.join(finals)} }}",
+                "      }",
+                "      __syncthreads();",
+            ]
+            loads = [f"a{r.index} = s{r.index}[0];" for r in reductions]
+            loads += [f"n{r.index} = m{r.index}[0];" for r in reductions if self.tracks_nan(r)]
+            lines.append(f"      {' '.join(loads)}")
+        lines.append("    }")
+        return lines

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.loops import comment
+from opgraph.backends.fused.views import View
 from opgraph.backends.gpu.cuda import dialect
 from opgraph.backends.gpu.cuda.kernel import (
     CudaKernel,
@@ -19,7 +20,7 @@ from opgraph.backends.gpu.cuda.kernel import (
     LaunchKind,
     Pool,
 )
-from opgraph.backends.gpu.cuda.loops import INT_LIMIT, comment
+from opgraph.backends.gpu.cuda.loops import INT_LIMIT
 from opgraph.core.element_type import ElementType
 
 

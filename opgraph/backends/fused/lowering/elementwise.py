@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from opgraph.backends.cpu.lowering.registry import SCALAR_OPS, ScalarContext, ScalarRenderer
+from opgraph.backends.fused.lowering.registry import SCALAR_OPS, ScalarContext, ScalarRenderer
 from opgraph.core import element_type as et
 from opgraph.ops import elementwise as ew
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from opgraph.backends.cpu.lowering.registry import REWRITES
+from opgraph.backends.fused.lowering.registry import REWRITES
 from opgraph.builders.scalars import scalar_like
 from opgraph.core import element_type as et
 from opgraph.core.node import Node, Output

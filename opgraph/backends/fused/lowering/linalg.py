@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from opgraph.backends.cpu import views
-from opgraph.backends.cpu.lowering.registry import REWRITES, STEP_OPS
-from opgraph.backends.cpu.program import BufferKind, GemmStep
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused import views
+from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS
+from opgraph.backends.fused.program import BufferKind, GemmStep
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.builders.broadcasting import numpy_broadcast_shape
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -25,7 +25,7 @@ from opgraph.ops.conversion import Convert
 from opgraph.ops.linalg import Dot, MatMul
 
 if TYPE_CHECKING:
-    from opgraph.backends.cpu.builder import ProgramBuilder
+    from opgraph.backends.fused.builder import ProgramBuilder
 
 BLAS_TYPES = (et.f32, et.f64)
 GEMV_PANEL = 16  # columns per panel of a repacked GEMV matrix: one AVX-512 vector

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from opgraph.backends.cpu.codegen import dialect
-from opgraph.backends.cpu.lowering.registry import (
+from opgraph.backends.fused.dialect import highest_value, lowest_value
+from opgraph.backends.fused.lowering.registry import (
     REDUCTIONS,
     REWRITES,
     ReductionRule,
@@ -23,20 +23,17 @@ from opgraph.core.node import Node, Output
 from opgraph.ops import movement
 from opgraph.ops import reduction as rd
 
-REDUCTIONS.add(
-    rd.ReduceSum,
-    ReductionRule("{acc} += {x};", "+", lambda t: dialect.literal(0, t), pairwise=True),
-)
-REDUCTIONS.add(rd.ReduceProd, ReductionRule("{acc} *= {x};", "*", lambda t: dialect.literal(1, t)))
-REDUCTIONS.add(rd.ReduceAll, ReductionRule("{acc} &= {x};", "&", lambda t: "1"))
-REDUCTIONS.add(rd.ReduceAny, ReductionRule("{acc} |= {x};", "|", lambda t: "0"))
+REDUCTIONS.add(rd.ReduceSum, ReductionRule("{acc} += {x};", "+", lambda t: 0, pairwise=True))
+REDUCTIONS.add(rd.ReduceProd, ReductionRule("{acc} *= {x};", "*", lambda t: 1))
+REDUCTIONS.add(rd.ReduceAll, ReductionRule("{acc} &= {x};", "&", lambda t: True))
+REDUCTIONS.add(rd.ReduceAny, ReductionRule("{acc} |= {x};", "|", lambda t: False))
 REDUCTIONS.add(
     rd.ReduceMax,
-    ReductionRule("{acc} = {x} > {acc} ? {x} : {acc};", "max", dialect.lowest, True),
+    ReductionRule("{acc} = {x} > {acc} ? {x} : {acc};", "max", lowest_value, True),
 )
 REDUCTIONS.add(
     rd.ReduceMin,
-    ReductionRule("{acc} = {x} < {acc} ? {x} : {acc};", "min", dialect.highest, True),
+    ReductionRule("{acc} = {x} < {acc} ? {x} : {acc};", "min", highest_value, True),
 )
 
 

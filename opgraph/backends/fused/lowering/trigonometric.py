@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from opgraph.backends.cpu.lowering.registry import SCALAR_OPS, ScalarContext, ScalarRenderer
+from opgraph.backends.fused.lowering.registry import SCALAR_OPS, ScalarContext, ScalarRenderer
 from opgraph.ops import trigonometric as tg
 
 

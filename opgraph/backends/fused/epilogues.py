@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from opgraph.backends.cpu.program import (
+from opgraph.backends.fused.program import (
     BufferKind,
     ConvStep,
     GemmStep,
@@ -23,7 +23,7 @@ from opgraph.backends.cpu.program import (
     Step,
     WinogradStep,
 )
-from opgraph.backends.cpu.views import View
+from opgraph.backends.fused.views import View
 
 Producer = GemmStep | ConvStep | WinogradStep
 

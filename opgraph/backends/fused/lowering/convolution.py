@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from opgraph.backends.cpu import views
-from opgraph.backends.cpu.lowering.registry import STEP_OPS
-from opgraph.backends.cpu.program import BufferKind, ConvStep, PoolStep, WinogradStep
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused import views
+from opgraph.backends.fused.lowering.registry import STEP_OPS
+from opgraph.backends.fused.program import BufferKind, ConvStep, PoolStep, WinogradStep
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.literals import Constant
@@ -27,7 +27,7 @@ from opgraph.ops.convolution import Convolution
 from opgraph.ops.pooling import AvgPool, MaxPool
 
 if TYPE_CHECKING:
-    from opgraph.backends.cpu.builder import ProgramBuilder
+    from opgraph.backends.fused.builder import ProgramBuilder
 
 #: Bytes of one thread's patch block: about half of an L2 cache.
 PATCH_BYTES = 1 << 20

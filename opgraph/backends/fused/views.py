@@ -1,6 +1,6 @@
 """Operands of generated code: strided views of buffers, and uniform literals.
 
-Movement ops (broadcast, transpose, slice, reshape) never copy on the CPU backend: they map an
+Movement ops (broadcast, transpose, slice, reshape) never copy in the fused compiler: they map an
 operand to another operand (``lowering/movement.py``), and kernels read through the resulting
 strides. A reshape that strides cannot express asks for a contiguous copy first.
 """
@@ -70,13 +70,6 @@ class Literal:
 
 
 Operand = View | Literal
-
-
-def with_layout(x: Operand, shape: Shape, strides: tuple[int, ...], offset: int) -> Operand:
-    """``x`` re-viewed; literals only change shape."""
-    if isinstance(x, Literal):
-        return Literal(x.value, x.element_type, shape)
-    return View(x.buffer, x.element_type, shape, strides, offset)
 
 
 def permute(x: Operand, order: tuple[int, ...]) -> Operand:

@@ -1,13 +1,13 @@
-"""The CPU lowering registries, keyed by op class (DESIGN.md §4).
+"""The fused compiler's lowering registries, keyed by op class (DESIGN.md §4).
 
 * ``SCALAR_OPS``: the scalar semantics of an elementwise op, written once as an expression
   template over argument expressions. Templates use only the dialect-neutral
-  :class:`ScalarContext` (math functions, literals, helpers, run-time checks), so a GPU
-  renderer can reuse them with a CUDA context.
+  :class:`ScalarContext` (math functions, literals, helpers, run-time checks), so every
+  target renders them through its dialect (``fused/dialect.py``).
 * ``VIEW_OPS``: movement ops as operand re-views (no copy).
 * ``REDUCTIONS``: accumulate/identity rules of reductions, fused as row phases.
 * ``STEP_OPS``: ops that lower to a whole native step (BLAS contractions, …).
-* ``REWRITES``: CPU-only graph rewrites applied before fusion.
+* ``REWRITES``: graph rewrites applied before fusion (expansions that fuse better).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from opgraph.core.op import Op
 from opgraph.core.registry import Registry
 
 if TYPE_CHECKING:
-    from opgraph.backends.cpu.views import Operand
+    from opgraph.backends.fused.views import Operand
 
 
 class ScalarContext(Protocol):
@@ -48,6 +48,9 @@ class ScalarContext(Protocol):
     def ctype(self, t: ElementType | None = None) -> str:
         """The compute type of ``t`` (default: the output's)."""
 
+    def narrow(self, t: ElementType, expr: str) -> str:
+        """``expr``, a ``double``, rounded once to the 16-bit float ``t`` (a compute value)."""
+
     def helper(self, name: str) -> None:
         """Require a helper function (``"div_i32"``, ``"f2i_u8"``…) in the module."""
 
@@ -58,12 +61,12 @@ class ScalarContext(Protocol):
 
 #: ``render(op, args, ctx) -> expression``: the op's value, in the compute type of its output.
 ScalarRenderer = Callable[[Any, Sequence[str], ScalarContext], str]
-SCALAR_OPS: Registry[type, ScalarRenderer] = Registry("CPU scalar renderer")
+SCALAR_OPS: Registry[type, ScalarRenderer] = Registry("scalar renderer")
 
 #: ``rule(op, operand, copy) -> operand``; ``copy(operand)`` makes a dense copy, for what
 #: strides cannot express.
 ViewRule = Callable[[Any, "Operand", Callable[["Operand"], "Operand"]], "Operand"]
-VIEW_OPS: Registry[type, ViewRule] = Registry("CPU view rule")
+VIEW_OPS: Registry[type, ViewRule] = Registry("view rule")
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class ReductionRule:
     Attributes:
         combine: C statement template updating ``{acc}`` with ``{x}``.
         omp: the OpenMP reduction operator that merges per-lane accumulators.
-        identity: the identity for an element type, as a literal (``ctx``-free).
+        identity: the identity for an element type, as a value (the dialect writes it).
         propagates_nan: NaN inputs make the result NaN (max/min track a flag).
         pairwise: on floating-point types, rounding depends on the order of accumulation
             (sums): the row is accumulated in blocks whose partial results are combined
@@ -82,12 +85,12 @@ class ReductionRule:
 
     combine: str
     omp: str
-    identity: Callable[[ElementType], str]
+    identity: Callable[[ElementType], bool | int | float]
     propagates_nan: bool = False
     pairwise: bool = False
 
 
-REDUCTIONS: Registry[type, ReductionRule] = Registry("CPU reduction rule")
+REDUCTIONS: Registry[type, ReductionRule] = Registry("reduction rule")
 
 
 def reduction_axes(op: Op) -> tuple[int, ...]:
@@ -96,12 +99,12 @@ def reduction_axes(op: Op) -> tuple[int, ...]:
     return axes
 
 
-#: ``rewrite(node, inputs) -> replacement outputs | None``: CPU-specific graph rewrites.
+#: ``rewrite(node, inputs) -> replacement outputs | None``: graph rewrites before fusion.
 Rewrite = Callable[[Node, tuple[Output, ...]], Sequence[Output] | None]
-REWRITES: Registry[type, Rewrite] = Registry("CPU rewrite")
+REWRITES: Registry[type, Rewrite] = Registry("fusion rewrite")
 
-#: Ops lowered to a whole native step; the value is the step builder (see ``steps.py``).
-STEP_OPS: Registry[type, Callable[..., Any]] = Registry("CPU step lowering")
+#: Ops lowered to a whole native step: ``lowering(program_builder, node)`` adds the step.
+STEP_OPS: Registry[type, Callable[..., Any]] = Registry("step lowering")
 
 #: ``bridge(op, input_shape, output_shape, full_shape, axes, input_level) -> level | None``:
 #: a movement op that, inside a row kernel, re-presents a row value at another shape without
@@ -109,4 +112,4 @@ STEP_OPS: Registry[type, Callable[..., Any]] = Registry("CPU step lowering")
 Bridge = Callable[
     [Any, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int], int | None
 ]
-BRIDGES: Registry[type, Bridge] = Registry("CPU bridge rule")
+BRIDGES: Registry[type, Bridge] = Registry("bridge rule")

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from opgraph.backends.cpu import views
-from opgraph.backends.cpu.lowering.registry import BRIDGES, REWRITES, STEP_OPS, VIEW_OPS
-from opgraph.backends.cpu.program import LoopStep
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused import views
+from opgraph.backends.fused.lowering.registry import BRIDGES, REWRITES, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.program import LoopStep
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core.node import Node, Output
 from opgraph.ops import movement as mv
 from opgraph.ops.rearrange import DepthToSpace, SpaceToDepth
 from opgraph.ops.structural import StopGradient
 
 if TYPE_CHECKING:
-    from opgraph.backends.cpu.builder import ProgramBuilder
+    from opgraph.backends.fused.builder import ProgramBuilder
 
 Copy = Callable[[Operand], Operand]
 

@@ -1,4 +1,4 @@
-"""Turn a partitioned Function into a :class:`~opgraph.backends.cpu.program.Program`.
+"""Turn a partitioned Function into a :class:`~opgraph.backends.fused.program.Program`.
 
 Values computed by a group and needed outside it are stored: into the caller's result buffer
 when the value is a result (the first time it is returned), else into an arena buffer. Views
@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from opgraph.backends.cpu.fusion import Group, GroupKind, Kind, Partition, classify, partition
-from opgraph.backends.cpu.lowering import STEP_OPS, VIEW_OPS
-from opgraph.backends.cpu.program import (
+from opgraph.backends.fused.fusion import Group, GroupKind, Kind, Partition, classify, partition
+from opgraph.backends.fused.lowering import STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.program import (
     Buffer,
     BufferKind,
     FallbackStep,
@@ -27,7 +27,7 @@ from opgraph.backends.cpu.program import (
     Program,
     Step,
 )
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core.element_type import ElementType
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
@@ -294,6 +294,7 @@ def assign_phases(kernel: LoopKernel) -> None:
 
 
 def build_program(fn: Function, threads: int = 1) -> Program:
-    """The Program of a Function already lowered for the CPU backend (``threads``: how many
-    threads steps may split their work between, for per-thread scratch)."""
+    """The Program of a Function already lowered (:func:`~opgraph.backends.fused.pipeline.lower`;
+    ``threads``: how many threads steps may split their work between, for per-thread
+    scratch)."""
     return ProgramBuilder(fn, threads).build()

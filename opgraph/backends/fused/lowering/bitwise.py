@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from opgraph.backends.cpu.lowering.registry import SCALAR_OPS, ScalarContext
+from opgraph.backends.fused.lowering.registry import SCALAR_OPS, ScalarContext
 from opgraph.ops import bitwise as bw
 
 _UNSIGNED = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}

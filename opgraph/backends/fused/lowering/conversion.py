@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from opgraph.backends.cpu.lowering.registry import SCALAR_OPS, VIEW_OPS, ScalarContext
-from opgraph.backends.cpu.views import Literal, Operand, View
+from opgraph.backends.fused.lowering.registry import SCALAR_OPS, VIEW_OPS, ScalarContext
+from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.ops.conversion import Bitcast, Convert
@@ -29,7 +29,7 @@ def _convert(op: Convert, args: Sequence[str], ctx: ScalarContext) -> str:
     if target.is_integral:
         return _saturate(x, source, target, ctx)
     if target is et.f16 and source is et.f64:  # one rounding, straight from double
-        return f"((float)(_Float16)({x}))"
+        return ctx.narrow(target, x)
     return f"(({ctx.ctype(target)}){x})"
 
 

@@ -1,9 +1,9 @@
-"""The CPU backend's executable plan: buffers and the steps that read and write them.
+"""The fused compiler's executable plan: buffers and the steps that read and write them.
 
 A lowered Function becomes a :class:`Program`: an ordered list of steps (generated loop
 kernels, BLAS contractions, fallbacks to reference kernels) over buffers that are either the
 caller's arguments and results, constants, or slices of one arena laid out by the memory
-plan. Values flow between steps as :class:`~opgraph.backends.cpu.views.View` s of buffers.
+plan. Values flow between steps as :class:`~opgraph.backends.fused.views.View` s of buffers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from opgraph.backends.cpu.views import Operand, View
+from opgraph.backends.fused.views import Operand, View
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Node
 from opgraph.core.op import Op

@@ -1,6 +1,7 @@
-"""CPU lowerings, one module per op family, registered by op class (DESIGN.md §4)."""
+"""The fused compiler's lowerings, one module per op family, registered by op class
+(docs/design.md §4)."""
 
-from opgraph.backends.cpu.lowering import (  # noqa: F401 - importing registers lowerings
+from opgraph.backends.fused.lowering import (  # noqa: F401 - importing registers lowerings
     bitwise,
     conversion,
     convolution,
@@ -11,7 +12,7 @@ from opgraph.backends.cpu.lowering import (  # noqa: F401 - importing registers 
     reduction,
     trigonometric,
 )
-from opgraph.backends.cpu.lowering.registry import (
+from opgraph.backends.fused.lowering.registry import (
     BRIDGES,
     REDUCTIONS,
     REWRITES,

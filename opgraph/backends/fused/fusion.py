@@ -17,15 +17,15 @@ import enum
 import heapq
 from dataclasses import dataclass, field
 
-from opgraph.backends.cpu.lowering import (
+from opgraph.backends.fused.lowering import (
     BRIDGES,
     REDUCTIONS,
     SCALAR_OPS,
     STEP_OPS,
     VIEW_OPS,
 )
-from opgraph.backends.cpu.lowering.registry import reduction_axes
-from opgraph.backends.cpu.program import Level
+from opgraph.backends.fused.lowering.registry import reduction_axes
+from opgraph.backends.fused.program import Level
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node
@@ -43,7 +43,7 @@ class Kind(enum.Enum):
 
 
 def classify(node: Node) -> Kind:
-    """How the CPU backend runs ``node``."""
+    """How the fused compiler runs ``node``."""
     cls = type(node.op)
     if cls in (Parameter, Constant):
         return Kind.LEAF
@@ -310,7 +310,7 @@ class _Partitioner:
                 waiting[s] -= 1
                 if waiting[s] == 0:
                     heapq.heappush(heap, (first[s], s))
-        assert len(order) == len(roots), "fusion produced a cycle (a CPU backend bug)"
+        assert len(order) == len(roots), "fusion produced a cycle (a fused compiler bug)"
         group_of = {n: g for g in order for n in g.nodes}
         return Partition(order, group_of, self.virtual)
 

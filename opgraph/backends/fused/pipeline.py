@@ -1,0 +1,109 @@
+"""The fused compiler's pipeline: a Function lowered, fused into a Program, its epilogues
+folded in and its arena planned — what the CPU and GPU backends share before each renders the
+Program for its target (``docs/design.md`` §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opgraph.backends.fused.builder import build_program
+from opgraph.backends.fused.epilogues import fuse_epilogues
+from opgraph.backends.fused.fusion import Kind, classify
+from opgraph.backends.fused.lowering import REDUCTIONS, REWRITES, SCALAR_OPS, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.memory import MemoryPlan, plan_memory
+from opgraph.backends.fused.program import Program
+from opgraph.backends.interpreter.kernels import KERNELS
+from opgraph.core.errors import UnsupportedOpError
+from opgraph.core.function import Function
+from opgraph.core.graph import rebuild_nodes
+from opgraph.core.node import Node, Output
+from opgraph.core.op import Op
+from opgraph.passes.decompose import decompose
+from opgraph.passes.inline_calls import inline_calls
+from opgraph.passes.pipeline import optimize as optimize_function
+from opgraph.passes.unbox_tuples import unbox_tuples
+
+
+def is_native(op: Op) -> bool:
+    """Whether the fused compiler generates code for ``op`` itself (else it is decomposed when
+    it can be, and otherwise runs its reference kernel)."""
+    cls = type(op)
+    return any(cls in table for table in (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES))
+
+
+def lower(fn: Function, optimize: bool = True) -> Function:
+    """Clone, inline calls, unbox tuples, decompose what has no native lowering, apply the
+    rewrites (``REWRITES``: expansions that fuse better), optimize, rewrite again.
+
+    Needs: a valid Function. Guarantees: no tuples or calls; every op is native, has a
+    reference kernel, or is reported by :func:`compile_program` as unsupported.
+    """
+    fn = unbox_tuples(inline_calls(fn.clone()))
+    fn = apply_rewrites(decompose(fn, is_supported=is_native))
+    if optimize:
+        fn = apply_rewrites(optimize_function(fn))
+    return fn
+
+
+def apply_rewrites(fn: Function) -> Function:
+    """Apply the rewrites registered by op class until none fires."""
+
+    def rewrite(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+        rule = REWRITES.get(type(node.op))
+        return None if rule is None else rule(node, inputs)
+
+    for _ in range(8):
+        mapping = rebuild_nodes(fn.nodes, rewrite)
+        if not mapping:
+            return fn
+        fn = fn.with_outputs(mapping)
+    return fn
+
+
+@dataclass(frozen=True)
+class FusedProgram:
+    """What the shared pipeline hands a backend to render.
+
+    Attributes:
+        lowered: the Function after :func:`lower` (node labels and fallbacks refer to it).
+        program: its steps over buffers, in the planned order.
+        plan: where each arena buffer lives.
+    """
+
+    lowered: Function
+    program: Program
+    plan: MemoryPlan
+
+
+def compile_program(
+    function: Function, backend: str, optimize: bool = True, threads: int = 1
+) -> FusedProgram:
+    """Lower ``function``, fuse it into a Program, fold epilogues into their producers and
+    plan the arena.
+
+    Args:
+        function: what to compile (not changed).
+        backend: the backend's name, for the error message.
+        optimize: run the default optimization pipeline.
+        threads: how many threads steps may split their work between (per-thread scratch).
+
+    Raises:
+        UnsupportedOpError: an op has neither a lowering nor a reference kernel.
+    """
+    lowered = lower(function, optimize)
+    missing = sorted(
+        {
+            n.op.name
+            for n in lowered.ops
+            if classify(n) is Kind.FALLBACK and type(n.op) not in KERNELS
+        }
+    )
+    if missing:
+        raise UnsupportedOpError(
+            f"{backend} has no kernel for: {', '.join(missing)} (in {function.name})"
+        )
+    program = build_program(lowered, threads)
+    fuse_epilogues(program)
+    plan = plan_memory(program)
+    return FusedProgram(lowered, program, plan)
