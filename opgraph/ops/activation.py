@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import opgraph.ops.elementwise as ew
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
@@ -23,7 +24,6 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import normalize_axis
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import elementwise as ew
 from opgraph.ops.broadcasting import (
     broadcast_to,
     numpy_broadcast,

@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
@@ -28,7 +29,6 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, as_int_tuple
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import movement
 from opgraph.ops.common import as_enum, require_element_type, require_same_element_type
 
 __all__ = [

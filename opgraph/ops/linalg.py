@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
@@ -14,7 +15,6 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import Shape
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import movement
 from opgraph.ops.broadcasting import broadcast_to, numpy_broadcast_shape, scalar_like
 from opgraph.ops.common import (
     as_bool,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
@@ -14,7 +15,6 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import movement
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
     as_float,

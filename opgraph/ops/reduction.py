@@ -14,13 +14,13 @@ from typing import Any, ClassVar
 
 import ml_dtypes
 
+import opgraph.ops.elementwise as elementwise
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, set_attr
 from opgraph.core.shape import as_int_tuple, normalize_axes
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import elementwise
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import require_element_type
 from opgraph.ops.conversion import convert

@@ -19,13 +19,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import opgraph.ops.activation as act
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import activation as act
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
     as_bool,
