@@ -206,6 +206,7 @@ class SingleProcessCommunicator:
 # -------------------------------------------------------------------------------------- MPI
 def _import_mpi() -> Any:
     try:
+        # Optional (the dist extra), and importing it initialises MPI: only when asked for.
         from mpi4py import MPI
     except ImportError as error:
         raise CommunicatorError(
