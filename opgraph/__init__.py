@@ -49,6 +49,7 @@ from opgraph.core.literals import constant, parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op, opclass
 from opgraph.core.tensor_type import TensorType, TupleType
+from opgraph.distributed.communicator import CommunicatorError
 from opgraph.runtime.backend import (
     Backend,
     BackendStatus,
@@ -60,7 +61,6 @@ from opgraph.runtime.backend import (
     backends,
     register_backend,
 )
-from opgraph.runtime.communicator import CommunicatorError
 from opgraph.runtime.tensor import Tensor
 from opgraph.serialize import deserialize, load, save, serialize
 from opgraph.visualize import visualize

@@ -1,7 +1,8 @@
 """Reverse mode: cotangents flow from the results back to the chosen values.
 
-Each op's adjoint is its ``vjp`` (in the op's own module). A framework-level op without its own
-``vjp`` is differentiated through its decomposition. Cotangents of values used several times
+Each op's adjoint is its ``vjp`` (in the op's own module; most ops define the single-output
+``adjoint`` hook that the default ``vjp`` calls). A framework-level op without its own adjoint
+is differentiated through its decomposition. Cotangents of values used several times
 are summed; integer and boolean values never carry a cotangent; an op marked not
 differentiable that would need to pass a gradient raises ``NotDifferentiableError`` naming the
 op and the path to it.
@@ -20,14 +21,12 @@ from opgraph.core.graph import topological_order
 from opgraph.core.literals import Parameter, constant, parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.elementwise import add
+from opgraph.ops.movement import zeros_like
+from opgraph.passes.inline_calls import inline_calls
+from opgraph.passes.unbox_tuples import unbox_tuples
 
-
-def zeros_like(value: Output) -> Output:
-    """A zero tensor of ``value``'s type (a broadcast scalar constant)."""
-    from opgraph.ops.movement import broadcast
-
-    zero = constant(0, value.element_type)
-    return broadcast(zero, value.shape, tuple(range(value.rank))) if value.rank else zero
+__all__ = ["backprop", "gradients", "zeros_like"]
 
 
 def _is_float(value: Output) -> bool:
@@ -79,8 +78,6 @@ def _forward_reachable(nodes: list[Node], leaves: set[Node]) -> set[Node]:
 
 
 def _accumulate(cotangent: dict[Output, Output], value: Output, ct: Output) -> None:
-    from opgraph.ops.elementwise import add
-
     previous = cotangent.get(value)
     cotangent[value] = ct if previous is None else add(previous, ct)
 
@@ -142,9 +139,6 @@ def backprop(
             seed is missing for a non-scalar result, or the gradient must pass through an op
             that has no adjoint.
     """
-    from opgraph.passes.inline_calls import inline_calls
-    from opgraph.passes.unbox_tuples import unbox_tuples
-
     lowered = unbox_tuples(inline_calls(fn))
     targets = _targets(lowered, wrt)
     seeds, extra = _seeds(lowered, seed)

@@ -1,6 +1,15 @@
-"""Helpers that emit subgraphs of core ops without being ops themselves."""
+"""Helpers that emit subgraphs of core ops without being ops themselves.
 
-from opgraph.builders.broadcasting import numpy_broadcast, numpy_broadcast_shape
-from opgraph.builders.scalars import scalar_like
+They live in :mod:`opgraph.ops.broadcasting` (and ``zeros_like`` in
+:mod:`opgraph.ops.movement`), next to the ops they build on; this package keeps the names
+``og.builders.*`` working.
+"""
 
-__all__ = ["numpy_broadcast", "numpy_broadcast_shape", "scalar_like"]
+from opgraph.ops.broadcasting import (
+    broadcast_to,
+    numpy_broadcast,
+    numpy_broadcast_shape,
+    scalar_like,
+)
+
+__all__ = ["broadcast_to", "numpy_broadcast", "numpy_broadcast_shape", "scalar_like"]

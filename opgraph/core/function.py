@@ -10,6 +10,7 @@ from opgraph.core.errors import GraphError
 from opgraph.core.graph import copy_node, rebuild_nodes, topological_order
 from opgraph.core.literals import Parameter
 from opgraph.core.node import Node, Output
+from opgraph.core.printing import format_function
 from opgraph.core.tensor_type import TensorType, ValueType, flatten_types
 
 _function_ids = itertools.count()
@@ -93,8 +94,6 @@ class Function:
 
     # ----------------------------------------------------------------------- printing
     def __str__(self) -> str:
-        from opgraph.core.printing import format_function
-
         return format_function(self)
 
     def __repr__(self) -> str:

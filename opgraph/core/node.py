@@ -8,11 +8,13 @@ Inputs must already exist when a node is built, so graphs are acyclic by constru
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
+from opgraph.core.registry import Registry
 from opgraph.core.shape import Shape
 from opgraph.core.tensor_type import TensorType, TupleType, ValueType
 
@@ -107,47 +109,41 @@ class Output:
         return f"<Output {self.node.op.name}{suffix} : {self.type}>"
 
     # Operator sugar follows the strict rules: equal types and shapes, no promotion. A Python
-    # scalar becomes a Constant of the other operand's element type, explicitly broadcast.
+    # scalar becomes a Constant of the other operand's element type, explicitly broadcast. The
+    # builders live in ``opgraph.ops``, above core: it fills ``OPERATORS`` when imported.
     def __add__(self, other: Any) -> Output:
-        return _sugar("add", self, other)
+        return OPERATORS["add"](self, other)
 
     def __radd__(self, other: Any) -> Output:
-        return _sugar("add", other, self)
+        return OPERATORS["add"](other, self)
 
     def __sub__(self, other: Any) -> Output:
-        return _sugar("subtract", self, other)
+        return OPERATORS["subtract"](self, other)
 
     def __rsub__(self, other: Any) -> Output:
-        return _sugar("subtract", other, self)
+        return OPERATORS["subtract"](other, self)
 
     def __mul__(self, other: Any) -> Output:
-        return _sugar("multiply", self, other)
+        return OPERATORS["multiply"](self, other)
 
     def __rmul__(self, other: Any) -> Output:
-        return _sugar("multiply", other, self)
+        return OPERATORS["multiply"](other, self)
 
     def __truediv__(self, other: Any) -> Output:
-        return _sugar("divide", self, other)
+        return OPERATORS["divide"](self, other)
 
     def __rtruediv__(self, other: Any) -> Output:
-        return _sugar("divide", other, self)
+        return OPERATORS["divide"](other, self)
 
     def __neg__(self) -> Output:
-        from opgraph.ops import elementwise
-
-        return elementwise.negative(self)
+        return OPERATORS["negative"](self)
 
     # Comparisons are deliberately not overloaded: ``==`` keeps identity semantics so Outputs
     # work as dict keys.
 
 
-def _sugar(builder: str, a: Any, b: Any) -> Output:
-    from opgraph import ops
-    from opgraph.builders.scalars import scalar_like
-
-    if not isinstance(a, Output):
-        a = scalar_like(a, b)
-    if not isinstance(b, Output):
-        b = scalar_like(b, a)
-    result: Output = getattr(ops, builder)(a, b)
-    return result
+#: The builders behind operator sugar, by name: ``"add"``, ``"subtract"``, ``"multiply"`` and
+#: ``"divide"`` take two operands (one may be a Python scalar), ``"negative"`` one. Core cannot
+#: import the ops (they are built on it), so ``opgraph.ops`` registers them when it is imported
+#: (``opgraph.ops.operators``); a missing one raises ``RegistryError`` listing those present.
+OPERATORS: Registry[str, Callable[..., Output]] = Registry("operator-sugar builder")

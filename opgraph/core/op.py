@@ -64,7 +64,7 @@ class Op:
         made non-negative, defaults that depend on rank filled in). Default: unchanged."""
         return self
 
-    def check_values(self, *inputs: Output) -> None:
+    def check_values(self, *inputs: Any) -> None:
         """Checks that need the input values, not just their types (e.g. an integer divisor
         that is a constant zero). Raise ``OpTypeError``; the default checks nothing."""
 
@@ -76,6 +76,7 @@ class Op:
         """
         if not self.has_decomposition():
             raise NotImplementedError(f"{self.name} defines neither infer() nor decompose()")
+        # A real cycle inside core: literals defines Parameter as an Op.
         from opgraph.core.literals import Parameter
 
         placeholders = [Parameter(t.element_type, t.shape)() for t in inputs]
@@ -84,8 +85,12 @@ class Op:
             return result.type
         return tuple(o.type for o in result)
 
-    def decompose(self, *inputs: Output) -> Output | tuple[Output, ...]:
-        """Build this op from core ops (framework-level ops). Not every op has one."""
+    def decompose(self, *inputs: Any) -> Output | tuple[Output, ...]:
+        """Build this op from core ops (framework-level ops). Not every op has one.
+
+        Subclasses name their inputs (``decompose(self, x, w)``), as :meth:`infer` does; the
+        inputs are Outputs.
+        """
         raise NotImplementedError(f"{self.name} has no decomposition")
 
     @classmethod
@@ -100,6 +105,9 @@ class Op:
     ) -> tuple[Output | None, ...]:
         """The adjoint: cotangents of the inputs, built from ordinary ops.
 
+        Most ops define :meth:`adjoint` instead; override ``vjp`` only when cotangents of
+        several outputs matter (``Split``, ``BatchNormTraining``).
+
         Args:
             inputs: the node's input values.
             outputs: the node's output values.
@@ -109,13 +117,30 @@ class Op:
             One cotangent per input, each of that input's type, or None for zero / not
             differentiable (integer and boolean inputs always get None).
         """
-        raise NotImplementedError(f"{self.name} has no vjp")
+        if type(self).adjoint is Op.adjoint:
+            raise NotImplementedError(f"{self.name} has no vjp")
+        ct = cotangents[0]
+        if ct is None:
+            return (None,) * len(inputs)
+        return self.adjoint(inputs, outputs[0], ct)
+
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
+        """The adjoint of an op whose gradient flows from its first output only (the common
+        case; the other outputs, if any, carry none, like ``TopK``'s indices): one cotangent
+        per input (None for zero) given ``ct``, the cotangent of ``output``, never None.
+
+        The default :meth:`vjp` calls it, after returning zeros when no gradient reaches
+        ``output``.
+        """
+        raise NotImplementedError(f"{self.name} has no adjoint")
 
     @classmethod
     def has_vjp(cls) -> bool:
-        """True when the class defines its own adjoint (decomposable ops differentiate through
-        their decomposition otherwise)."""
-        return cls.vjp is not Op.vjp
+        """True when the class defines its own adjoint, ``vjp`` or ``adjoint`` (decomposable ops
+        differentiate through their decomposition otherwise)."""
+        return cls.vjp is not Op.vjp or cls.adjoint is not Op.adjoint
 
     # ------------------------------------------------------------------------- attributes
     def attributes(self) -> dict[str, Any]:

@@ -16,8 +16,17 @@
 See ``docs/distributed.md``.
 """
 
-# The collectives' reference kernels, so that every backend runs them once this package is used.
-from opgraph.backends.interpreter.kernels import collective as _kernels  # noqa: F401
+from opgraph.distributed.communicator import (
+    Communicator,
+    CommunicatorError,
+    MPICommunicator,
+    ReduceOp,
+    SingleProcessCommunicator,
+    current_communicator,
+    get_communicator,
+    set_communicator,
+    use_communicator,
+)
 from opgraph.distributed.data_parallel import (
     DataParallelOptimizer,
     average_gradients,
@@ -35,17 +44,6 @@ from opgraph.distributed.mpi import (
     size,
 )
 from opgraph.distributed.sharding import shard, shard_batches
-from opgraph.runtime.communicator import (
-    Communicator,
-    CommunicatorError,
-    MPICommunicator,
-    ReduceOp,
-    SingleProcessCommunicator,
-    current_communicator,
-    get_communicator,
-    set_communicator,
-    use_communicator,
-)
 
 __all__ = [
     "Communicator",

@@ -27,6 +27,12 @@ import numpy as np
 from opgraph.core.errors import GraphError
 from opgraph.core.function import Function
 from opgraph.core.node import Output
+from opgraph.distributed.communicator import (
+    Communicator,
+    CommunicatorError,
+    ReduceOp,
+    current_communicator,
+)
 from opgraph.ops import movement
 from opgraph.ops.collective import all_reduce
 from opgraph.optim.optimizers import Optimizer, StateSpec
@@ -34,12 +40,6 @@ from opgraph.optim.rules import Hyper
 from opgraph.optim.training import Trainer, training_step
 from opgraph.pattern.pattern import constant_value
 from opgraph.runtime.backend import Backend
-from opgraph.runtime.communicator import (
-    Communicator,
-    CommunicatorError,
-    ReduceOp,
-    current_communicator,
-)
 
 __all__ = [
     "DataParallelOptimizer",

@@ -4,7 +4,7 @@
 through shared slots and a barrier. :meth:`LocalGroup.run` calls a function once per rank, each
 in its own thread with that rank's communicator selected (``use_communicator``), so compiled
 Functions with collectives run as they would under ``mpiexec``. Reductions use
-:func:`~opgraph.runtime.communicator.reduce_arrays` (in rank order), so every rank computes
+:func:`~opgraph.distributed.communicator.reduce_arrays` (in rank order), so every rank computes
 the same result.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from opgraph.core.errors import GraphError
-from opgraph.runtime.communicator import (
+from opgraph.distributed.communicator import (
     CommunicatorError,
     ReduceOp,
     check_root,
@@ -117,7 +117,8 @@ class _Released(CommunicatorError):
 
 
 class LocalCommunicator:
-    """One rank of a :class:`LocalGroup` (a :class:`~opgraph.runtime.communicator.Communicator`).
+    """One rank of a :class:`LocalGroup` (a
+    :class:`~opgraph.distributed.communicator.Communicator`).
 
     Its methods must be called from the rank's own thread, as collectives: every rank of the
     group calls the same ones in the same order.

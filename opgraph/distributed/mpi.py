@@ -14,8 +14,7 @@ import warnings
 from types import TracebackType
 from typing import Any
 
-from opgraph.distributed.config import launched_by_mpi
-from opgraph.runtime.communicator import (
+from opgraph.distributed.communicator import (
     Communicator,
     CommunicatorError,
     MPICommunicator,
@@ -23,6 +22,7 @@ from opgraph.runtime.communicator import (
     current_communicator,
     set_communicator,
 )
+from opgraph.distributed.config import launched_by_mpi
 
 log = logging.getLogger("opgraph.distributed")
 

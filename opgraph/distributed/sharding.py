@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from opgraph.core.errors import GraphError
-from opgraph.runtime.communicator import current_communicator
+from opgraph.distributed.communicator import current_communicator
 
 __all__ = ["shard", "shard_batches"]
 

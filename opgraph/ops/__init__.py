@@ -1,12 +1,16 @@
 """Op classes and their builders, one module per family.
 
 ``ops.Add`` is the class, ``ops.add`` the builder. Every family module lists its public names
-in ``__all__`` (a test checks the lists are complete); this package re-exports them all.
+in ``__all__`` (a test checks the lists are complete); this package re-exports them all, and
+the broadcasting helpers (``scalar_like``, ``broadcast_to``, ``numpy_broadcast``). Importing it
+registers the operator sugar of ``Output`` (``a + b``, ``x * 0.5``; see ``ops.operators``).
 """
 
 from opgraph.core.literals import Constant, Parameter, constant, parameter
+from opgraph.ops import operators as _operators
 from opgraph.ops.activation import *
 from opgraph.ops.bitwise import *
+from opgraph.ops.broadcasting import *
 from opgraph.ops.collective import *
 from opgraph.ops.conversion import *
 from opgraph.ops.convolution import *

@@ -16,8 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast, numpy_broadcast_shape
-from opgraph.builders.scalars import scalar_like
+import opgraph.ops.elementwise as ew
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
@@ -25,7 +24,12 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import normalize_axis
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import elementwise as ew
+from opgraph.ops.broadcasting import (
+    broadcast_to,
+    numpy_broadcast,
+    numpy_broadcast_shape,
+    scalar_like,
+)
 from opgraph.ops.common import (
     as_enum,
     as_float,
@@ -118,7 +122,7 @@ class Gelu(Activation):
     def __post_init__(self) -> None:
         set_attr(self, "approximate", as_enum(GeluApproximation, self.approximate, "approximate"))
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         if self.approximate is GeluApproximation.TANH:
             cubic = multiply(scalar_like(0.044715, x), multiply(x, multiply(x, x)))
             phi = tanh(multiply(scalar_like(math.sqrt(2 / math.pi), x), add(x, cubic)))
@@ -142,7 +146,7 @@ class Elu(Activation):
     def __post_init__(self) -> None:
         set_attr(self, "alpha", as_float(self.alpha, "alpha"))
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         zero = scalar_like(0, x)
         # exp of min(x, 0): the branch select drops never overflows (no inf·0 in the adjoint).
         negative_part = subtract(exp(minimum(x, zero)), scalar_like(1, x))
@@ -165,7 +169,7 @@ class Selu(Activation):
         set_attr(self, "alpha", as_float(self.alpha, "alpha"))
         set_attr(self, "gamma", as_float(self.gamma, "gamma"))
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         return multiply(scalar_like(self.gamma, x), elu(x, self.alpha))
 
 
@@ -184,7 +188,7 @@ class LeakyRelu(Activation):
     def __post_init__(self) -> None:
         set_attr(self, "alpha", as_float(self.alpha, "alpha"))
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         return select(less(x, scalar_like(0, x)), multiply(x, scalar_like(self.alpha, x)), x)
 
 
@@ -224,7 +228,7 @@ class PRelu(Op):
         )
         return PRelu(axis)
 
-    def decompose(self, x: Output, slope: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output, slope: Output) -> Output:
         if self.axis is None:
             slopes = broadcast_to(slope, x.shape)
         else:
@@ -256,7 +260,7 @@ class HardSigmoid(Activation):
         set_attr(self, "alpha", as_float(self.alpha, "alpha"))
         set_attr(self, "beta", as_float(self.beta, "beta"))
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         line = add(multiply(x, scalar_like(self.alpha, x)), scalar_like(self.beta, x))
         return maximum(minimum(line, scalar_like(1, x)), scalar_like(0, x))
 
@@ -270,7 +274,7 @@ def hard_sigmoid(x: Output, alpha: float = 0.2, beta: float = 0.5) -> Output:
 class HardSwish(Activation):
     """``x · hard_sigmoid(x, alpha=1/6, beta=0.5)``."""
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         return multiply(x, hard_sigmoid(x, 1 / 6, 0.5))
 
 
@@ -285,7 +289,7 @@ class Softplus(Activation):
     """``log(1 + eˣ)``, evaluated stably as ``max(x, 0) + log1p(e^-|x|)`` (no overflow, no
     cancellation for large ``|x|``; ``log1p(u) = log(1 + u) · u / ((1 + u) - 1)``)."""
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         # -|x| as min(x, -x): its adjoint at 0 is 0, so d softplus / dx (0) comes out 1/2.
         small = exp(minimum(x, negative(x)))
         return add(maximum(x, scalar_like(0, x)), _log1p(small))
@@ -308,7 +312,7 @@ def softplus(x: Output) -> Output:
 class Softsign(Activation):
     """``x / (1 + |x|)``."""
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         return divide(x, add(scalar_like(1, x), ew.abs(x)))
 
 
@@ -321,7 +325,7 @@ def softsign(x: Output) -> Output:
 class Mish(Activation):
     """``x · tanh(softplus(x))``."""
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         return multiply(x, tanh(softplus(x)))
 
 
@@ -434,7 +438,7 @@ class SquaredDifference(Op):
         numpy_broadcast_shape(a.shape, b.shape)
         return self
 
-    def decompose(self, a: Output, b: Output) -> Output:  # type: ignore[override]
+    def decompose(self, a: Output, b: Output) -> Output:
         left, right = numpy_broadcast(a, b)
         difference = subtract(left, right)
         return multiply(difference, difference)

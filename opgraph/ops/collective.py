@@ -1,8 +1,10 @@
 """Collective ops: values combined or shared across the ranks of a distributed job.
 
 nGraph's ``AllReduce`` and ``BroadcastDistributed``. The output has the input's type; the
-values come from the other ranks when the op runs: the reference kernels call the runtime's
-current communicator (``opgraph.runtime.communicator``; ``og.distributed.init()`` selects MPI).
+values come from the other ranks when the op runs: the reference kernels call the current
+communicator (``opgraph.distributed.communicator``; ``og.distributed.init()`` selects MPI). The
+ops themselves import nothing of it: the reduction enum is defined here and the communicators
+use it.
 In a process that is alone, a reduction over one rank is the identity, which is what the
 oracle and the op records state.
 
@@ -13,6 +15,7 @@ the gradients after ``backprop``.
 
 from __future__ import annotations
 
+import enum
 from typing import Any, ClassVar
 
 from opgraph.core import element_type as et
@@ -22,14 +25,28 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import as_enum, require_element_type
-from opgraph.runtime.communicator import ReduceOp
 
 __all__ = [
+    "ReduceOp",
     "AllReduce",
     "all_reduce",
     "BroadcastDistributed",
     "broadcast_distributed",
 ]
+
+
+class ReduceOp(enum.Enum):
+    """How :class:`AllReduce` (and ``Communicator.all_reduce``) combines the ranks' values,
+    elementwise.
+
+    ``MEAN`` is ``SUM`` divided by the number of ranks (floating-point values only).
+    """
+
+    SUM = "sum"
+    PROD = "prod"
+    MIN = "min"
+    MAX = "max"
+    MEAN = "mean"
 
 
 @opclass
@@ -68,7 +85,7 @@ def all_reduce(x: Output, op: ReduceOp | str = ReduceOp.SUM) -> Output:
 
     Args:
         x: a numeric value (not boolean).
-        op: a :class:`~opgraph.runtime.communicator.ReduceOp` or its lower-case name:
+        op: a :class:`ReduceOp` or its lower-case name:
             ``"sum"`` (default), ``"prod"``, ``"min"``, ``"max"``, ``"mean"`` (floats only).
 
     Returns:

@@ -1,5 +1,5 @@
 """Checks and helpers shared by several op families: type-rule checks, attribute normalisation,
-and small graph-building helpers (scalars that fit an element type, zeros, permutations)."""
+and small helpers (scalars that fit an element type, permutations)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
-from opgraph.core.literals import check_fits, constant
+from opgraph.core.literals import check_fits
 from opgraph.core.node import Output
 from opgraph.core.shape import Shape
 from opgraph.core.tensor_type import TensorType
@@ -44,7 +44,7 @@ def require_same_shape(types: Sequence[TensorType], what: str = "inputs") -> Non
         if t.shape != first:
             raise OpTypeError(
                 f"shapes of {what} differ: {list(first)} vs {list(t.shape)} at input {i} "
-                "(no implicit broadcasting; use broadcast or og.builders.numpy_broadcast)"
+                "(no implicit broadcasting; use broadcast or og.ops.numpy_broadcast)"
             )
 
 
@@ -128,15 +128,6 @@ def fit_scalar(value: Any, element_type: ElementType, what: str) -> bool | int |
     if element_type.is_boolean:
         return bool(array)
     return int(array) if element_type.is_integral else float(array)
-
-
-def zeros(element_type: ElementType, shape: Sequence[int]) -> Output:
-    """Zeros (False for boolean) of ``element_type`` and ``shape``: a scalar Constant, broadcast
-    to ``shape`` unless that is ``()``."""
-    from opgraph.ops.movement import broadcast  # movement imports this module
-
-    zero = constant(False if element_type.is_boolean else 0, element_type)
-    return broadcast(zero, tuple(shape), tuple(range(len(shape)))) if shape else zero
 
 
 def inverse_permutation(perm: Sequence[int]) -> tuple[int, ...]:

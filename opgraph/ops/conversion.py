@@ -34,16 +34,11 @@ class Convert(Op):
     def infer(self, x: TensorType) -> TensorType:
         return TensorType(self.element_type, x.shape)
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct, x = cotangents[0], inputs[0]
-        if ct is None or not x.element_type.is_real:
-            return (None,)
-        return (convert(ct, x.element_type),)
+        x = inputs[0]
+        return (convert(ct, x.element_type) if x.element_type.is_real else None,)
 
 
 def convert(x: Output, element_type: Any) -> Output:

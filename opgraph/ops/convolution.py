@@ -21,8 +21,10 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
+from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, as_int_tuple
@@ -257,15 +259,9 @@ class Convolution(ConvolutionBase):
         require_element_type(x, et.FLOATS)
         return TensorType(x.element_type, self.output_shape(x.shape, w.shape))
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
         x, w = inputs
         return _convolution_data_gradient(self, x.shape, w, ct), ConvolutionBackpropFilters(
             w.shape[2:], *self._filter_attributes()
@@ -410,15 +406,9 @@ class ConvolutionBackpropData(ConvolutionBase):
             self.strides, self.dilations, self.padding_below, above, None, self.groups
         )
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
         x, w = inputs
         forward = self.forward()
         dw = ConvolutionBackpropFilters(w.shape[2:], *forward._filter_attributes())(ct, x)
@@ -583,15 +573,9 @@ class ConvolutionBackpropFilters(ConvolutionBase):
         )
         return TensorType(x.element_type, filters)
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct_w: Output
     ) -> tuple[Output | None, ...]:
-        ct_w = cotangents[0]
-        if ct_w is None:
-            return (None, None)
         x, ct = inputs
         forward = self.forward()
         # dw is bilinear in (x, ct): its adjoints are the forward convolution's two products.
@@ -637,9 +621,6 @@ def _convolution_data_gradient(
     """The cotangent of a convolution's data: a transposed convolution of ``ct`` (with output
     padding recovering the rows the forward floor division dropped), subsampled by the data
     dilation."""
-    from opgraph.core.literals import constant
-    from opgraph.ops import movement
-
     assert op.strides is not None and op.padding_below is not None
     assert op.padding_above is not None and op.data_dilations is not None
     assert op.dilations is not None

@@ -1,7 +1,7 @@
 """Elementwise ops: unary math, binary arithmetic, comparisons, logic and select.
 
 Core elementwise ops are strict: binary ops need equal element types and equal shapes
-(``og.builders.numpy_broadcast`` makes framework-style broadcasting explicit).
+(``ops.numpy_broadcast`` makes framework-style broadcasting explicit).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from opgraph.autodiff.grad import zeros_like
-from opgraph.builders.scalars import scalar_like
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
@@ -21,12 +19,14 @@ from opgraph.core.literals import Constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, set_attr
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
     as_enum,
     require_element_type,
     require_same_element_type,
     require_same_shape,
 )
+from opgraph.ops.movement import Broadcast, Reshape, zeros_like
 
 __all__ = [
     "UnaryElementwise",
@@ -139,14 +139,10 @@ class UnaryElementwise(Op):
     def has_vjp(cls) -> bool:
         return cls.derivative is not UnaryElementwise.derivative
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else self.derivative(inputs[0], outputs[0], ct),)
+        return (self.derivative(inputs[0], output, ct),)
 
 
 class FloatUnary(UnaryElementwise):
@@ -202,16 +198,10 @@ class BinaryElementwise(Op):
     def has_vjp(cls) -> bool:
         return cls.partials is not BinaryElementwise.partials
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
-        return self.partials(inputs[0], inputs[1], outputs[0], ct)
+        return self.partials(inputs[0], inputs[1], output, ct)
 
 
 class Division(BinaryElementwise):
@@ -221,7 +211,7 @@ class Division(BinaryElementwise):
 
     __slots__ = ()
 
-    def check_values(self, a: Output, b: Output) -> None:  # type: ignore[override]
+    def check_values(self, a: Output, b: Output) -> None:
         _reject_constant_zero_divisor(b)
 
 
@@ -729,15 +719,9 @@ class Select(Op):
         require_same_shape((condition, x, y))
         return x
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None, None)
         zero = zeros_like(ct)
         condition = inputs[0]
         return None, select(condition, ct, zero), select(condition, zero, ct)
@@ -767,8 +751,6 @@ def _pow_partials(a: Output, b: Output, z: Output, ct: Output) -> tuple[Output, 
 
 # ------------------------------------------------------------------------ attribute helpers
 def _reject_constant_zero_divisor(divisor: Output) -> None:
-    from opgraph.ops.movement import Broadcast, Reshape
-
     if not divisor.element_type.is_integral or divisor.tensor_type.size == 0:
         return
     node = divisor.node

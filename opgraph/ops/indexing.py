@@ -32,6 +32,7 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
     as_enum,
     fit_scalar,
@@ -39,9 +40,10 @@ from opgraph.ops.common import (
     require_element_type,
     require_min_rank,
     require_same_element_type,
-    zeros,
 )
-from opgraph.ops.movement import broadcast, concat, reshape, transpose
+from opgraph.ops.conversion import convert
+from opgraph.ops.elementwise import divide, equal, multiply, select
+from opgraph.ops.movement import broadcast, concat, reshape, transpose, zeros
 
 __all__ = [
     "Gather",
@@ -62,8 +64,6 @@ __all__ = [
 
 #: The element types index inputs may have.
 INDEX_TYPES = (et.i32, et.i64)
-
-_Cotangents = tuple[Output | None, ...]
 
 
 def _require_indices(indices: TensorType, what: str = "indices") -> None:
@@ -133,12 +133,9 @@ class Gather(Op):
         shape = x.shape[:axis] + indices.shape[b:] + x.shape[axis + 1 :]
         return TensorType(x.element_type, shape)
 
-    def vjp(
-        self, inputs: tuple[Output, ...], outputs: tuple[Output, ...], cotangents: _Cotangents
-    ) -> _Cotangents:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
         x, indices = inputs
         b, axis = self.batch_dims, self.axis
         # ct is B + M + J + T; scatter_nd wants B + J + M + T into x moved to B + (n,) + M + T.
@@ -202,12 +199,9 @@ class GatherND(Op):
         _require_same_leading(x, indices, b)
         return TensorType(x.element_type, indices.shape[:-1] + x.shape[b + k :])
 
-    def vjp(
-        self, inputs: tuple[Output, ...], outputs: tuple[Output, ...], cotangents: _Cotangents
-    ) -> _Cotangents:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
         x, indices = inputs
         full = _batch_coordinates(indices, self.batch_dims)
         return scatter_nd(zeros(x.element_type, x.shape), full, ct, reduction="add"), None
@@ -240,12 +234,9 @@ class GatherElements(Op):
         _require_element_layout(x, indices, self.axis)
         return TensorType(x.element_type, indices.shape)
 
-    def vjp(
-        self, inputs: tuple[Output, ...], outputs: tuple[Output, ...], cotangents: _Cotangents
-    ) -> _Cotangents:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
         x, indices = inputs
         initial = zeros(x.element_type, x.shape)
         return scatter_elements(initial, indices, ct, self.axis, reduction="add"), None
@@ -308,14 +299,11 @@ class Scatter(Op):
         """For each update element, the rank of its write in write order (updates' shape)."""
         raise NotImplementedError
 
-    def vjp(
-        self, inputs: tuple[Output, ...], outputs: tuple[Output, ...], cotangents: _Cotangents
-    ) -> _Cotangents:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None, None)
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
         x, indices, updates = inputs
-        dx, dupdates = _SCATTER_ADJOINTS[self.reduction](self, x, indices, updates, outputs[0], ct)
+        dx, dupdates = _SCATTER_ADJOINTS[self.reduction](self, x, indices, updates, output, ct)
         return dx, None, dupdates
 
 
@@ -325,8 +313,6 @@ _Adjoint = Callable[[Scatter, Output, Output, Output, Output, Output], tuple[Out
 def _replace_adjoint(
     op: Scatter, x: Output, indices: Output, updates: Output, out: Output, ct: Output
 ) -> tuple[Output, Output]:
-    from opgraph.ops.elementwise import equal, select
-
     none, latest = ScatterReduction.NONE, ScatterReduction.MAX
     dx = op.scatter(ct, indices, zeros(updates.element_type, updates.shape), none)
     ids = constant(op.write_ids(indices, updates), et.i64)
@@ -346,9 +332,6 @@ def _product_adjoint(
 ) -> tuple[Output, Output]:
     """Each factor gets the product of the other factors of its group (x and the updates
     written to one position), without dividing by zero."""
-    from opgraph.builders.scalars import scalar_like
-    from opgraph.ops.conversion import convert
-    from opgraph.ops.elementwise import divide, equal, multiply, select
 
     def parts(v: Output) -> tuple[Output, Output, Output]:
         is_zero = equal(v, scalar_like(0, v))
@@ -374,9 +357,6 @@ def _extremum_adjoint(
     op: Scatter, x: Output, indices: Output, updates: Output, out: Output, ct: Output
 ) -> tuple[Output, Output]:
     """Ties split the cotangent equally among the values equal to the result."""
-    from opgraph.ops.conversion import convert
-    from opgraph.ops.elementwise import divide, equal, multiply
-
     x_hits = convert(equal(x, out), x.element_type)
     u_hits = convert(equal(updates, op.gather(out, indices)), x.element_type)
     share = divide(ct, op.scatter(x_hits, indices, u_hits, ScatterReduction.ADD))

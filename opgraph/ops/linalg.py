@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast_shape
-from opgraph.builders.scalars import scalar_like
+import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
@@ -16,7 +15,7 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import Shape
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import movement
+from opgraph.ops.broadcasting import broadcast_to, numpy_broadcast_shape, scalar_like
 from opgraph.ops.common import (
     as_bool,
     as_float,
@@ -70,17 +69,9 @@ class Dot(Op):
         )
         return TensorType(a.element_type, a.shape[: a.rank - n] + b.shape[n:])
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
-        from opgraph.ops.movement import transpose
-
         a, b = inputs
         n = self.reduction_axes_count
         assert n is not None
@@ -139,7 +130,7 @@ class MatMul(Op):
         )
         return TensorType(a.element_type, _matmul_result(a.shape, b.shape, _batch(a2, b2)))
 
-    def decompose(self, a: Output, b: Output) -> Output:  # type: ignore[override]
+    def decompose(self, a: Output, b: Output) -> Output:
         a2s, b2s = _as_matrices(a.shape, b.shape)
         a2 = reshape(a, a2s) if a2s != a.shape else a
         b2 = reshape(b, b2s) if b2s != b.shape else b
@@ -147,15 +138,9 @@ class MatMul(Op):
         shape = _matmul_result(a.shape, b.shape, _batch(a2s, b2s))
         return reshape(product, shape) if product.shape != shape else product
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
         a, b = inputs
         a2s, b2s = _as_matrices(a.shape, b.shape)
         a2, b2 = reshape(a, a2s), reshape(b, b2s)
@@ -320,7 +305,7 @@ class Gemm(Op):
                 )
         return self
 
-    def decompose(self, a: Output, b: Output, c: Output | None = None) -> Output:  # type: ignore[override]
+    def decompose(self, a: Output, b: Output, c: Output | None = None) -> Output:
         product = dot(transpose(a) if self.trans_a else a, transpose(b) if self.trans_b else b)
         if self.alpha != 1.0:
             product = multiply(product, scalar_like(_integral(self.alpha, a), product))

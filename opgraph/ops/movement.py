@@ -1,6 +1,7 @@
-"""Data movement: broadcast, reshape, transpose, slice, concat, replace_slice, reverse,
-reverse_sequence, tile, split, and the build-time ``range_``. Padding and block/depth
-rearrangement (pad, depth_to_space, space_to_depth) are in :mod:`opgraph.ops.rearrange`.
+"""Data movement: broadcast (and ``zeros``/``zeros_like``, broadcast constants), reshape,
+transpose, slice, concat, replace_slice, reverse, reverse_sequence, tile, split, and the
+build-time ``range_``. Padding and block/depth rearrangement (pad, depth_to_space,
+space_to_depth) are in :mod:`opgraph.ops.rearrange`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.core import element_type as et
-from opgraph.core.element_type import as_element_type
+from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
@@ -32,12 +33,13 @@ from opgraph.ops.common import (
     require_element_type,
     require_min_rank,
     require_same_element_type,
-    zeros,
 )
 
 __all__ = [
     "Broadcast",
     "broadcast",
+    "zeros",
+    "zeros_like",
     "Reshape",
     "reshape",
     "Transpose",
@@ -98,15 +100,10 @@ class Broadcast(Op):
         )
         return TensorType(x.element_type, self.shape)
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
+        # A real cycle: reductions import movement (their adjoints broadcast back).
         from opgraph.ops.reduction import reduce_sum
 
         return (reduce_sum(ct, self.broadcast_axes),)
@@ -119,6 +116,18 @@ def broadcast(x: Output, shape: Any, broadcast_axes: Any = None) -> Output:
     if broadcast_axes is None:
         broadcast_axes = tuple(range(len(shape) - x.rank))
     return Broadcast(shape, broadcast_axes)(x)
+
+
+def zeros(element_type: ElementType, shape: Sequence[int]) -> Output:
+    """Zeros (False for boolean) of ``element_type`` and ``shape``: a scalar Constant, broadcast
+    to ``shape`` unless that is ``()``."""
+    zero = constant(False if element_type.is_boolean else 0, element_type)
+    return broadcast(zero, tuple(shape), tuple(range(len(shape)))) if shape else zero
+
+
+def zeros_like(value: Output) -> Output:
+    """Zeros of ``value``'s type (a broadcast scalar Constant)."""
+    return zeros(value.element_type, value.shape)
 
 
 # -------------------------------------------------------------------------------- reshape
@@ -151,15 +160,10 @@ class Reshape(Op):
         )
         return TensorType(x.element_type, self.output_shape)
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct, x = cotangents[0], inputs[0]
-        if ct is None:
-            return (None,)
+        x = inputs[0]
         assert self.input_order is not None
         permuted = reshape(ct, [x.shape[a] for a in self.input_order])
         return (transpose(permuted, inverse_permutation(self.input_order)),)
@@ -212,14 +216,10 @@ class Transpose(Op):
         )
         return TensorType(x.element_type, tuple(x.shape[a] for a in self.perm))
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else transpose(ct, inverse_permutation(self.perm)),)
+        return (transpose(ct, inverse_permutation(self.perm)),)
 
 
 def transpose(x: Output, perm: Any = None) -> Output:
@@ -272,17 +272,9 @@ class Slice(Op):
             out.append(-(-(hi - lo) // step))
         return TensorType(x.element_type, tuple(out))
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
-        from opgraph.autodiff.grad import zeros_like
-
         bounds = (self.lower_bounds, self.upper_bounds, self.strides)
         return (replace_slice(zeros_like(inputs[0]), ct, *bounds),)
 
@@ -326,15 +318,9 @@ class Concat(Op):
         shape[self.axis] = total
         return TensorType(first.element_type, tuple(shape))
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,) * len(inputs)
         pieces: list[Output | None] = []
         start = 0
         for x in inputs:
@@ -382,17 +368,9 @@ class ReplaceSlice(Op):
         )
         return x
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
-        from opgraph.autodiff.grad import zeros_like
-
         bounds = (self.lower_bounds, self.upper_bounds, self.strides)
         return replace_slice(ct, zeros_like(inputs[1]), *bounds), slice(ct, *bounds)
 
@@ -420,14 +398,10 @@ class Reverse(Op):
     def infer(self, x: TensorType) -> TensorType:
         return x
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else reverse(ct, self.axes),)
+        return (reverse(ct, self.axes),)
 
 
 def reverse(x: Output, axes: Any) -> Output:
@@ -471,15 +445,9 @@ class ReverseSequence(Op):
         )
         return x
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
         return self(ct, inputs[1]), None  # an involution
 
 
@@ -512,15 +480,10 @@ class Tile(Op):
             x.element_type, tuple(d * r for d, r in zip(x.shape, self.repeats, strict=True))
         )
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
+        # A real cycle: reductions import movement (their adjoints broadcast back).
         from opgraph.ops.reduction import reduce_sum
 
         # Output index i * dim + k along an axis is (repeat i, element k), row-major.

@@ -7,18 +7,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
+from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
     as_float,
     require_element_type,
     require_min_rank,
     require_same_element_type,
 )
+from opgraph.ops.elementwise import add, divide, exp, multiply, negative, power, sqrt, subtract
+from opgraph.ops.movement import broadcast
+from opgraph.ops.reduction import reduce_sum
 
 __all__ = [
     "SoftmaxBase",
@@ -63,18 +69,10 @@ class Softmax(SoftmaxBase):
 
     axis: int = -1
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
-        from opgraph.ops.elementwise import multiply, subtract
-
-        y = outputs[0]
+        y = output
         inner = _sum_back(multiply(ct, y), self.axis)
         return (multiply(y, subtract(ct, inner)),)
 
@@ -94,19 +92,11 @@ class LogSoftmax(SoftmaxBase):
 
     axis: int = -1
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
-        from opgraph.ops.elementwise import exp, multiply, subtract
-
         total = _sum_back(ct, self.axis)
-        return (subtract(ct, multiply(exp(outputs[0]), total)),)
+        return (subtract(ct, multiply(exp(output), total)),)
 
 
 def log_softmax(x: Output, axis: int = -1) -> Output:
@@ -120,9 +110,6 @@ def log_softmax(x: Output, axis: int = -1) -> Output:
 
 def _sum_back(value: Output, axis: int) -> Output:
     """Σ ``value`` along ``axis``, broadcast back to ``value``'s shape."""
-    from opgraph.ops.movement import broadcast
-    from opgraph.ops.reduction import reduce_sum
-
     return broadcast(reduce_sum(value, (axis,)), value.shape, (axis,))
 
 
@@ -168,18 +155,9 @@ class BatchNormInference(BatchNormBase):
         _check_batch_norm(x, *zip(names, params, strict=True))
         return x
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,) * 5
-        from opgraph.builders.scalars import scalar_like
-        from opgraph.ops.elementwise import multiply, negative, subtract
-
         x, scale, _, mean, variance = inputs
         inv = _inverse_std(variance, self.epsilon)
         centered = subtract(x, _per_channel(mean, x))
@@ -268,21 +246,14 @@ def batch_norm_training(
 
 def _per_channel(value: Output, like: Output) -> Output:
     """A ``(C,)`` value broadcast along every axis of ``like`` but 1."""
-    from opgraph.ops.movement import broadcast
-
     return broadcast(value, like.shape, tuple(a for a in range(like.rank) if a != 1))
 
 
 def _channel_sum(value: Output) -> Output:
-    from opgraph.ops.reduction import reduce_sum
-
     return reduce_sum(value, tuple(a for a in range(value.rank) if a != 1))
 
 
 def _inverse_std(variance: Output, epsilon: float) -> Output:
-    from opgraph.builders.scalars import scalar_like
-    from opgraph.ops.elementwise import add, divide, sqrt
-
     return divide(scalar_like(1, variance), sqrt(add(variance, scalar_like(epsilon, variance))))
 
 
@@ -297,9 +268,6 @@ def _batch_norm_training_adjoint(
     """With x̂ = (x - m)·r, r = (v + ε)^-½ and M elements per channel:
     dx = r·(g - mean(g) - x̂·mean(g·x̂)) for g = ct_y·scale, plus ct_m / M and
     ct_v · 2(x - m) / M from the statistics outputs."""
-    from opgraph.builders.scalars import scalar_like
-    from opgraph.ops.elementwise import add, multiply, subtract
-
     ct_y, ct_mean, ct_var = cotangents
     count = x.tensor_type.size // x.shape[1]
     inv_count = scalar_like(1.0 / count, mean)
@@ -361,14 +329,10 @@ class LRN(Op):
         require_element_type(x, et.FLOATS)
         return x
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else _lrn_adjoint(self, inputs[0], outputs[0], ct),)
+        return (_lrn_adjoint(self, inputs[0], output, ct),)
 
 
 def lrn(x: Output, alpha: float, beta: float, bias: float, size: int) -> Output:
@@ -390,10 +354,6 @@ def lrn(x: Output, alpha: float, beta: float, bias: float, size: int) -> Output:
 
 def _channel_window_sum(value: Output, below: int, above: int) -> Output:
     """``out[:, c] = Σ value[:, c - below .. c + above]`` (zero outside the channels)."""
-    from opgraph.core.literals import constant
-    from opgraph.ops import movement
-    from opgraph.ops.elementwise import add
-
     channels = value.shape[1]
 
     def zeros(count: int) -> Output:
@@ -415,9 +375,6 @@ def _channel_window_sum(value: Output, below: int, above: int) -> Output:
 def _lrn_adjoint(op: LRN, x: Output, y: Output, ct: Output) -> Output:
     """With d = bias + α/n·S(x²) and y = x·d^-β:
     dx = ct·d^-β - 2αβ/n · x · Sᵀ(ct·y/d), Sᵀ the window sum with below/above swapped."""
-    from opgraph.builders.scalars import scalar_like
-    from opgraph.ops.elementwise import add, divide, multiply, power, subtract
-
     below, above = op.window()
     squares = _channel_window_sum(multiply(x, x), below, above)
     d = add(scalar_like(op.bias, x), multiply(scalar_like(op.alpha / op.size, x), squares))

@@ -12,13 +12,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from opgraph.builders.scalars import scalar_like
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
     as_float,
     require_element_type,
@@ -117,7 +117,7 @@ class LayerNorm(Op):
         _require_params(x, params, x.shape[axis:], "normalized")
         return LayerNorm(axis, self.epsilon)
 
-    def decompose(self, x: Output, *params: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output, *params: Output) -> Output:
         axes = tuple(range(self.axis, x.rank))
         y = _standardize(_working(x), axes, self.epsilon)
         return _restore(_affine(y, params, axes), x)
@@ -186,7 +186,7 @@ class GroupNorm(Op):
         _require_params(x, (scale, bias), (channels,), "per-channel")
         return self
 
-    def decompose(self, x: Output, scale: Output, bias: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output, scale: Output, bias: Output) -> Output:
         n, groups = x.shape[0], self.num_groups
         inner = math.prod(x.shape[1:]) // groups
         grouped = reshape(_working(x), (n, groups, inner))
@@ -229,7 +229,7 @@ class InstanceNorm(Op):
         _require_params(x, (scale, bias), (x.shape[1],), "per-channel")
         return self
 
-    def decompose(self, x: Output, scale: Output, bias: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output, scale: Output, bias: Output) -> Output:
         y = _standardize(_working(x), tuple(range(2, x.rank)), self.epsilon)
         return _restore(_affine(y, (scale, bias), (1,)), x)
 

@@ -29,6 +29,8 @@ from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import require_element_type
+from opgraph.ops.indexing import scatter_elements
+from opgraph.ops.movement import zeros_like
 
 __all__ = [
     "IndexReduction",
@@ -43,8 +45,6 @@ __all__ = [
 ]
 
 INDEX_TYPES: tuple[ElementType, ...] = (et.i32, et.i64)
-
-_Cotangents = tuple[Output | None, ...]
 
 
 def _index_type(value: Any) -> ElementType:
@@ -196,17 +196,11 @@ class TopK(Op):
         shape = tuple(self.k if i == self.axis else d for i, d in enumerate(x.shape))
         return TensorType(x.element_type, shape), TensorType(self.index_element_type, shape)
 
-    def vjp(
-        self, inputs: tuple[Output, ...], outputs: tuple[Output, ...], cotangents: _Cotangents
-    ) -> _Cotangents:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
-        from opgraph.autodiff.grad import zeros_like
-        from opgraph.ops.indexing import scatter_elements
-
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
         # Indices are distinct along the axis, so a plain scatter places every cotangent.
-        return (scatter_elements(zeros_like(inputs[0]), outputs[1], ct, self.axis),)
+        return (scatter_elements(zeros_like(inputs[0]), output.node.outputs[1], ct, self.axis),)
 
 
 def top_k(
@@ -258,12 +252,9 @@ class CumSum(Op):
         require_element_type(x, et.NUMERIC)
         return x
 
-    def vjp(
-        self, inputs: tuple[Output, ...], outputs: tuple[Output, ...], cotangents: _Cotangents
-    ) -> _Cotangents:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
         return (cumsum(ct, self.axis, self.exclusive, not self.reverse),)
 
 

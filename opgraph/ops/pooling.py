@@ -25,6 +25,7 @@ import numpy as np
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
+from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int_tuple
@@ -36,7 +37,10 @@ from opgraph.ops.convolution import (
     _optional_ints,
     _resolve_padding,
     _spatial_rank,
+    convolution_backprop_data,
 )
+from opgraph.ops.elementwise import divide
+from opgraph.ops.movement import broadcast
 
 __all__ = [
     "Pool",
@@ -223,14 +227,10 @@ class AvgPool(Pool):
             result = np.multiply.outer(result, _tap_counts(o, d, f, s, 1, low, high))
         return result
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else _avg_pool_adjoint(self, inputs[0], ct),)
+        return (_avg_pool_adjoint(self, inputs[0], ct),)
 
 
 def avg_pool(
@@ -303,15 +303,9 @@ class MaxPoolBase(Pool):
             self.ceil_mode,
         )
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None,)
         return (MaxPoolBackprop(*self.attributes_tuple())(inputs[0], ct),)
 
 
@@ -493,11 +487,6 @@ def max_pool_backprop(
 def _avg_pool_adjoint(op: AvgPool, x: Output, ct: Output) -> Output:
     """Spread ``ct / divisor`` over each window: a depthwise transposed convolution with a
     filter of ones (its padding above chosen so the result has ``x``'s shape)."""
-    from opgraph.core.literals import constant
-    from opgraph.ops.convolution import convolution_backprop_data
-    from opgraph.ops.elementwise import divide
-    from opgraph.ops.movement import broadcast
-
     assert op.strides is not None and op.padding_below is not None
     if x.tensor_type.size == 0:
         return broadcast(constant(0, x.element_type), x.shape, tuple(range(x.rank)))

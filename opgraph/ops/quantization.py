@@ -18,11 +18,16 @@ from typing import Any
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.errors import OpTypeError
+from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import require_element_type
+from opgraph.ops.conversion import convert
+from opgraph.ops.elementwise import multiply, subtract
+from opgraph.ops.movement import broadcast
+from opgraph.ops.reduction import reduce_sum
 
 __all__ = [
     "QuantizationBase",
@@ -132,9 +137,6 @@ def quantize_linear(
 
 
 def _zeros(element_type: Any, like: Output) -> Output:
-    from opgraph.core.literals import constant
-    from opgraph.ops.movement import broadcast
-
     target = as_element_type(element_type)
     if target not in QUANTIZED:
         names = ", ".join(t.name for t in QUANTIZED)
@@ -170,20 +172,9 @@ class DequantizeLinear(QuantizationBase):
         self.check_parameters(x, scale, zero_point)
         return TensorType(scale.element_type, x.shape)
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None, None)
-        from opgraph.ops.conversion import convert
-        from opgraph.ops.elementwise import multiply, subtract
-        from opgraph.ops.movement import broadcast
-        from opgraph.ops.reduction import reduce_sum
-
         x, _, zero_point = inputs
         kept = () if self.axis is None else (self.axis,)
         others = tuple(a for a in range(x.rank) if a not in kept)
@@ -211,9 +202,6 @@ def dequantize_linear(
         OpTypeError: element types or shapes do not fit.
     """
     if zero_point is None:
-        from opgraph.core.literals import constant
-        from opgraph.ops.movement import broadcast
-
         zero = constant(0, x.element_type)
         zero_point = broadcast(zero, scale.shape, tuple(range(scale.rank))) if scale.rank else zero
     return DequantizeLinear(axis)(x, scale, zero_point)

@@ -30,9 +30,11 @@ from opgraph.ops.common import (
     inverse_permutation,
     require_min_rank,
     require_same_element_type,
-    zeros,
 )
-from opgraph.ops.movement import transpose
+from opgraph.ops.elementwise import subtract
+from opgraph.ops.indexing import scatter_nd
+from opgraph.ops.movement import transpose, zeros
+from opgraph.ops.reduction import reduce_sum
 
 __all__ = [
     "PadMode",
@@ -124,20 +126,11 @@ class Pad(Op):
             shape.append(lo + dim + hi)
         return TensorType(x.element_type, tuple(shape))
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        if ct is None:
-            return (None, None)
         if self.mode is not PadMode.CONSTANT:
             return _extension_adjoint(self, inputs[0], ct), None
-        from opgraph.ops.elementwise import subtract
-        from opgraph.ops.reduction import reduce_sum
-
         # The inverse window: crop what was padded, pad with zeros what was cropped.
         dx = pad(ct, [-b for b in self.padding_below], [-a for a in self.padding_above])
         every = tuple(range(ct.rank))
@@ -162,8 +155,6 @@ def _extension_adjoint(op: Pad, x: Output, ct: Output) -> Output:
 
 def _scatter_add_along(ct: Output, axis: int, sources: list[int], dim: int) -> Output:
     """``result[.., s, ..] = Σ ct[.., j, ..]`` over the ``j`` with ``sources[j] == s``."""
-    from opgraph.ops.indexing import scatter_nd
-
     perm = (axis, *(a for a in range(ct.rank) if a != axis))
     moved = transpose(ct, perm)
     index = constant(np.asarray(sources, np.int64).reshape(-1, 1), et.i64)
@@ -265,14 +256,10 @@ class DepthToSpace(_BlockRearrangement):
             perm = (0, 1, *(a for i in range(k) for a in (k + 2 + i, 2 + i)))
         return split_shape, perm, (x[0], depth, *(d * bs for d in spatial))
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else space_to_depth(ct, self.block_size, self.mode),)
+        return (space_to_depth(ct, self.block_size, self.mode),)
 
 
 def depth_to_space(x: Output, block_size: int, mode: Any = "blocks_first") -> Output:
@@ -312,14 +299,10 @@ class SpaceToDepth(_BlockRearrangement):
             perm = (0, 1, *blocks, *spatial)
         return split_shape, perm, (x[0], x[1] * bs**k, *reduced)
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else depth_to_space(ct, self.block_size, self.mode),)
+        return (depth_to_space(ct, self.block_size, self.mode),)
 
 
 def space_to_depth(x: Output, block_size: int, mode: Any = "blocks_first") -> Output:

@@ -14,13 +14,30 @@ from typing import Any, ClassVar
 
 import ml_dtypes
 
+import opgraph.ops.elementwise as elementwise
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, set_attr
 from opgraph.core.shape import as_int_tuple, normalize_axes
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import require_element_type
+from opgraph.ops.conversion import convert
+from opgraph.ops.elementwise import (
+    add,
+    divide,
+    equal,
+    exp,
+    is_finite,
+    log,
+    multiply,
+    select,
+    sqrt,
+    subtract,
+)
+from opgraph.ops.movement import broadcast, reshape, zeros_like
+from opgraph.ops.structural import stop_gradient
 
 __all__ = [
     "Reduction",
@@ -69,29 +86,9 @@ class Reduction(Op):
 
     def expand(self, value: Output, x: Output) -> Output:
         """``value`` (shaped like this reduction's output) broadcast back to ``x``'s shape."""
-        from opgraph.ops.movement import broadcast, reshape
-
         if self.keep_dims:
             value = reshape(value, [d for i, d in enumerate(x.shape) if i not in self.axes])
         return broadcast(value, x.shape, self.axes)
-
-    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
-        """``ct`` (shaped like the result) carried back to ``x``; differentiable subclasses
-        define it."""
-        raise NotImplementedError(f"{self.name} has no adjoint")
-
-    @classmethod
-    def has_vjp(cls) -> bool:
-        return cls.adjoint is not Reduction.adjoint
-
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
-    ) -> tuple[Output | None, ...]:
-        ct = cotangents[0]
-        return (None if ct is None else self.adjoint(inputs[0], outputs[0], ct),)
 
     def infer(self, x: TensorType) -> TensorType:
         require_element_type(x, self.accepted)
@@ -109,8 +106,10 @@ class ReduceSum(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
-        return self.expand(ct, x)
+    def adjoint(
+        self, inputs: tuple[Output, ...], result: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
+        return (self.expand(ct, inputs[0]),)
 
 
 def reduce_sum(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -125,8 +124,10 @@ class ReduceProd(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
-        return _product_adjoint(self, x, ct)
+    def adjoint(
+        self, inputs: tuple[Output, ...], result: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
+        return (_product_adjoint(self, inputs[0], ct),)
 
 
 def reduce_prod(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -141,8 +142,10 @@ class ReduceMax(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
-        return _extremum_adjoint(self, x, result, ct)
+    def adjoint(
+        self, inputs: tuple[Output, ...], result: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
+        return (_extremum_adjoint(self, inputs[0], result, ct),)
 
 
 def reduce_max(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -157,8 +160,10 @@ class ReduceMin(Reduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def adjoint(self, x: Output, result: Output, ct: Output) -> Output:
-        return _extremum_adjoint(self, x, result, ct)
+    def adjoint(
+        self, inputs: tuple[Output, ...], result: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
+        return (_extremum_adjoint(self, inputs[0], result, ct),)
 
 
 def reduce_min(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -235,7 +240,7 @@ class ReduceMean(DecomposedReduction):
     keep_dims: bool = False
     accepted = et.FLOATS
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         count = math.prod(x.shape[a] for a in self.axes)
         return _divide_by_count(self.sum(x), count)
 
@@ -252,9 +257,7 @@ class ReduceL1(DecomposedReduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
-        from opgraph.ops import elementwise
-
+    def decompose(self, x: Output) -> Output:
         return self.sum(elementwise.abs(x))
 
 
@@ -272,9 +275,7 @@ class ReduceL2(DecomposedReduction):
     keep_dims: bool = False
     accepted = et.FLOATS
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
-        from opgraph.ops.elementwise import multiply, sqrt
-
+    def decompose(self, x: Output) -> Output:
         return sqrt(self.sum(multiply(x, x)))
 
 
@@ -291,9 +292,7 @@ class ReduceLogSum(DecomposedReduction):
     keep_dims: bool = False
     accepted = et.FLOATS
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
-        from opgraph.ops.elementwise import log
-
+    def decompose(self, x: Output) -> Output:
         return log(self.sum(x))
 
 
@@ -312,12 +311,7 @@ class ReduceLogSumExp(DecomposedReduction):
     keep_dims: bool = False
     accepted = et.FLOATS
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
-        from opgraph.autodiff.grad import zeros_like
-        from opgraph.ops.elementwise import add, exp, is_finite, log, select, subtract
-        from opgraph.ops.movement import broadcast, reshape
-        from opgraph.ops.structural import stop_gradient
-
+    def decompose(self, x: Output) -> Output:
         peak = ReduceMax(self.axes)(x)
         # The shift cancels exactly, so no gradient needs to flow through it.
         shift = stop_gradient(select(is_finite(peak), peak, zeros_like(peak)))
@@ -337,9 +331,7 @@ class ReduceSumSquare(DecomposedReduction):
     axes: tuple[int, ...]
     keep_dims: bool = False
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
-        from opgraph.ops.elementwise import multiply
-
+    def decompose(self, x: Output) -> Output:
         return self.sum(multiply(x, x))
 
 
@@ -350,9 +342,6 @@ def reduce_sum_square(x: Output, axes: Any, keep_dims: bool = False) -> Output:
 
 def _divide_by_count(total: Output, count: int) -> Output:
     """``total / count``; by the reciprocal when ``count`` overflows the type (f16 > 65504)."""
-    from opgraph.builders.scalars import scalar_like
-    from opgraph.ops.elementwise import divide, multiply
-
     if count <= float(ml_dtypes.finfo(total.element_type.dtype).max):
         return divide(total, scalar_like(count, total))
     return multiply(total, scalar_like(1.0 / count, total))
@@ -361,9 +350,6 @@ def _divide_by_count(total: Output, count: int) -> Output:
 # ------------------------------------------------------------------------ adjoint helpers
 def _extremum_adjoint(op: Reduction, x: Output, result: Output, ct: Output) -> Output:
     """Ties split the gradient equally among the extreme elements (none is dropped)."""
-    from opgraph.ops.conversion import convert
-    from opgraph.ops.elementwise import divide, equal, multiply
-
     hits = convert(equal(x, op.expand(result, x)), x.element_type)
     counts = op.expand(ReduceSum(op.axes, op.keep_dims)(hits), x)
     return divide(multiply(op.expand(ct, x), hits), counts)
@@ -373,11 +359,6 @@ def _product_adjoint(op: Reduction, x: Output, ct: Output) -> Output:
     """d prod / d x_i is the product of the other elements, computed without dividing by zero:
     with no zero in the group it is prod / x_i; with one zero, only the zero's position gets
     the product of the rest; with two or more zeros, everything is zero."""
-    from opgraph.autodiff.grad import zeros_like
-    from opgraph.builders.scalars import scalar_like
-    from opgraph.ops.conversion import convert
-    from opgraph.ops.elementwise import divide, equal, multiply, select
-
     zero = zeros_like(x)
     is_zero = equal(x, zero)
     nonzero = select(is_zero, scalar_like(1, x), x)

@@ -140,7 +140,7 @@ class Resize(Op):
         assert self.output_shape is not None
         return TensorType(x.element_type, self.output_shape)
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         assert self.output_shape is not None and self.scales is not None
         for axis, (length, resized, scale) in enumerate(
             zip(x.shape, self.output_shape, self.scales, strict=True)

@@ -19,14 +19,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from opgraph.builders.scalars import scalar_like
+import opgraph.ops.activation as act
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops import activation as act
+from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
     as_bool,
     as_enum,
@@ -246,7 +246,7 @@ class LSTMCell(RecurrentCell):
         self.check(inputs, states=2)
         return self
 
-    def decompose(self, *inputs: Output) -> tuple[Output, Output]:  # type: ignore[override]
+    def decompose(self, *inputs: Output) -> tuple[Output, Output]:
         x, h, c, w, r = inputs[:5]
         b = inputs[5] if len(inputs) > 5 else None
         p = inputs[6] if len(inputs) > 6 else None
@@ -345,7 +345,7 @@ class GRUCell(RecurrentCell):
         self.check(inputs, states=1)
         return self
 
-    def decompose(self, *inputs: Output) -> Output:  # type: ignore[override]
+    def decompose(self, *inputs: Output) -> Output:
         x, h, w, r = inputs[:4]
         b = inputs[4] if len(inputs) > 4 else None
         n = h.shape[1]
@@ -420,7 +420,7 @@ class RNNCell(RecurrentCell):
         self.check(inputs, states=1)
         return self
 
-    def decompose(self, *inputs: Output) -> Output:  # type: ignore[override]
+    def decompose(self, *inputs: Output) -> Output:
         x, h, w, r = inputs[:4]
         b = inputs[4] if len(inputs) > 4 else None
         n = h.shape[1]

@@ -10,11 +10,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast_shape
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import Shape, as_int, as_int_tuple, as_shape, normalize_axes, normalize_axis
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops.broadcasting import broadcast_to, numpy_broadcast_shape
 from opgraph.ops.common import require_same_element_type
 from opgraph.ops.movement import concat, reshape
 
@@ -60,7 +60,7 @@ class Squeeze(Op):
             )
         return Squeeze(axes)
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         assert self.axes is not None
         return reshape(x, [d for a, d in enumerate(x.shape) if a not in self.axes])
 
@@ -93,7 +93,7 @@ class Unsqueeze(Op):
     def canonicalize(self, x: TensorType) -> Unsqueeze:
         return Unsqueeze(normalize_axes(self.axes, x.rank + len(self.axes)))
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         dims = iter(x.shape)
         rank = x.rank + len(self.axes)
         return reshape(x, [1 if a in self.axes else next(dims) for a in range(rank)])
@@ -130,7 +130,7 @@ class Flatten(Op):
         )
         return Flatten(self.axis + x.rank if self.axis < 0 else self.axis)
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         outer = math.prod(x.shape[: self.axis])
         return reshape(x, (outer, math.prod(x.shape[self.axis :])))
 
@@ -166,7 +166,7 @@ class Stack(Op):
             )
         return Stack(normalize_axis(self.axis, xs[0].rank + 1))
 
-    def decompose(self, *xs: Output) -> Output:  # type: ignore[override]
+    def decompose(self, *xs: Output) -> Output:
         shape = list(xs[0].shape)
         shape.insert(self.axis, 1)
         return concat([reshape(x, shape) for x in xs], self.axis)
@@ -193,7 +193,7 @@ class Expand(Op):
     def __post_init__(self) -> None:
         set_attr(self, "shape", as_shape(self.shape, "shape"))
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         return broadcast_to(x, numpy_broadcast_shape(x.shape, self.shape))
 
 

@@ -112,11 +112,8 @@ class StopGradient(Op):
     def infer(self, x: ValueType) -> ValueType:
         return x
 
-    def vjp(
-        self,
-        inputs: tuple[Output, ...],
-        outputs: tuple[Output, ...],
-        cotangents: tuple[Output | None, ...],
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
         return (None,)
 

@@ -6,10 +6,10 @@ NaN; ``atanh(±1)`` is ±inf. The elementwise family's rules apply: output type 
 
 from __future__ import annotations
 
-from opgraph.builders.scalars import scalar_like
 from opgraph.core import element_type as et
 from opgraph.core.node import Output
 from opgraph.core.op import opclass
+from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.elementwise import (
     BinaryElementwise,
     FloatUnary,

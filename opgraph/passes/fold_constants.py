@@ -11,6 +11,7 @@ import numpy as np
 
 from opgraph.core.errors import GraphError, OpgraphError, OpTypeError
 from opgraph.core.function import Function
+from opgraph.core.kernels import REFERENCE_KERNELS
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
@@ -100,9 +101,7 @@ def _fold(
     op = node.op
     if isinstance(op, Parameter | Constant | Broadcast) or not op.foldable:
         return None
-    from opgraph.backends.interpreter.kernels import KERNELS  # the kernels import the passes
-
-    kernel = KERNELS.get(type(op))
+    kernel = REFERENCE_KERNELS.get(type(op))
     if kernel is None:
         return None
     arrays = [constant_value(i) for i in inputs]

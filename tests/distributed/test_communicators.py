@@ -26,9 +26,9 @@ from opgraph.distributed import (
     set_communicator,
     use_communicator,
 )
+from opgraph.distributed.communicator import MPICommunicator, as_reduce_op, reduce_arrays
 from opgraph.distributed.config import LAUNCHER_VARIABLES, launched_by_mpi
 from opgraph.ops.collective import all_reduce, broadcast_distributed
-from opgraph.runtime.communicator import MPICommunicator, as_reduce_op, reduce_arrays
 
 
 @pytest.fixture(autouse=True)

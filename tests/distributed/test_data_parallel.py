@@ -22,8 +22,8 @@ from opgraph.distributed import (
     data_parallel_trainer,
     shard,
 )
+from opgraph.distributed.communicator import ReduceOp
 from opgraph.ops.collective import AllReduce
-from opgraph.runtime.communicator import ReduceOp
 
 N = 48  # examples in the full batch: divisible by 2, 3 and 4
 

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.ops.collective import AllReduce, BroadcastDistributed
-from opgraph.runtime.communicator import ReduceOp
+from opgraph.ops.collective import AllReduce, BroadcastDistributed, ReduceOp
 from opgraph.testing.oracle.registry import ORACLE, narrow, wide
 
 _RANKS = 1

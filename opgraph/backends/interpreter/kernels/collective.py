@@ -1,7 +1,7 @@
-"""Reference kernels for the collective ops: they call the runtime's current communicator.
+"""Reference kernels for the collective ops: they call the current communicator.
 
 With no communicator selected in a process that is alone, the reductions and the broadcast
-return a copy of their input (one rank); see ``opgraph.runtime.communicator``.
+return a copy of their input (one rank); see ``opgraph.distributed.communicator``.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from opgraph.backends.interpreter.kernels.registry import KERNELS
+from opgraph.distributed.communicator import current_communicator
 from opgraph.ops.collective import AllReduce, BroadcastDistributed
-from opgraph.runtime.communicator import current_communicator
 
 
 @KERNELS.register(AllReduce)

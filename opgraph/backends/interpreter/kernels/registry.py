@@ -1,19 +1,19 @@
-"""The interpreter's kernel registry, keyed by op class."""
+"""The interpreter's kernel registry, keyed by op class: core's reference-kernel registry, which
+constant folding reads too (``opgraph.core.kernels``), and helpers the kernels share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from opgraph.core.element_type import ElementType
-from opgraph.core.registry import Registry
+from opgraph.core.kernels import REFERENCE_KERNELS, Kernel
 
-#: ``kernel(op, *input_arrays) -> array | tuple of arrays``. Each kernel must return exactly the
-#: inferred element type and shape; the interpreter checks.
-Kernel = Callable[..., Any]
-KERNELS: Registry[type, Kernel] = Registry("interpreter kernel")
+#: The kernels register here; folding and the CPU/GPU fallbacks look them up here.
+KERNELS = REFERENCE_KERNELS
+
+__all__ = ["KERNELS", "Kernel", "accumulator", "highest", "is_float", "lowest"]
 
 
 def accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:

@@ -3,7 +3,8 @@
 A :class:`Communicator` is a group of ``size`` processes (ranks) that reduce and broadcast
 numpy arrays together. The reference kernels of ``AllReduce`` and ``BroadcastDistributed``
 (``opgraph.ops.collective``) call :func:`current_communicator` when they run, so every backend
-that runs reference kernels runs collectives (nGraph's ``DistributedInterface`` design).
+that runs reference kernels runs collectives (nGraph's ``DistributedInterface`` design). The
+ops know nothing of communicators; :class:`ReduceOp`, their attribute, is defined with them.
 
 * :class:`SingleProcessCommunicator`: one rank; reductions and broadcasts are copies.
 * :class:`MPICommunicator`: mpi4py over ``COMM_WORLD`` or a given communicator, using the
@@ -27,7 +28,6 @@ communicators, e.g. ``MPICommunicator(MPI.COMM_WORLD.Dup())``).
 from __future__ import annotations
 
 import contextlib
-import enum
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from opgraph.core.errors import GraphError, OpgraphError
+from opgraph.ops.collective import ReduceOp
 
 __all__ = [
     "Communicator",
@@ -58,19 +59,6 @@ __all__ = [
 class CommunicatorError(OpgraphError, RuntimeError):
     """A collective could not run: no communicator where one is needed, or the transport
     (MPI) failed."""
-
-
-class ReduceOp(enum.Enum):
-    """How :meth:`Communicator.all_reduce` combines the ranks' arrays, elementwise.
-
-    ``MEAN`` is ``SUM`` divided by the number of ranks (floating-point arrays only).
-    """
-
-    SUM = "sum"
-    PROD = "prod"
-    MIN = "min"
-    MAX = "max"
-    MEAN = "mean"
 
 
 def as_reduce_op(value: ReduceOp | str) -> ReduceOp:
@@ -218,6 +206,7 @@ class SingleProcessCommunicator:
 # -------------------------------------------------------------------------------------- MPI
 def _import_mpi() -> Any:
     try:
+        # Optional (the dist extra), and importing it initialises MPI: only when asked for.
         from mpi4py import MPI
     except ImportError as error:
         raise CommunicatorError(
