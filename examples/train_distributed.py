@@ -23,7 +23,7 @@ import numpy as np
 
 import opgraph.distributed as dist
 from opgraph import optim
-from opgraph.optim.digits import default_backend, load_digits_split
+from opgraph_examples.digits import default_backend, load_digits_split
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--epochs", type=int, default=5)

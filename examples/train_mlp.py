@@ -8,7 +8,7 @@ The step Function computes the loss, its gradients and the Adam update together;
 
 import argparse
 
-from opgraph.optim.digits import DigitsConfig, format_epoch, plot_losses, train_digits
+from opgraph_examples.digits import DigitsConfig, format_epoch, plot_losses, train_digits
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--epochs", type=int, default=10)

@@ -1,9 +1,19 @@
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# The demos (examples/opgraph_examples) and the tools (tools/) are not part of the library;
+# tests import them from this checkout, and so do the commands tests start in subprocesses.
+_ROOT = Path(__file__).resolve().parents[1]
+_OUTSIDE_THE_LIBRARY = [str(_ROOT / "examples"), str(_ROOT / "tools")]
+sys.path[:0] = _OUTSIDE_THE_LIBRARY
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [*_OUTSIDE_THE_LIBRARY, *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 
 # The test run never writes to the user's compile cache: every run gets a private temporary
 # cache directory (inherited by the subprocesses tests start), removed when the run ends. A
@@ -21,6 +31,15 @@ from opgraph.distributed import SingleProcessCommunicator, set_communicator  # n
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _KEPT_CACHE:
         shutil.rmtree(_TEST_CACHE, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def demo_onnx_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo ONNX model (``opgraph_examples.onnx_mlp``) written to a file."""
+    pytest.importorskip("onnx", reason="the onnx extra is not installed")
+    from opgraph_examples.onnx_mlp import write
+
+    return write(tmp_path_factory.mktemp("demo_onnx") / "mlp.onnx")
 
 
 @pytest.fixture(params=og.backends())

@@ -219,6 +219,29 @@ def test_run_npz_inputs_by_name_and_save_outputs(two_input_model, tmp_path, caps
         np.testing.assert_allclose(saved["w"], a - b, rtol=1e-6)
 
 
+def test_run_saves_outputs_whatever_their_names(onnx_helper, tmp_path, capsys):
+    """Output names that are np.savez's own parameters (found by mypy) are saved too."""
+    from onnx import TensorProto, helper
+
+    names = ["allow_pickle", "file"]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], [names[0]]), helper.make_node("Neg", ["x"], [names[1]])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in names],
+    )
+    model = tmp_path / "m.onnx"
+    onnx_helper.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    np.save(tmp_path / "x.npy", np.array([-1.0, 2.0], np.float32))
+    out = tmp_path / "out.npz"
+    argv = ["run", str(model), "--input", f"x={tmp_path / 'x.npy'}", "--save", str(out)]
+    assert main([*argv, "--backend", "INTERPRETER"]) == 0
+    with np.load(out) as saved:
+        assert sorted(saved.files) == names
+        np.testing.assert_array_equal(saved["allow_pickle"], [0.0, 2.0])
+        np.testing.assert_array_equal(saved["file"], [1.0, -2.0])
+
+
 def test_run_npy_inputs_by_name_and_shape_for_the_rest(two_input_model, tmp_path, capsys):
     a, _ = _values(2)
     np.save(tmp_path / "a.npy", a)
@@ -231,19 +254,20 @@ def test_run_npy_inputs_by_name_and_shape_for_the_rest(two_input_model, tmp_path
         np.testing.assert_allclose(saved["z"], a * b + 1, rtol=1e-5, atol=1e-6)
 
 
-def test_run_defaults_to_cpu_and_to_the_interpreter_without_a_compiler(monkeypatch, capsys):
+def test_run_defaults_to_cpu_and_to_the_interpreter_without_a_compiler(
+    demo_onnx_path, monkeypatch, capsys
+):
     pytest.importorskip("onnx", reason="the onnx extra is not installed")
     from opgraph.backends.cpu import config
-    from opgraph.data import demo_onnx_path
     from opgraph.frontends.onnx.session import default_backend
 
     expected = "CPU" if config.default_config().compiler is not None else "INTERPRETER"
     assert default_backend() == expected
-    assert main(["run", str(demo_onnx_path()), "--repeat", "1"]) == 0
+    assert main(["run", str(demo_onnx_path), "--repeat", "1"]) == 0
     assert f"backend {expected})" in capsys.readouterr().out
     without = config.default_config().with_compiler(None)
     monkeypatch.setattr(config, "default_config", lambda: without)
-    assert main(["run", str(demo_onnx_path()), "--repeat", "1"]) == 0
+    assert main(["run", str(demo_onnx_path), "--repeat", "1"]) == 0
     captured = capsys.readouterr()
     assert "backend INTERPRETER)" in captured.out
     assert "note: no C compiler found; running on INTERPRETER" in captured.err

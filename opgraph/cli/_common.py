@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from pathlib import Path
+from types import ModuleType
 
 from opgraph.core.errors import OpgraphError
 
@@ -100,3 +102,31 @@ def check_writable_directory(path: str, flag: str) -> None:
         raise CliError(f"{flag} {path}: the directory {str(directory)!r} does not exist")
     if not os.access(directory, os.W_OK):
         raise CliError(f"{flag} {path}: the directory {str(directory)!r} is not writable")
+
+
+def cpu_note() -> str | None:
+    """A one-line note when the CPU backend cannot run here (no C compiler), else None."""
+    import opgraph as og
+
+    status = og.backend_status().get("CPU")
+    if status is None or status.available:
+        return None
+    return f"note: the CPU backend is unavailable, running on INTERPRETER only: {status.reason}"
+
+
+def example_module(name: str) -> ModuleType:
+    """``opgraph_examples.<name>``: the demos the commands run live outside the library, in
+    the ``opgraph_examples`` package that installs with opgraph (``examples/`` in a checkout).
+
+    Raises:
+        CliError: the package is not installed.
+    """
+    try:
+        return importlib.import_module(f"opgraph_examples.{name}")
+    except ModuleNotFoundError as error:
+        if error.name not in ("opgraph_examples", f"opgraph_examples.{name}"):
+            raise
+        raise CliError(
+            "the demos are in the opgraph_examples package, which installs with opgraph "
+            "(pip install opgraph); in a source checkout, put examples/ on PYTHONPATH"
+        ) from None

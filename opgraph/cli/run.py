@@ -16,6 +16,7 @@ import argparse
 import statistics
 import sys
 import time
+import zipfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -271,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     _report(session, compiled, outputs, args, times)
     if args.save:
         names = [o.name for o in session.get_outputs()]
-        np.savez(args.save, **dict(zip(names, outputs, strict=True)))
+        save_npz(args.save, dict(zip(names, outputs, strict=True)))
         print(f"saved    {len(outputs)} output(s) to {args.save}")
     return 0
 
@@ -356,3 +357,12 @@ def _summary(value: np.ndarray) -> str:
         return "(empty)"
     numbers = value.astype(np.float64)
     return f"min {numbers.min():.6g}  max {numbers.max():.6g}  mean {numbers.mean():.6g}"
+
+
+def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """What ``np.savez(path, **arrays)`` writes, for any names: an output called
+    ``allow_pickle`` or ``file`` would otherwise be taken for savez's own argument."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from opgraph.cli._common import CliError, positive_int, shape_item
+from opgraph.cli._common import CliError, example_module, positive_int, shape_item
 
 #: The built-in demo models ``opgraph viz`` accepts by name.
 DEMO_MODELS = ("seed", "mlp")
@@ -71,10 +71,9 @@ def load_model(model: str, shapes: Mapping[str, tuple[int, ...]] | None = None) 
     Raises:
         CliError: neither a demo name nor an existing file, or a file that cannot be loaded.
     """
-    from opgraph import demo
-
-    builders: dict[str, Callable[[], Any]] = {"seed": demo.seed_example, "mlp": demo.mlp}
-    if model in builders:
+    if model in DEMO_MODELS:
+        demo = example_module("models")
+        builders: dict[str, Callable[[], Any]] = {"seed": demo.seed_example, "mlp": demo.mlp}
         return builders[model]().function
     if Path(model).suffix.lower() == ".onnx":
         return _load_onnx(model, dict(shapes or {}))

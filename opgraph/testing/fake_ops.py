@@ -28,6 +28,3 @@ class SquarePlusOne(Op):
         from opgraph.ops import elementwise
 
         return elementwise.add(elementwise.multiply(x, x), x * 0 + 1)
-
-
-TEST_ONLY_OPS = (Unknown, SquarePlusOne)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -77,7 +77,9 @@ def check_gradients(
         )
 
 
-def _central_difference(objective, args: list[np.ndarray], index: int, step: float) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _central_difference(
+    objective: Callable[[list[np.ndarray]], float], args: list[np.ndarray], index: int, step: float
+) -> np.ndarray:
     base = args[index]
     grad = np.zeros_like(base)
     for position in np.ndindex(*base.shape):

@@ -13,7 +13,6 @@ import opgraph as og
 from opgraph import ops
 from opgraph.core.node import Node
 from opgraph.core.tensor_type import TensorType
-from opgraph.demo import mlp
 from opgraph.passes import (
     PassManager,
     PassTiming,
@@ -24,6 +23,7 @@ from opgraph.passes import (
     verify_function,
 )
 from opgraph.passes.manager import pass_name
+from opgraph_examples.models import mlp
 
 
 def small():

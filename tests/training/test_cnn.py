@@ -8,7 +8,7 @@ from opgraph import optim
 
 pytest.importorskip("sklearn")
 
-from opgraph.optim.digits import load_digits_split
+from opgraph_examples.digits import load_digits_split
 
 
 def test_cnn_step_layout():

@@ -10,7 +10,7 @@ pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
 from opgraph.cli import main
-from opgraph.optim.digits import (
+from opgraph_examples.digits import (
     DigitsConfig,
     default_backend,
     load_digits_split,

@@ -31,13 +31,19 @@ from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.pipeline import optimize as optimize_function
 from opgraph.passes.unbox_tuples import unbox_tuples
 
+#: The lowering registries: an op class in one of them has code generated for it.
+NATIVE_TABLES = (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES, GATHERS)
+
+
+def is_native_class(cls: type[Op]) -> bool:
+    """Whether the fused compiler generates code for ops of class ``cls`` itself (else they
+    are decomposed when they can be, and otherwise run their reference kernel)."""
+    return any(cls in table for table in NATIVE_TABLES)
+
 
 def is_native(op: Op) -> bool:
-    """Whether the fused compiler generates code for ``op`` itself (else it is decomposed when
-    it can be, and otherwise runs its reference kernel)."""
-    cls = type(op)
-    tables = (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES, GATHERS)
-    return any(cls in table for table in tables)
+    """Whether the fused compiler generates code for ``op`` itself."""
+    return is_native_class(type(op))
 
 
 def lower(fn: Function, optimize: bool = True) -> Function:

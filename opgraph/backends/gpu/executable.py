@@ -24,7 +24,7 @@ from opgraph.backends.fused.program import BufferKind, FallbackStep, Program, St
 from opgraph.backends.fused.views import View
 from opgraph.backends.gpu.cuda.kernel import CudaKernel
 from opgraph.backends.gpu.device import DeviceBuffer, DeviceRuntime
-from opgraph.backends.gpu.host import run_host_step
+from opgraph.backends.gpu.host import REFERENCE_STEPS, run_host_step
 from opgraph.backends.gpu.placement import Placement, Side, Transfer, describe
 from opgraph.backends.gpu.steps import Action
 from opgraph.backends.gpu.tensor import DeviceTensor, check_call, wrap_device_array
@@ -147,13 +147,13 @@ class GpuExecutable(Executable):
 
     def fallback_ops(self) -> list[str]:
         """Names of the ops run by reference kernels on the host (sorted)."""
-        return sorted(
-            {
-                p.step.node.op.name
-                for p in self.compiled.placement.steps
-                if isinstance(p.step, FallbackStep) and p.step.node is not None
-            }
-        )
+        names = set()
+        for p in self.compiled.placement.steps:
+            if isinstance(p.step, FallbackStep) and p.step.node is not None:
+                names.add(p.step.node.op.name)
+            elif not isinstance(p.step, Transfer) and type(p.step) in REFERENCE_STEPS:
+                names.update(node.op.name for node in p.step.nodes)
+        return sorted(names)
 
     def host_steps(self) -> list[Step]:
         """Program steps placed on the host."""

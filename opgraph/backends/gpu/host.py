@@ -77,6 +77,11 @@ def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
     interpret.run_loop_kernel(kernel, arrays)
 
 
+#: Step classes the host runs through the ops' reference kernels (``fallback_ops`` lists them
+#: beside the fallback steps).
+REFERENCE_STEPS: frozenset[type] = frozenset({ScanStep})
+
+
 @HOST_STEPS.register(ScanStep)
 def _scan(step: ScanStep, resolve: Resolve) -> None:
     """A cumulative sum has no GPU kernel: the host runs its reference kernel."""

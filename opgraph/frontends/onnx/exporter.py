@@ -16,7 +16,12 @@ from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
 from opgraph.frontends.onnx import exporters as _exporters  # noqa: F401 - registers them
-from opgraph.frontends.onnx.exporters.base import ExportContext, exporter_for, onnx_type
+from opgraph.frontends.onnx.exporters.base import (
+    EXPORTERS,
+    ExportContext,
+    exporter_for,
+    onnx_type,
+)
 
 #: The oldest opset the exporters target (axes and split sizes as inputs, Softmax on one axis).
 OLDEST_EXPORT_OPSET = 13
@@ -118,9 +123,8 @@ def _write_graph(fn: Function, ctx: ExportContext, name: str) -> Any:
 
 
 def _export_node(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    exporter = exporter_for(node.op, ctx.opset)
-    assert exporter is not None  # checked up front
-    produced = exporter(ctx, node, inputs)
+    exporter = EXPORTERS.require(type(node.op), ctx.opset)  # checked up front
+    produced = exporter(ctx, node.op, node, inputs)
     if len(produced) != len(node.outputs):
         raise ConversionError(
             f"the {node.op.name} exporter gave {len(produced)} values for {len(node.outputs)}"

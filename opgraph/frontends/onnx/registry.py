@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from opgraph.core.errors import RegistryError
+from opgraph.core.registry import VersionedRegistry
 
 if TYPE_CHECKING:
     from opgraph.frontends.onnx.context import NodeContext
@@ -13,7 +13,15 @@ if TYPE_CHECKING:
 #: ``converter(ctx) -> Output | sequence of Outputs`` (one per ONNX node output).
 Converter = Callable[["NodeContext"], Any]
 
-_CONVERTERS: dict[tuple[str, str], list[tuple[int, Converter]]] = {}
+
+def _key_name(key: tuple[str, str]) -> str:
+    domain, op_type = key
+    return f"{domain}::{op_type}" if domain else op_type
+
+
+CONVERTERS: VersionedRegistry[tuple[str, str], Converter] = VersionedRegistry(
+    "ONNX converter", "opset", _key_name
+)
 
 
 def onnx_op(name: str, since: int = 1, domain: str = "") -> Callable[[Converter], Converter]:
@@ -21,16 +29,7 @@ def onnx_op(name: str, since: int = 1, domain: str = "") -> Callable[[Converter]
 
     A model at opset N uses the newest converter whose ``since`` ≤ N. Duplicates are refused.
     """
-
-    def register(fn: Converter) -> Converter:
-        versions = _CONVERTERS.setdefault((_domain(domain), name), [])
-        if any(v == since for v, _ in versions):
-            raise RegistryError(f"ONNX converter {name} since {since} is already registered")
-        versions.append((since, fn))
-        versions.sort(key=lambda item: item[0])
-        return fn
-
-    return register
+    return CONVERTERS.register((_domain(domain), name), since=since)
 
 
 def _domain(domain: str) -> str:
@@ -39,13 +38,9 @@ def _domain(domain: str) -> str:
 
 def lookup(op_type: str, domain: str, opset: int) -> Converter | None:
     """The converter for ``op_type`` at ``opset``, or None."""
-    chosen = None
-    for since, fn in _CONVERTERS.get((_domain(domain), op_type), []):
-        if since <= opset:
-            chosen = fn
-    return chosen
+    return CONVERTERS.lookup((_domain(domain), op_type), opset)
 
 
 def registered() -> list[tuple[str, str, int]]:
     """(domain, op type, since) of every converter, for documentation and coverage."""
-    return sorted((d, n, v) for (d, n), versions in _CONVERTERS.items() for v, _ in versions)
+    return sorted((d, n, v) for (d, n), v, _ in CONVERTERS.entries())

@@ -406,10 +406,8 @@ def _compile(backend: Any, function: Function, progress: Progress | None) -> Exe
     """``backend.compile(function)``, reporting the compiler's batches as the "compile" stage
     where the backend reports progress (the CPU backend: one step per batch of generated C)."""
     if progress is None or not accepts_progress(backend):
-        return backend.compile(function)  # type: ignore[no-any-return]
-    return backend.compile(  # type: ignore[no-any-return]
-        function, progress=lambda done, total: progress("compile", done, total)
-    )
+        return backend.compile(function)
+    return backend.compile(function, progress=lambda done, total: progress("compile", done, total))
 
 
 def _choose_backend(backend: str | None, providers: Sequence[Any] | None) -> str:

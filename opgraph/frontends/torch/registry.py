@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from opgraph.core.errors import RegistryError
+from opgraph.core.registry import VersionedRegistry
 
 if TYPE_CHECKING:
     from opgraph.frontends.torch.context import NodeContext
@@ -18,7 +18,18 @@ if TYPE_CHECKING:
 #: ``converter(ctx) -> Output | sequence of Outputs | None``.
 Converter = Callable[["NodeContext"], Any]
 
-_CONVERTERS: dict[Any, Converter] = {}
+
+def name_of(target: Any) -> str:
+    """``aten.add.Tensor`` for an overload, ``operator.getitem`` for a Python function."""
+    if hasattr(target, "_schema") or hasattr(target, "_overloadname"):
+        return str(target)
+    module = getattr(target, "__module__", None) or "builtins"
+    module = "operator" if module == "_operator" else module
+    return f"{module}.{getattr(target, '__name__', repr(target))}"
+
+
+#: ATen overloads do not change meaning between releases, so every entry is unversioned.
+CONVERTERS: VersionedRegistry[Any, Converter] = VersionedRegistry("ATen converter", None, name_of)
 
 
 def aten_op(*targets: Any) -> Callable[[Converter], Converter]:
@@ -33,36 +44,14 @@ def aten_op(*targets: Any) -> Callable[[Converter], Converter]:
     Raises:
         RegistryError: a target already has a converter.
     """
-
-    def register(fn: Converter) -> Converter:
-        for target in targets:
-            if target in _CONVERTERS:
-                raise RegistryError(
-                    f"an ATen converter for {name_of(target)} is already registered"
-                )
-            _CONVERTERS[target] = fn
-        return fn
-
-    return register
+    return CONVERTERS.register(*targets)
 
 
 def lookup(target: Any) -> Converter | None:
-    """The converter registered for ``target``, or None."""
-    try:
-        return _CONVERTERS.get(target)
-    except TypeError:  # an unhashable call target
-        return None
+    """The converter registered for ``target``, or None (also for an unhashable target)."""
+    return CONVERTERS.lookup(target)
 
 
 def registered() -> list[str]:
     """Names of the overloads that have converters, sorted (for docs and coverage)."""
-    return sorted(name_of(t) for t in _CONVERTERS)
-
-
-def name_of(target: Any) -> str:
-    """``aten.add.Tensor`` for an overload, ``operator.getitem`` for a Python function."""
-    if hasattr(target, "_schema") or hasattr(target, "_overloadname"):
-        return str(target)
-    module = getattr(target, "__module__", None) or "builtins"
-    module = "operator" if module == "_operator" else module
-    return f"{module}.{getattr(target, '__name__', repr(target))}"
+    return sorted(name_of(t) for t in CONVERTERS)

@@ -11,7 +11,7 @@ from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Output
 from opgraph.core.registry import Registry
-from opgraph.core.tensor_type import TensorType, flatten_types
+from opgraph.core.tensor_type import TensorType
 
 #: ``entry(op, *inputs, out=<output types>) -> value | tuple of values``
 ORACLE: Registry[type, Callable[..., Any]] = Registry("oracle entry")
@@ -65,7 +65,3 @@ def narrow(x: Any, out: Sequence[Any], index: int = 0) -> np.ndarray:
     """Cast a wide result back to the type the node declares (integers wrap)."""
     t = out[index]
     return np.asarray(x).astype(t.element_type.dtype)
-
-
-def flatten_result_types(types: tuple[Any, ...]) -> tuple[TensorType, ...]:
-    return flatten_types(types)

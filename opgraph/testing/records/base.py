@@ -96,10 +96,10 @@ def make_array(spec: In, element_type: ElementType, rng: np.random.Generator) ->
     info = np.iinfo(element_type.dtype)
     low = max(int(np.floor(spec.low)), int(info.min))
     high = min(int(np.ceil(spec.high)), int(info.max))
-    values = rng.integers(low, high + 1, spec.shape)
+    integers = rng.integers(low, high + 1, spec.shape)
     if spec.nonzero:
-        values = np.where(values == 0, 1, values)
-    return values.astype(element_type.dtype)
+        integers = np.where(integers == 0, 1, integers)
+    return integers.astype(element_type.dtype)
 
 
 # Element type groups records use.

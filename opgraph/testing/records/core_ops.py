@@ -7,6 +7,7 @@ from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.function import Function
 from opgraph.core.literals import parameter
+from opgraph.core.node import Output
 from opgraph.testing.records.base import ALL, BOOL, FLOATS, NUMERIC, SIGNED, In, OpRecord
 
 S = (2, 3)
@@ -214,9 +215,9 @@ RECORDS: list[OpRecord] = [
 ]
 
 
-def _call_record(a: object, b: object) -> object:
-    x = parameter(a.element_type, a.shape)  # type: ignore[attr-defined]
-    y = parameter(b.element_type, b.shape)  # type: ignore[attr-defined]
+def _call_record(a: Output, b: Output) -> list[Output]:
+    x = parameter(a.element_type, a.shape)
+    y = parameter(b.element_type, b.shape)
     inner = Function([ops.multiply(ops.add(x, y), y), ops.tuple_(x, y)], [x, y], name="inner")
     product, pair = ops.call(inner, a, b)
     return [ops.subtract(product, ops.get_tuple_element(pair, 0))]

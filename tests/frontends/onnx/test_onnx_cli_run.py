@@ -15,8 +15,8 @@ from onnx import TensorProto, helper  # noqa: E402
 import opgraph as og  # noqa: E402
 from opgraph.cli import main  # noqa: E402
 from opgraph.cli.run import Progress, random_input  # noqa: E402
-from opgraph.data import demo_onnx_path  # noqa: E402
-from opgraph.data.make_demo_onnx import build  # noqa: E402
+from opgraph_examples.onnx_mlp import build  # noqa: E402
+from opgraph_examples.onnx_mlp import main as write_demo_model  # noqa: E402
 
 
 @pytest.fixture
@@ -37,8 +37,8 @@ def symbolic_model(tmp_path):
     return path
 
 
-def test_run_bundled_model_reports_outputs_and_times(capsys):
-    assert main(["run", str(demo_onnx_path()), "--repeat", "3"]) == 0
+def test_run_bundled_model_reports_outputs_and_times(demo_onnx_path, capsys):
+    assert main(["run", str(demo_onnx_path), "--repeat", "3"]) == 0
     out = capsys.readouterr().out
     assert "output   probabilities: float32[4, 5]" in out
     assert re.search(r"import\s+[\d.]+ ms", out) and re.search(r"compile\s+[\d.]+ ms", out)
@@ -65,8 +65,8 @@ def test_run_random_inputs_need_shapes(symbolic_model, capsys):
 
 
 @pytest.mark.parametrize("backend_name", og.backends())
-def test_run_verbose_lists_ops_and_fallbacks(backend_name, capsys):
-    assert main(["run", str(demo_onnx_path()), "--backend", backend_name, "--verbose"]) == 0
+def test_run_verbose_lists_ops_and_fallbacks(demo_onnx_path, backend_name, capsys):
+    assert main(["run", str(demo_onnx_path), "--backend", backend_name, "--verbose"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^  Gemm\s+1$", out, re.MULTILINE)
     has_fallbacks = hasattr(og.backend(backend_name).compile(_tiny()), "fallback_ops")
@@ -114,5 +114,9 @@ def test_demo_runs_the_bundled_onnx_model(capsys):
     assert all(row.endswith("agrees") for row in rows)
 
 
-def test_bundled_model_is_what_the_script_writes():
-    assert demo_onnx_path().read_bytes() == build().SerializeToString()
+def test_the_demo_model_is_the_same_every_time(demo_onnx_path, tmp_path, capsys):
+    assert demo_onnx_path.read_bytes() == build().SerializeToString()
+    assert write_demo_model([str(tmp_path / "again.onnx")]) == 0
+    assert (tmp_path / "again.onnx").read_bytes() == demo_onnx_path.read_bytes()
+    assert "again.onnx (2736 bytes)" in capsys.readouterr().out
+    assert write_demo_model([]) == 2

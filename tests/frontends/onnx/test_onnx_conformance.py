@@ -15,8 +15,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed")
 
+import onnx_conformance as conformance  # noqa: E402  (tools/, on the path through conftest.py)
+
 import opgraph as og  # noqa: E402
-from opgraph.frontends.onnx import conformance  # noqa: E402
 
 HERE = Path(__file__).parent
 CPU_STRIDE = 7

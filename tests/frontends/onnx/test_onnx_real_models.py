@@ -11,8 +11,9 @@ pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
 pytest.importorskip("torch", reason="torch is not installed (the models extra)")
 pytest.importorskip("onnxscript", reason="onnxscript is not installed (torch's dynamo exporter)")
 
+import onnx_samples as real_models  # tools/, on the path through conftest.py
+
 import opgraph as og
-from opgraph.frontends.onnx import samples as real_models
 
 NEEDS_TRANSFORMERS = {"bert", "gpt2"}
 

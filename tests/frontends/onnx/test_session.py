@@ -12,7 +12,6 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the onnx extra) is
 from onnx import TensorProto, helper  # noqa: E402
 
 import opgraph as og  # noqa: E402
-from opgraph.data import demo_onnx_path  # noqa: E402
 from opgraph.frontends.onnx.session import default_backend, numpy_dtype  # noqa: E402
 
 BACKENDS = og.backends()
@@ -86,8 +85,8 @@ def _describe(args) -> list[tuple]:
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
-def test_bundled_model_matches_onnxruntime(backend_name):
-    path = str(demo_onnx_path())
+def test_bundled_model_matches_onnxruntime(demo_onnx_path, backend_name):
+    path = str(demo_onnx_path)
     sess = og.onnx.InferenceSession(path, backend=backend_name)
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     assert _describe(sess.get_inputs()) == _describe(ref.get_inputs())
@@ -101,8 +100,8 @@ def test_bundled_model_matches_onnxruntime(backend_name):
     np.testing.assert_array_equal(sess({"x": x})[0], got)
 
 
-def test_path_bytes_and_proto_give_one_model():
-    path = demo_onnx_path()
+def test_path_bytes_and_proto_give_one_model(demo_onnx_path):
+    path = demo_onnx_path
     x = np.ones((4, 16), np.float32)
     results = [
         og.onnx.InferenceSession(model, backend="INTERPRETER").run(None, {"x": x})[0]

@@ -45,11 +45,6 @@ def full(value: object, like: Output, shape: Sequence[int] | None = None) -> Out
     return ops.broadcast(scalar, target, tuple(range(len(target)))) if target else scalar
 
 
-def scalar_op(builder: Callable[[Output, Output], Output], x: Output, value: object) -> Output:
-    """``builder(x, value)`` with ``value`` a scalar of ``x``'s type broadcast to ``x``."""
-    return builder(x, full(value, x))
-
-
 def unidirectional(value: Output, shape: Sequence[int]) -> Output:
     """ONNX unidirectional broadcasting of ``value`` to ``shape``."""
     return broadcast_to(value, tuple(shape))
@@ -61,14 +56,6 @@ def expand_to(value: Output, rank: int, axes: Sequence[int], shape: Sequence[int
     return ops.broadcast(value, tuple(shape), new_axes) if new_axes else value
 
 
-def keep_rank(value: Output, axes: Sequence[int], rank: int) -> Output:
-    """Reshape a reduced ``value`` back to rank ``rank`` with size-1 ``axes``."""
-    shape = list(value.shape)
-    for axis in sorted(axes):
-        shape.insert(axis, 1)
-    return ops.reshape(value, shape) if len(shape) != value.rank else value
-
-
 def prod(values: Sequence[int]) -> int:
     return int(np.prod(values, dtype=np.int64))
 
@@ -77,23 +64,6 @@ def register_all(table: dict[str, tuple[Any, int]], factory: Callable[[Any], Any
     """Register ``factory(spec)`` for each ``name: (spec, since)`` of ``table``."""
     for name, (spec, since) in table.items():
         onnx_op(name, since=since)(factory(spec))
-
-
-def float_attr(ctx: NodeContext, name: str, default: float) -> float:
-    return float(ctx.attr(name, default))
-
-
-def int_attr(ctx: NodeContext, name: str, default: int) -> int:
-    return int(ctx.attr(name, default))
-
-
-def ints_attr(
-    ctx: NodeContext, name: str, default: Sequence[int] | None = None
-) -> list[int] | None:
-    value = ctx.attr(name)
-    if value is None:
-        return None if default is None else list(default)
-    return [int(v) for v in value]
 
 
 def outputs_wanted(ctx: NodeContext) -> int:

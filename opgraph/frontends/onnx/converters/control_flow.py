@@ -66,7 +66,7 @@ def _if(ctx: NodeContext) -> list[Output]:
 
 
 @onnx_op("Loop", since=1)
-def _loop(ctx: NodeContext) -> list[Output]:
+def _loop(ctx: NodeContext) -> list[Output | None]:
     body = _subgraph(ctx, "body")
     trip = ctx.optional(0)
     limit = None if trip is None else int(ctx.const(0, "M (trip count)").reshape(-1)[0])
@@ -90,7 +90,7 @@ def _loop(ctx: NodeContext) -> list[Output]:
         iteration += 1
     if scan_count and not iteration:
         raise ctx.fail("a loop that runs zero times cannot give scan outputs (their shapes)")
-    return [*carried, *(ops.stack(bucket, 0) for bucket in scans)]  # type: ignore[list-item]
+    return [*carried, *(ops.stack(bucket, 0) for bucket in scans)]
 
 
 def _still_running(ctx: NodeContext, condition: Output) -> bool:

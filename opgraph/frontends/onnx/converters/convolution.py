@@ -171,7 +171,8 @@ def _col2im(ctx: NodeContext) -> Output:
     filters = np.zeros((columns, 1, *block))
     for c in range(channels):
         for k in range(size):
-            filters[(c * size + k, 0, *np.unravel_index(k, block))] = 1.0
+            position = tuple(int(i) for i in np.unravel_index(k, block))
+            filters[(c * size + k, 0, *position)] = 1.0
     return ops.convolution_backprop_data(
         data,
         typed_constant(filters, x.element_type),

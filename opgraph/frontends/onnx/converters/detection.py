@@ -45,7 +45,7 @@ def suppress(
     center: bool,
 ) -> np.ndarray:
     """Selected ``[batch, class, box]`` triples, best first per class (the ONNX reference)."""
-    selected = []
+    selected: list[tuple[int, int, int]] = []
     for b in range(scores.shape[0]):
         for c in range(scores.shape[1]):
             row = scores[b, c]

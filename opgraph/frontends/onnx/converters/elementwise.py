@@ -81,11 +81,13 @@ def binary_operands(ctx: NodeContext) -> tuple[Output, Output]:
     """The two operands broadcast to a common shape, by the rules of the model's opset."""
     a, b = ctx.input(0), ctx.input(1)
     if ctx.opset >= 7 or a.shape == b.shape:
-        return broadcast_all(a, b)  # type: ignore[return-value]
+        a, b = broadcast_all(a, b)
+        return a, b
     if not ctx.attr("broadcast", 0):
         raise ctx.fail(f"shapes {list(a.shape)} and {list(b.shape)} differ and broadcast=0")
     if b.rank == 0:
-        return broadcast_all(a, b)  # type: ignore[return-value]
+        a, b = broadcast_all(a, b)
+        return a, b
     axis = int(ctx.attr("axis", a.rank - b.rank))
     axis = axis + a.rank if axis < 0 else axis
     kept = [a_ for a_ in range(b.rank) if b.shape[a_] != 1]

@@ -1,8 +1,9 @@
 """The export registry (op class → exporter) and the state exporters write into.
 
-An exporter is ``exporter(ctx, node, inputs) -> names``: it receives the node and the ONNX
-names of its inputs, emits ONNX nodes and initializers through ``ctx``, and returns one ONNX
-value name per output of the node. ``@exports(OpClass, since=N)`` registers it for models of
+An exporter is ``exporter(ctx, op, node, inputs) -> names``: it receives the node's op (typed
+as the class it is registered for), the node and the ONNX names of its inputs, emits ONNX
+nodes and initializers through ``ctx``, and returns one ONNX value name per output of the
+node. ``@exports(OpClass, since=N)`` registers it for models of
 opset N and later; a newer registration for the same class wins at higher opsets.
 """
 
@@ -14,44 +15,32 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.core.errors import ConversionError, RegistryError
+from opgraph.core.errors import ConversionError
 from opgraph.core.node import Node
 from opgraph.core.op import Op
+from opgraph.core.registry import VersionedRegistry
 from opgraph.frontends.onnx.types import to_onnx
 
-Exporter = Callable[["ExportContext", Node, list[str]], list[str]]
+#: ``exporter(ctx, op, node, inputs) -> names``; ``op`` is ``node.op``, which the exporter
+#: annotates with the op class (or family base) it is registered for.
+Exporter = Callable[["ExportContext", Any, Node, list[str]], list[str]]
 
-_EXPORTERS: dict[type[Op], list[tuple[int, Exporter]]] = {}
+EXPORTERS: VersionedRegistry[type[Op], Exporter] = VersionedRegistry("ONNX exporter", "opset")
 
 
 def exports(*classes: type[Op], since: int = 1) -> Callable[[Exporter], Exporter]:
     """Register an exporter for ``classes`` from ONNX opset ``since`` on."""
-
-    def register(fn: Exporter) -> Exporter:
-        for cls in classes:
-            versions = _EXPORTERS.setdefault(cls, [])
-            if any(v == since for v, _ in versions):
-                raise RegistryError(f"an exporter for {cls.__name__} since {since} exists")
-            versions.append((since, fn))
-            versions.sort(key=lambda item: item[0])
-        return fn
-
-    return register
+    return EXPORTERS.register(*classes, since=since)
 
 
 def exporter_for(op: Op | type[Op], opset: int) -> Exporter | None:
     """The exporter of ``op``'s class at ``opset``, or None."""
-    cls = op if isinstance(op, type) else type(op)
-    chosen = None
-    for since, fn in _EXPORTERS.get(cls, []):
-        if since <= opset:
-            chosen = fn
-    return chosen
+    return EXPORTERS.lookup(op if isinstance(op, type) else type(op), opset)
 
 
 def exported_ops() -> list[tuple[str, int]]:
     """(op class name, since) of every exporter, for docs and coverage."""
-    return sorted((cls.__name__, v) for cls, versions in _EXPORTERS.items() for v, _ in versions)
+    return sorted((cls.__name__, v) for cls, v, _ in EXPORTERS.entries())
 
 
 @dataclass

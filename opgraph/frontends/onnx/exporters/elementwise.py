@@ -7,7 +7,8 @@ import math
 
 from opgraph import ops
 from opgraph.core.node import Node
-from opgraph.frontends.onnx.exporters.base import ExportContext, exports, unsupported
+from opgraph.core.op import Op
+from opgraph.frontends.onnx.exporters.base import ExportContext, Exporter, exports, unsupported
 
 _DIRECT = {
     ops.Abs: "Abs",
@@ -62,33 +63,33 @@ _BITWISE = {
 }
 
 
-def _direct(op_type: str) -> object:
-    def export(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _direct(op_type: str) -> Exporter:
+    def export(ctx: ExportContext, op: Op, node: Node, inputs: list[str]) -> list[str]:
         return [ctx.one(op_type, inputs)]
 
     return export
 
 
 for _cls, _name in _DIRECT.items():
-    exports(_cls)(_direct(_name))  # type: ignore[arg-type]
+    exports(_cls)(_direct(_name))
 for _cls, _name in _BITWISE.items():
-    exports(_cls, since=18)(_direct(_name))  # type: ignore[arg-type]
+    exports(_cls, since=18)(_direct(_name))
 
 
 @exports(ops.Div)
-def _div(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _div(ctx: ExportContext, op: ops.Div, node: Node, inputs: list[str]) -> list[str]:
     """ONNX Div truncates integers; floor division is ``(a - mod(a, b)) / b``."""
     a, b = inputs
-    if not (node.op.floor_division and node.inputs[0].element_type.is_integral):
+    if not (op.floor_division and node.inputs[0].element_type.is_integral):
         return [ctx.one("Div", inputs)]
     remainder = ctx.one("Mod", [a, b], fmod=0)
     return [ctx.one("Div", [ctx.one("Sub", [a, remainder]), b])]
 
 
 @exports(ops.Mod)
-def _mod(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    fmod = 1 if node.op.fmod or node.inputs[0].element_type.is_real else 0
-    if node.inputs[0].element_type.is_real and not node.op.fmod:
+def _mod(ctx: ExportContext, op: ops.Mod, node: Node, inputs: list[str]) -> list[str]:
+    fmod = 1 if op.fmod or node.inputs[0].element_type.is_real else 0
+    if node.inputs[0].element_type.is_real and not op.fmod:
         # Floor modulo of floats: fmod, then move a remainder of the wrong sign by b.
         a, b = inputs
         rest = ctx.one("Mod", [a, b], fmod=1)
@@ -105,8 +106,8 @@ def _mod(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.Round)
-def _round(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    if node.op.mode is ops.RoundMode.HALF_TO_EVEN:
+def _round(ctx: ExportContext, op: ops.Round, node: Node, inputs: list[str]) -> list[str]:
+    if op.mode is ops.RoundMode.HALF_TO_EVEN:
         return [ctx.one("Round", inputs)]
     (x,) = inputs  # half away from zero: sign(x) · floor(|x| + 0.5)
     shifted = ctx.one("Add", [ctx.one("Abs", [x]), ctx.scalar_like(0.5, node)])
@@ -114,27 +115,27 @@ def _round(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.IsFinite)
-def _is_finite(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _is_finite(ctx: ExportContext, op: ops.IsFinite, node: Node, inputs: list[str]) -> list[str]:
     special = ctx.one("Or", [ctx.one("IsInf", inputs), ctx.one("IsNaN", inputs)])
     return [ctx.one("Not", [special])]
 
 
 @exports(ops.NotEqual)
-def _not_equal(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _not_equal(ctx: ExportContext, op: ops.NotEqual, node: Node, inputs: list[str]) -> list[str]:
     return [ctx.one("Not", [ctx.one("Equal", inputs)])]
 
 
 @exports(ops.BitShift, since=11)
-def _bit_shift(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _bit_shift(ctx: ExportContext, op: ops.BitShift, node: Node, inputs: list[str]) -> list[str]:
     element_type = node.inputs[0].element_type
     if not element_type.is_integral or element_type.is_signed:
         raise unsupported(node, "ONNX BitShift takes unsigned integers only")
-    direction = "LEFT" if node.op.direction is ops.ShiftDirection.LEFT else "RIGHT"
+    direction = "LEFT" if op.direction is ops.ShiftDirection.LEFT else "RIGHT"
     return [ctx.one("BitShift", inputs, direction=direction)]
 
 
 @exports(ops.Atan2)
-def _atan2(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _atan2(ctx: ExportContext, op: ops.Atan2, node: Node, inputs: list[str]) -> list[str]:
     """``atan(y / x)`` moved to the right quadrant; x = 0 gives ±π/2 (or 0 at the origin)."""
     y, x = inputs
 

@@ -12,10 +12,10 @@ from opgraph.frontends.onnx.exporters.base import ExportContext, exports, unsupp
 
 
 @exports(ops.Gather)
-def _gather(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _gather(ctx: ExportContext, op: ops.Gather, node: Node, inputs: list[str]) -> list[str]:
     """Gather; with batch dims, a GatherND over the batch axes with the gathered axis moved
     next to them."""
-    axis, batch = node.op.axis, node.op.batch_dims
+    axis, batch = op.axis, op.batch_dims
     if not batch:
         return [ctx.one("Gather", inputs, axis=axis)]
     x, indices = node.inputs
@@ -39,8 +39,10 @@ def _gather(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.GatherElements)
-def _gather_elements(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("GatherElements", inputs, axis=node.op.axis)]
+def _gather_elements(
+    ctx: ExportContext, op: ops.GatherElements, node: Node, inputs: list[str]
+) -> list[str]:
+    return [ctx.one("GatherElements", inputs, axis=op.axis)]
 
 
 def _int64(ctx: ExportContext, node: Node, inputs: list[str], index: int) -> list[str]:
@@ -52,13 +54,13 @@ def _int64(ctx: ExportContext, node: Node, inputs: list[str], index: int) -> lis
 
 
 @exports(ops.GatherND)
-def _gather_nd(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _gather_nd(ctx: ExportContext, op: ops.GatherND, node: Node, inputs: list[str]) -> list[str]:
     arguments = _int64(ctx, node, inputs, 1)
-    return [ctx.one("GatherND", arguments, batch_dims=node.op.batch_dims)]
+    return [ctx.one("GatherND", arguments, batch_dims=op.batch_dims)]
 
 
-def _reduction(node: Node, ctx: ExportContext) -> str | None:
-    value = node.op.reduction.value
+def _reduction(op: ops.Scatter, node: Node, ctx: ExportContext) -> str | None:
+    value = op.reduction.value
     if value == "none":
         return None
     needed = 18 if value in ("max", "min") else 16
@@ -68,20 +70,21 @@ def _reduction(node: Node, ctx: ExportContext) -> str | None:
 
 
 @exports(ops.ScatterElements)
-def _scatter_elements(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    reduction = _reduction(node, ctx)
-    return [ctx.one("ScatterElements", inputs, axis=node.op.axis, reduction=reduction)]
+def _scatter_elements(
+    ctx: ExportContext, op: ops.ScatterElements, node: Node, inputs: list[str]
+) -> list[str]:
+    reduction = _reduction(op, node, ctx)
+    return [ctx.one("ScatterElements", inputs, axis=op.axis, reduction=reduction)]
 
 
 @exports(ops.ScatterND)
-def _scatter_nd(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _scatter_nd(ctx: ExportContext, op: ops.ScatterND, node: Node, inputs: list[str]) -> list[str]:
     arguments = _int64(ctx, node, inputs, 1)
-    return [ctx.one("ScatterND", arguments, reduction=_reduction(node, ctx))]
+    return [ctx.one("ScatterND", arguments, reduction=_reduction(op, node, ctx))]
 
 
 @exports(ops.OneHot)
-def _one_hot(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _one_hot(ctx: ExportContext, op: ops.OneHot, node: Node, inputs: list[str]) -> list[str]:
     depth = ctx.constant(np.int64(op.depth), "depth")
     values = np.array([op.off_value, op.on_value]).astype(op.element_type.dtype)
     return [ctx.one("OneHot", [inputs[0], depth, ctx.constant(values, "values")], axis=op.axis)]

@@ -9,9 +9,10 @@ from opgraph.frontends.onnx.exporters.base import ExportContext, exports
 
 
 @exports(ops.Dot)
-def _dot(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _dot(ctx: ExportContext, op: ops.Dot, node: Node, inputs: list[str]) -> list[str]:
     a, b = node.inputs
-    count = node.op.reduction_axes_count
+    count = op.reduction_axes_count
+    assert count is not None  # nodes hold the canonical op, where it is filled in
     outer_a, inner = a.shape[: a.rank - count], a.shape[a.rank - count :]
     outer_b = b.shape[count:]
     left = ctx.one("Reshape", [inputs[0], ctx.ints([prod(outer_a), prod(inner)], "shape")])
@@ -21,13 +22,12 @@ def _dot(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.MatMul)
-def _matmul(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _matmul(ctx: ExportContext, op: ops.MatMul, node: Node, inputs: list[str]) -> list[str]:
     return [ctx.one("MatMul", inputs)]
 
 
 @exports(ops.Gemm)
-def _gemm(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _gemm(ctx: ExportContext, op: ops.Gemm, node: Node, inputs: list[str]) -> list[str]:
     return [
         ctx.one(
             "Gemm",

@@ -16,30 +16,29 @@ _INT64_MIN = -(2**63)
 
 
 @exports(ops.Broadcast)
-def _broadcast(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    shape = list(node.op.shape)
-    kept = [1 if axis in node.op.broadcast_axes else d for axis, d in enumerate(shape)]
+def _broadcast(ctx: ExportContext, op: ops.Broadcast, node: Node, inputs: list[str]) -> list[str]:
+    shape = list(op.shape)
+    kept = [1 if axis in op.broadcast_axes else d for axis, d in enumerate(shape)]
     reshaped = ctx.one("Reshape", [inputs[0], ctx.ints(kept, "shape")])
     return [ctx.one("Expand", [reshaped, ctx.ints(shape, "shape")])]
 
 
 @exports(ops.Reshape)
-def _reshape(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _reshape(ctx: ExportContext, op: ops.Reshape, node: Node, inputs: list[str]) -> list[str]:
     x = inputs[0]
-    order = node.op.input_order
+    order = op.input_order
     if order is not None and list(order) != list(range(len(order))):
         x = ctx.one("Transpose", [x], perm=list(order))
-    return [ctx.one("Reshape", [x, ctx.ints(node.op.output_shape, "shape")])]
+    return [ctx.one("Reshape", [x, ctx.ints(op.output_shape, "shape")])]
 
 
 @exports(ops.Transpose)
-def _transpose(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("Transpose", inputs, perm=list(node.op.perm))]
+def _transpose(ctx: ExportContext, op: ops.Transpose, node: Node, inputs: list[str]) -> list[str]:
+    return [ctx.one("Transpose", inputs, perm=list(op.perm))]
 
 
 @exports(ops.Slice)
-def _slice(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _slice(ctx: ExportContext, op: ops.Slice, node: Node, inputs: list[str]) -> list[str]:
     rank = len(op.lower_bounds)
     steps = list(op.strides) if op.strides is not None else [1] * rank
     arguments = [
@@ -53,8 +52,8 @@ def _slice(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.Reverse)
-def _reverse(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    axes = list(node.op.axes)
+def _reverse(ctx: ExportContext, op: ops.Reverse, node: Node, inputs: list[str]) -> list[str]:
+    axes = list(op.axes)
     if not axes:
         return [ctx.one("Identity", inputs)]
     arguments = [
@@ -68,8 +67,9 @@ def _reverse(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.ReplaceSlice)
-def _replace_slice(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _replace_slice(
+    ctx: ExportContext, op: ops.ReplaceSlice, node: Node, inputs: list[str]
+) -> list[str]:
     rank = len(op.lower_bounds)
     steps = list(op.strides) if op.strides is not None else [1] * rank
     ranges = [
@@ -82,15 +82,15 @@ def _replace_slice(ctx: ExportContext, node: Node, inputs: list[str]) -> list[st
 
 
 @exports(ops.Concat)
-def _concat(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("Concat", inputs, axis=node.op.axis)]
+def _concat(ctx: ExportContext, op: ops.Concat, node: Node, inputs: list[str]) -> list[str]:
+    return [ctx.one("Concat", inputs, axis=op.axis)]
 
 
 @exports(ops.Split)
-def _split(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    sizes = [o.shape[node.op.axis] for o in node.outputs]
+def _split(ctx: ExportContext, op: ops.Split, node: Node, inputs: list[str]) -> list[str]:
+    sizes = [o.shape[op.axis] for o in node.outputs]
     split = ctx.ints(sizes, "split")
-    return ctx.emit("Split", [inputs[0], split], len(sizes), axis=node.op.axis)
+    return ctx.emit("Split", [inputs[0], split], len(sizes), axis=op.axis)
 
 
 _PAD_MODES = {
@@ -101,22 +101,19 @@ _PAD_MODES = {
 
 
 @exports(ops.Pad)
-def _pad(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _pad(ctx: ExportContext, op: ops.Pad, node: Node, inputs: list[str]) -> list[str]:
     if op.mode is ops.PadMode.SYMMETRIC:
-        return [_symmetric_pad(ctx, node, inputs[0])]
+        return [_symmetric_pad(ctx, op, node, inputs[0])]
     if not node.inputs[0].rank:
         return [ctx.one("Identity", [inputs[0]])]  # nothing to pad
     pads = ctx.ints([*op.padding_below, *op.padding_above], "pads")
     return [ctx.one("Pad", [inputs[0], pads, inputs[1]], mode=_PAD_MODES[op.mode])]
 
 
-def _symmetric_pad(ctx: ExportContext, node: Node, x: str) -> str:
+def _symmetric_pad(ctx: ExportContext, op: ops.Pad, node: Node, x: str) -> str:
     """Mirror padding with the edge repeated: a Gather per axis at import-time positions."""
     shape = node.inputs[0].shape
-    for axis, (low, high) in enumerate(
-        zip(node.op.padding_below, node.op.padding_above, strict=True)
-    ):
+    for axis, (low, high) in enumerate(zip(op.padding_below, op.padding_above, strict=True)):
         if low == 0 and high == 0:
             continue
         dim = shape[axis]
@@ -127,32 +124,38 @@ def _symmetric_pad(ctx: ExportContext, node: Node, x: str) -> str:
 
 
 @exports(ops.Tile)
-def _tile(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("Tile", [inputs[0], ctx.ints(node.op.repeats, "repeats")])]
+def _tile(ctx: ExportContext, op: ops.Tile, node: Node, inputs: list[str]) -> list[str]:
+    return [ctx.one("Tile", [inputs[0], ctx.ints(op.repeats, "repeats")])]
 
 
 @exports(ops.DepthToSpace)
-def _depth_to_space(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _depth_to_space(
+    ctx: ExportContext, op: ops.DepthToSpace, node: Node, inputs: list[str]
+) -> list[str]:
     if node.inputs[0].rank != 4:
         raise unsupported(node, "ONNX DepthToSpace takes 4-D data only")
-    mode = "DCR" if node.op.mode is ops.BlockMode.BLOCKS_FIRST else "CRD"
-    return [ctx.one("DepthToSpace", inputs, blocksize=node.op.block_size, mode=mode)]
+    mode = "DCR" if op.mode is ops.BlockMode.BLOCKS_FIRST else "CRD"
+    return [ctx.one("DepthToSpace", inputs, blocksize=op.block_size, mode=mode)]
 
 
 @exports(ops.SpaceToDepth)
-def _space_to_depth(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    if node.op.mode is not ops.BlockMode.BLOCKS_FIRST or node.inputs[0].rank != 4:
+def _space_to_depth(
+    ctx: ExportContext, op: ops.SpaceToDepth, node: Node, inputs: list[str]
+) -> list[str]:
+    if op.mode is not ops.BlockMode.BLOCKS_FIRST or node.inputs[0].rank != 4:
         raise unsupported(node, "ONNX SpaceToDepth takes 4-D data in blocks-first order only")
-    return [ctx.one("SpaceToDepth", inputs, blocksize=node.op.block_size)]
+    return [ctx.one("SpaceToDepth", inputs, blocksize=op.block_size)]
 
 
 @exports(ops.ReverseSequence)
-def _reverse_sequence(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _reverse_sequence(
+    ctx: ExportContext, op: ops.ReverseSequence, node: Node, inputs: list[str]
+) -> list[str]:
     """ONNX takes the batch and time axes among the first two: others are moved there."""
     lengths = inputs[1]
     if node.inputs[1].element_type is not et.i64:
         lengths = ctx.one("Cast", [lengths], to=7)
-    batch, time = node.op.batch_axis, node.op.seq_axis
+    batch, time = op.batch_axis, op.seq_axis
     rank = node.inputs[0].rank
     if {batch, time} == {0, 1}:
         return [ctx.one("ReverseSequence", [inputs[0], lengths], batch_axis=batch, time_axis=time)]
@@ -164,25 +167,27 @@ def _reverse_sequence(ctx: ExportContext, node: Node, inputs: list[str]) -> list
 
 
 @exports(ops.Expand)
-def _expand(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("Expand", [inputs[0], ctx.ints(node.op.shape, "shape")])]
+def _expand(ctx: ExportContext, op: ops.Expand, node: Node, inputs: list[str]) -> list[str]:
+    return [ctx.one("Expand", [inputs[0], ctx.ints(op.shape, "shape")])]
 
 
 @exports(ops.Flatten)
-def _flatten(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("Flatten", inputs, axis=node.op.axis)]
+def _flatten(ctx: ExportContext, op: ops.Flatten, node: Node, inputs: list[str]) -> list[str]:
+    return [ctx.one("Flatten", inputs, axis=op.axis)]
 
 
 @exports(ops.Squeeze, ops.Unsqueeze)
-def _squeeze(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _squeeze(
+    ctx: ExportContext, op: ops.Squeeze | ops.Unsqueeze, node: Node, inputs: list[str]
+) -> list[str]:
     """Both become a Reshape to the result's shape (exact, and the same at every opset)."""
     return [ctx.one("Reshape", [inputs[0], ctx.ints(node.outputs[0].shape, "shape")])]
 
 
 @exports(ops.Stack)
-def _stack(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _stack(ctx: ExportContext, op: ops.Stack, node: Node, inputs: list[str]) -> list[str]:
     shape = list(node.inputs[0].shape)
-    shape.insert(node.op.axis, 1)
+    shape.insert(op.axis, 1)
     target = ctx.ints(shape, "shape")
     parts = [ctx.one("Reshape", [x, target]) for x in inputs]
-    return [ctx.one("Concat", parts, axis=node.op.axis)]
+    return [ctx.one("Concat", parts, axis=op.axis)]

@@ -11,28 +11,32 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.core.node import Node
-from opgraph.frontends.onnx.exporters.base import ExportContext, exports
-
-Exporter = Callable[[ExportContext, Node, list[str]], list[str]]
+from opgraph.frontends.onnx.exporters.base import ExportContext, Exporter, exports
 
 
 @exports(ops.Softmax, since=13)
-def _softmax(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("Softmax", inputs, axis=node.op.axis)]
+def _softmax(ctx: ExportContext, op: ops.Softmax, node: Node, inputs: list[str]) -> list[str]:
+    return [ctx.one("Softmax", inputs, axis=op.axis)]
 
 
 @exports(ops.LogSoftmax, since=13)
-def _log_softmax(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("LogSoftmax", inputs, axis=node.op.axis)]
+def _log_softmax(
+    ctx: ExportContext, op: ops.LogSoftmax, node: Node, inputs: list[str]
+) -> list[str]:
+    return [ctx.one("LogSoftmax", inputs, axis=op.axis)]
 
 
 @exports(ops.BatchNormInference)
-def _batch_norm(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("BatchNormalization", inputs, epsilon=float(node.op.epsilon))]
+def _batch_norm(
+    ctx: ExportContext, op: ops.BatchNormInference, node: Node, inputs: list[str]
+) -> list[str]:
+    return [ctx.one("BatchNormalization", inputs, epsilon=float(op.epsilon))]
 
 
 @exports(ops.BatchNormTraining, since=14)
-def _batch_norm_training(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _batch_norm_training(
+    ctx: ExportContext, op: ops.BatchNormTraining, node: Node, inputs: list[str]
+) -> list[str]:
     channels = node.inputs[1].shape
     dtype = node.inputs[1].element_type.dtype
     mean = ctx.constant(np.zeros(channels, dtype), "mean")
@@ -41,15 +45,14 @@ def _batch_norm_training(ctx: ExportContext, node: Node, inputs: list[str]) -> l
         "BatchNormalization",
         [*inputs, mean, var],
         3,
-        epsilon=float(node.op.epsilon),
+        epsilon=float(op.epsilon),
         momentum=0.0,
         training_mode=1,
     )
 
 
 @exports(ops.LRN)
-def _lrn(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _lrn(ctx: ExportContext, op: ops.LRN, node: Node, inputs: list[str]) -> list[str]:
     return [
         ctx.one(
             "LRN",
@@ -63,32 +66,31 @@ def _lrn(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.LayerNorm, since=17)
-def _layer_norm(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _layer_norm(ctx: ExportContext, op: ops.LayerNorm, node: Node, inputs: list[str]) -> list[str]:
     arguments = list(inputs)
     if len(arguments) == 1:  # ONNX needs a scale
-        shape = node.inputs[0].shape[node.op.axis :]
+        shape = node.inputs[0].shape[op.axis :]
         arguments.append(ctx.constant(np.ones(shape, node.inputs[0].element_type.dtype), "one"))
-    return [
-        ctx.one("LayerNormalization", arguments, axis=node.op.axis, epsilon=float(node.op.epsilon))
-    ]
+    return [ctx.one("LayerNormalization", arguments, axis=op.axis, epsilon=float(op.epsilon))]
 
 
 @exports(ops.InstanceNorm)
-def _instance_norm(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    return [ctx.one("InstanceNormalization", inputs, epsilon=float(node.op.epsilon))]
+def _instance_norm(
+    ctx: ExportContext, op: ops.InstanceNorm, node: Node, inputs: list[str]
+) -> list[str]:
+    return [ctx.one("InstanceNormalization", inputs, epsilon=float(op.epsilon))]
 
 
 @exports(ops.GroupNorm, since=21)
-def _group_norm(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _group_norm(ctx: ExportContext, op: ops.GroupNorm, node: Node, inputs: list[str]) -> list[str]:
     return [
         ctx.one("GroupNormalization", inputs, num_groups=op.num_groups, epsilon=float(op.epsilon))
     ]
 
 
 def _activation(op_type: str, **attributes: Callable[[Any], Any]) -> Exporter:
-    def export(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-        values = {name: read(node.op) for name, read in attributes.items()}
+    def export(ctx: ExportContext, op: ops.Activation, node: Node, inputs: list[str]) -> list[str]:
+        values = {name: read(op) for name, read in attributes.items()}
         return [ctx.one(op_type, inputs, **values)]
 
     return export
@@ -110,23 +112,23 @@ exports(ops.Gelu, since=20)(_activation("Gelu", approximate=lambda op: op.approx
 
 
 @exports(ops.PRelu)
-def _prelu(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _prelu(ctx: ExportContext, op: ops.PRelu, node: Node, inputs: list[str]) -> list[str]:
     x, slope = node.inputs
-    if node.op.axis is None:
+    if op.axis is None:
         return [ctx.one("PRelu", inputs)]
     shape = [1] * x.rank
-    shape[node.op.axis] = slope.shape[0]
+    shape[op.axis] = slope.shape[0]
     reshaped = ctx.one("Reshape", [inputs[1], ctx.ints(shape, "shape")])
     return [ctx.one("PRelu", [inputs[0], reshaped])]
 
 
 @exports(ops.Clamp)
-def _clamp(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
+def _clamp(ctx: ExportContext, op: ops.Clamp, node: Node, inputs: list[str]) -> list[str]:
     """Clip with the bounds rounded the way Clamp rounds them for the element type."""
     element_type = node.inputs[0].element_type
     bounds = [
         "" if value is None else ctx.constant(np.asarray(value, element_type.dtype), "bound")
-        for value in node.op.typed_bounds(element_type)
+        for value in op.typed_bounds(element_type)
     ]
     while bounds and not bounds[-1]:
         bounds.pop()

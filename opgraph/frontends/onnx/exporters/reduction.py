@@ -8,7 +8,7 @@ import numpy as np
 from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.node import Node
-from opgraph.frontends.onnx.exporters.base import ExportContext, exports, unsupported
+from opgraph.frontends.onnx.exporters.base import ExportContext, Exporter, exports, unsupported
 
 _REDUCTIONS = {
     ops.ReduceSum: ("ReduceSum", 13),
@@ -47,61 +47,62 @@ def reduce(
     return ctx.one(op_type, [x], axes=axes, keepdims=int(keep))
 
 
-def empty_result(ctx: ExportContext, node: Node) -> str | None:
+def empty_result(ctx: ExportContext, op: ops.Reduction, node: Node) -> str | None:
     """An initializer for a reduction over an empty axis (its identity, as opgraph defines
     it), else None: runtimes disagree about empty reductions, static shapes settle them."""
     x = node.inputs[0]
-    if all(x.shape[a] for a in node.op.axes):
+    if all(x.shape[a] for a in op.axes):
         return None
     import opgraph as og
     from opgraph.core.function import Function
     from opgraph.core.literals import parameter
 
     param = parameter(x.element_type, x.shape)
-    fn = Function([node.op(param)], [param])
+    fn = Function([op(param)], [param])
     (value,) = og.backend("INTERPRETER").compile(fn)(np.empty(x.shape, x.element_type.dtype))
     return ctx.constant(value, "empty_reduction")
 
 
-def _reduction(op_type: str, input_since: int) -> object:
-    def export(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-        empty = empty_result(ctx, node)
+def _reduction(op_type: str, input_since: int) -> Exporter:
+    def export(ctx: ExportContext, op: ops.Reduction, node: Node, inputs: list[str]) -> list[str]:
+        empty = empty_result(ctx, op, node)
         if empty is not None:
             return [empty]
-        axes, keep = list(node.op.axes), bool(node.op.keep_dims)
+        axes, keep = list(op.axes), bool(op.keep_dims)
         return [reduce(ctx, op_type, inputs[0], axes, keep, input_since)]
 
     return export
 
 
 for _cls, (_name, _since) in _REDUCTIONS.items():
-    exports(_cls)(_reduction(_name, _since))  # type: ignore[arg-type]
+    exports(_cls)(_reduction(_name, _since))
 
 
-def _logical(op_type: str) -> object:
-    def export(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-        empty = empty_result(ctx, node)
+def _logical(op_type: str) -> Exporter:
+    def export(ctx: ExportContext, op: ops.Reduction, node: Node, inputs: list[str]) -> list[str]:
+        empty = empty_result(ctx, op, node)
         if empty is not None:
             return [empty]
         numbers = ctx.one("Cast", inputs, to=6)  # int32
-        axes, keep = list(node.op.axes), bool(node.op.keep_dims)
+        axes, keep = list(op.axes), bool(op.keep_dims)
         reduced = reduce(ctx, op_type, numbers, axes, keep, 18)
         return [ctx.one("Cast", [reduced], to=9)]
 
     return export
 
 
-exports(ops.ReduceAll)(_logical("ReduceMin"))  # type: ignore[arg-type]
-exports(ops.ReduceAny)(_logical("ReduceMax"))  # type: ignore[arg-type]
+exports(ops.ReduceAll)(_logical("ReduceMin"))
+exports(ops.ReduceAny)(_logical("ReduceMax"))
 
 
 def _indices(ctx: ExportContext, name: str, element_type: et.ElementType) -> str:
     return name if element_type is et.i64 else ctx.one("Cast", [name], to=6)
 
 
-def _arg(op_type: str) -> object:
-    def export(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-        op = node.op
+def _arg(op_type: str) -> Exporter:
+    def export(
+        ctx: ExportContext, op: ops.IndexReduction, node: Node, inputs: list[str]
+    ) -> list[str]:
         index = ctx.one(
             op_type,
             inputs,
@@ -114,13 +115,12 @@ def _arg(op_type: str) -> object:
     return export
 
 
-exports(ops.ArgMax)(_arg("ArgMax"))  # type: ignore[arg-type]
-exports(ops.ArgMin)(_arg("ArgMin"))  # type: ignore[arg-type]
+exports(ops.ArgMax)(_arg("ArgMax"))
+exports(ops.ArgMin)(_arg("ArgMin"))
 
 
 @exports(ops.TopK)
-def _top_k(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _top_k(ctx: ExportContext, op: ops.TopK, node: Node, inputs: list[str]) -> list[str]:
     if not op.sorted:
         raise unsupported(node, "ONNX leaves the order of unsorted TopK results open")
     values, indices = ctx.emit(
@@ -135,8 +135,7 @@ def _top_k(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
 
 
 @exports(ops.CumSum)
-def _cumsum(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _cumsum(ctx: ExportContext, op: ops.CumSum, node: Node, inputs: list[str]) -> list[str]:
     axis = ctx.constant(np.int64(op.axis), "axis")
     return [
         ctx.one("CumSum", [inputs[0], axis], exclusive=int(op.exclusive), reverse=int(op.reverse))

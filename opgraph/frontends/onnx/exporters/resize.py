@@ -10,8 +10,7 @@ from opgraph.frontends.onnx.exporters.base import ExportContext, exports
 
 
 @exports(ops.Resize, since=13)
-def _resize(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
-    op = node.op
+def _resize(ctx: ExportContext, op: ops.Resize, node: Node, inputs: list[str]) -> list[str]:
     attributes = {
         "mode": op.mode.value,
         "coordinate_transformation_mode": op.coordinate_transformation_mode.value,
@@ -22,8 +21,8 @@ def _resize(ctx: ExportContext, node: Node, inputs: list[str]) -> list[str]:
     if op.scales is not None and not np.allclose(op.scales, implied, rtol=1e-12, atol=0):
         # The scales feed the coordinate transformation (float32 in ONNX)…
         stored = np.asarray(op.scales, dtype=np.float32)
-        sizes = [int(d * float(s)) for d, s in zip(node.inputs[0].shape, stored, strict=True)]
-        if list(node.outputs[0].shape) == sizes:  # …when float32 scales give the same sizes
+        rounded = [int(d * float(s)) for d, s in zip(node.inputs[0].shape, stored, strict=True)]
+        if list(node.outputs[0].shape) == rounded:  # …when float32 scales give the same sizes
             scales = ctx.constant(stored, "scales")
             return [ctx.one("Resize", [inputs[0], "", scales], **attributes)]
     sizes = ctx.ints(node.outputs[0].shape, "sizes")

@@ -1,6 +1,6 @@
 """ONNX's backend node tests against import → an opgraph backend.
 
-``python -m opgraph.frontends.onnx.conformance [--backend NAME] [--failures]`` prints the pass
+``python tools/onnx_conformance.py [--backend NAME] [--failures]`` prints the pass
 rate on the measured subset (tests whose inputs and outputs are all float32/float64/integer/
 bool tensors) and on all tests, and the op types that still fail. The tests are the files the
 installed ``onnx`` wheel ships (onnx 1.22: ``onnx/backend/test/data/node``).

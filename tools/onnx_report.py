@@ -1,7 +1,7 @@
 """The ONNX bridge's report: conformance per backend, real models against onnxruntime, and
 export coverage of the record table.
 
-``python -m opgraph.frontends.onnx.report [--backends INTERPRETER,CPU] [--no-models]``
+``python tools/onnx_report.py [--backends INTERPRETER,CPU] [--no-models]``
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 def conformance_section(backend: str) -> list[str]:
     """Pass rates on the subset and on all node tests, and the op types still failing."""
     import onnx
-
-    from opgraph.frontends.onnx import conformance
+    import onnx_conformance as conformance
 
     names = conformance.test_names()
     outcomes = [conformance.run_test(n, backend) for n in names]
@@ -46,7 +45,7 @@ def conformance_section(backend: str) -> list[str]:
 
 def models_section(backends: list[str]) -> list[str]:
     """Max |opgraph - onnxruntime| of the sample models, per backend."""
-    from opgraph.frontends.onnx import samples
+    import onnx_samples as samples
 
     lines = ["real models (torch dynamo export) against onnxruntime:"]
     with tempfile.TemporaryDirectory() as folder:

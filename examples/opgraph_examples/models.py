@@ -1,4 +1,5 @@
-"""The demo models: the seed example and a small MLP, with random inputs."""
+"""The demo models: the seed example and a small MLP, with random inputs
+(``opgraph demo``, ``opgraph viz seed|mlp``)."""
 
 from __future__ import annotations
 

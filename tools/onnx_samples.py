@@ -28,6 +28,7 @@ def _export(
     program = torch.onnx.export(
         module, args, kwargs=kwargs or None, dynamo=True, input_names=names, verbose=False
     )
+    assert program is not None  # the dynamo exporter always returns the program
     program.save(str(path))
 
 
@@ -125,6 +126,7 @@ def _resnet18_module() -> Any:
     )
     for module in model.modules():  # non-trivial batch-norm statistics
         if isinstance(module, nn.BatchNorm2d):
+            assert module.running_mean is not None and module.running_var is not None
             module.running_mean.uniform_(-0.5, 0.5)
             module.running_var.uniform_(0.5, 1.5)
             module.weight.data.uniform_(0.5, 1.5)
@@ -147,7 +149,7 @@ def compare(path: Path, inputs: dict[str, np.ndarray], backend: str) -> tuple[fl
     from opgraph.frontends.onnx import import_model
 
     fn = import_model(str(path), input_shapes={k: v.shape for k, v in inputs.items()})
-    names = [p.node.name for p in fn.parameters]
+    names = [p.node.name or "" for p in fn.parameters]
     got = og.backend(backend).compile(fn)(*(inputs[n] for n in names))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     want = session.run(None, inputs)

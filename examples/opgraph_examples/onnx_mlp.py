@@ -1,27 +1,33 @@
-"""Write ``mlp.onnx``: a tiny ONNX classifier for ``opgraph demo`` (deterministic output).
+"""``mlp.onnx``: a tiny ONNX classifier for ``opgraph demo`` (deterministic output).
 
-Run ``python -m opgraph.data.make_demo_onnx`` to regenerate it; the file is committed, so the
-demo needs no network and no exporter. The model is ``softmax(gelu(layer_norm(x·W1 + b1))·W2 +
-b2)`` on ``x: f32[4, 16]`` at opset 17 (Gelu is written as its Erf formula, as exporters do).
+The demo builds it at run time with ``onnx.helper`` (the same bytes every time), so nothing
+binary ships and the demo needs no network and no exporter. The model is
+``softmax(gelu(layer_norm(x·W1 + b1))·W2 + b2)`` on ``x: f32[4, 16]`` at opset 17 (Gelu is
+written as its Erf formula, as exporters do). ``python -m opgraph_examples.onnx_mlp PATH``
+writes it to a file.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from onnx import ModelProto, TensorProto
 
 INPUT, HIDDEN, CLASSES, BATCH = 16, 24, 5, 4
 
 
-def build() -> object:
+def build() -> ModelProto:
     """The ModelProto (weights from a fixed seed)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(2024)
 
-    def weight(name: str, *shape: int, scale: float = 1.0) -> object:
+    def weight(name: str, *shape: int, scale: float = 1.0) -> TensorProto:
         values = (rng.standard_normal(shape) * scale).astype(np.float32)
         return numpy_helper.from_array(values, name)
 
@@ -62,13 +68,22 @@ def build() -> object:
     return model
 
 
-def main(argv: list[str] | None = None) -> int:
+def write(path: str | Path) -> Path:
+    """Write the model to ``path`` (checked with ``onnx.checker`` first); returns the path."""
     import onnx
 
-    target = Path(argv[0]) if argv else Path(__file__).with_name("mlp.onnx")
     model = build()
     onnx.checker.check_model(model, full_check=True)
-    target.write_bytes(model.SerializeToString())  # type: ignore[attr-defined]
+    target = Path(path)
+    target.write_bytes(model.SerializeToString())
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    if not argv or len(argv) != 1:
+        print("usage: python -m opgraph_examples.onnx_mlp PATH", file=sys.stderr)
+        return 2
+    target = write(argv[0])
     print(f"wrote {target} ({target.stat().st_size} bytes)")
     return 0
 
