@@ -2,11 +2,14 @@
 INTERPRETER: channel multipliers, strides, dilations, asymmetric and negative padding, 1-D,
 tall filters (one pass per filter row), fused epilogues, several threads."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
 from opgraph.backends.fused.lowering.convolution import DirectPlan, direct_plan
 from opgraph.backends.fused.program import ConvStep
 
@@ -79,7 +82,7 @@ CASES = {
     "grouped, 2 per group": dict(shape=(2, 16, 10, 10), kernel=(3, 3), groups=8, multiplier=2, below=(1, 1), above=(1, 1)),
     "grouped, 4 per group": dict(shape=(1, 16, 9, 11), kernel=(3, 3), groups=4, multiplier=4, strides=(2, 2)),
     "grouped, multiplier 3": dict(shape=(1, 12, 8, 8), kernel=(3, 3), groups=4, multiplier=3, below=(1, 1), above=(1, 1)),
-    "grouped, tall filter": dict(shape=(1, 4, 14, 14), kernel=(9, 9), groups=2, multiplier=2, below=(4, 4), above=(4, 4)),
+    "tall filter, multiplier 2": dict(shape=(1, 4, 14, 14), kernel=(9, 9), multiplier=2, below=(4, 4), above=(4, 4)),
     "epilogue": dict(shape=(2, 8, 12, 12), kernel=(3, 3), below=(1, 1), above=(1, 1), epilogue=True),
     "grouped epilogue": dict(shape=(1, 8, 9, 9), kernel=(3, 3), groups=4, multiplier=2, epilogue=True),
     "filters as a parameter": dict(shape=(1, 6, 10, 10), kernel=(3, 3), below=(1, 1), above=(1, 1), constant=False),
@@ -163,3 +166,14 @@ def test_plan_covers_every_read(threads):
                 assert plan.rows % plan.together == 0 or plan.together == 1
                 assert plan.pitch >= step.images[2]
                 assert plan.flat >= plan.rows // plan.together * plan.pitch
+
+
+@pytest.mark.parametrize("name", ["5x5 stride 2", "grouped, 4 per group"])
+def test_avx2_code(name):
+    """The AVX2 build (16 vector registers: the weights of a pass no longer all fit)."""
+    try:
+        backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2"))
+        fn, args = depthwise(**CASES[name])
+        check(backend, fn, args)
+    except CpuConfigError as error:  # pragma: no cover - a CPU without AVX2
+        pytest.skip(f"this CPU cannot run AVX2 code: {error}")

@@ -117,6 +117,9 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
 #: ``bench/depthwise.py``, 1 thread, Zen 4: 3x3 with 2 channels per group at 56x56 and 4-8 at
 #: 28x28 were 1.2-1.6x faster directly; 4 and 8 at 56x56 1.2-1.4x slower).
 DIRECT_MAX_WORK = 1 << 16
+#: ... and when its channels per group x taps are at most this (32 channels per group at 7x7
+#: ran 2x slower directly: 32 passes over tiny planes).
+DIRECT_MAX_TAPS = 72
 #: Filter widths up to which the direct kernel runs (it unrolls one filter row).
 DIRECT_MAX_WIDTH = 64
 
@@ -204,7 +207,9 @@ def _direct(groups: int, per_group: int, kernel: tuple[int, int], pixels: int) -
     kh, kw = kernel
     if kw > DIRECT_MAX_WIDTH:
         return False
-    return per_group == 1 or (groups > 1 and per_group * kh * kw * pixels <= DIRECT_MAX_WORK)
+    taps = per_group * kh * kw
+    small = taps <= DIRECT_MAX_TAPS and taps * pixels <= DIRECT_MAX_WORK
+    return per_group == 1 or (groups > 1 and small)
 
 
 #: Winograd needs this many tiles per unit for its 16 GEMMs to be worth running.
