@@ -254,7 +254,12 @@ class ConvStep(Step):
     ``wide`` False: ``out`` is dense (N, O, OH, OW); each unit builds the patches of a block
     of output rows in its thread's slice of ``scratch`` and multiplies them. ``wide`` True
     (small outputs): all patches go to ``scratch`` as (groups, K, N·OH·OW) first, then one
-    GEMM per group, split by output channels, writes ``out`` as (O, N·OH·OW)."""
+    GEMM per group, split by output channels, writes ``out`` as (O, N·OH·OW).
+
+    ``direct`` (small channel groups: depthwise, or grouped with few channels per group):
+    no patches and no ``scratch``; ``out`` is dense (N, O, OH, OW) and each output is summed
+    straight from the image (the CPU's direct kernel; targets without one may still run the
+    step as im2col and GEMM, since every other field means the same)."""
 
     x: View | None = None
     w: View | None = None
@@ -269,6 +274,7 @@ class ConvStep(Step):
     wide: bool = False
     images: tuple[int, int, int] = (1, 1, 1)  # N, OH, OW
     epilogue: LoopKernel | None = None
+    direct: bool = False
 
     def reads(self) -> list[View]:
         assert self.x is not None and self.w is not None and self.out is not None

@@ -16,6 +16,7 @@ from typing import Any
 from opgraph.backends.cpu.codegen import dialect, runtime
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.depthwise import DirectConvEmitter
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.scan import ScanEmitter
 from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
@@ -172,7 +173,8 @@ def _gemm(step: GemmStep, i: int, module: ModuleContext) -> Emitted:
 
 def _conv(step: ConvStep, i: int, module: ModuleContext) -> Emitted:
     checks: list[Check] = []
-    text = ConvEmitter(step, f"g{i}", module, checks).emit()
+    emitter = DirectConvEmitter if step.direct else ConvEmitter
+    text = emitter(step, f"g{i}", module, checks).emit()
     return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
 
 

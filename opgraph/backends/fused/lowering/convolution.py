@@ -3,13 +3,18 @@
 A convolution runs by blocks of output rows: each block's im2col patch matrix is built in a
 per-thread scratch slice small enough to stay in L2, then multiplied by the group's filter
 matrix with BLAS straight into the output. A 1x1 stride-1 unpadded convolution needs no
-patches: the image itself is the right operand. Other shapes (3-D, data dilation, integer
+patches: the image itself is the right operand. Depthwise convolutions and grouped ones with
+few channels per group are *direct* steps (``ConvStep.direct``, laid out by
+:class:`DirectPlan`): thin per-group GEMMs waste most of their time, so the target sums each
+output straight from a padded copy of the image. Other shapes (3-D, data dilation, integer
 types) run their reference kernels.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,6 +84,15 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
     shape4 = (out.shape[0], out.shape[1], 1 if out.rank == 3 else out.shape[2], out.shape[-1])
     dense = View(target.buffer, t, shape4, views.row_major_strides(shape4), target.offset)
     n, _, oh, ow = shape4
+    if _direct(op.groups, cg, (kh, kw), oh * ow):
+        if data.strides[3] != 1:  # the direct kernel reads rows with unit stride
+            data = builder.materialize(data)
+        result = dense if compute is t else builder.scratch(compute, shape4)
+        step = _conv_step(builder, node, data, matrix, result, (kh, kw), shape4, direct=True)
+        builder.add_step(step)
+        if compute is not t:
+            builder.materialize(result, t, Convert(t), into=dense)
+        return
     if oh * ow < WIDE_BELOW:  # small outputs: one GEMM over all images, split by channels
         columns = n * oh * ow
         plane = dense if n == 1 and compute is t else builder.scratch(compute, (o, columns))
@@ -95,6 +109,107 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
     builder.add_step(_conv_step(builder, node, data, matrix, result, (kh, kw), shape4))
     if compute is not t:
         builder.materialize(result, t, Convert(t), into=dense)
+
+
+#: A grouped convolution (more than one channel per group) runs directly when its
+#: multiply-adds per output channel (channels per group x taps x output pixels) are at most
+#: this; larger ones run as im2col and one GEMM per group, which then wins (measured with
+#: ``bench/depthwise.py``, 1 thread, Zen 4: 3x3 with 2 channels per group at 56x56 and 4-8 at
+#: 28x28 were 1.2-1.6x faster directly; 4 and 8 at 56x56 1.2-1.4x slower).
+DIRECT_MAX_WORK = 1 << 16
+#: ... and when its channels per group x taps are at most this (32 channels per group at 7x7
+#: ran 2x slower directly: 32 passes over tiny planes).
+DIRECT_MAX_TAPS = 72
+#: Filter widths up to which the direct kernel runs (it unrolls one filter row).
+DIRECT_MAX_WIDTH = 64
+
+
+#: Output channels of one group computed together by the direct kernel at most (each
+#: loaded input vector feeds that many multiply-adds).
+DIRECT_BLOCK = 8
+#: Filter taps written out in one pass of the direct kernel at most (more: one pass per
+#: filter row).
+DIRECT_UNROLL = 64
+#: Weights (output channels x taps) one pass keeps in registers: a block of output channels
+#: is only as large as this allows (spilled weights cost a load per multiply-add).
+DIRECT_WEIGHTS = 24
+#: Elements of a direct unit's buffers (padded input and flat outputs) it aims for: they
+#: stay in the L1 cache while the unit's passes run over them.
+DIRECT_FLAT = 4096
+
+
+@dataclass(frozen=True)
+class DirectPlan:
+    """How a direct convolution unit lays out its work (shared by the lowering, which sizes
+    the scratch, and the target's kernel).
+
+    A unit is ``rows`` output rows of ``block`` output channels of one image, computed
+    ``together`` rows at a time (adjacent output rows share most of their input rows, so a
+    loaded input vector feeds ``block x together`` outputs). For each input channel the unit
+    copies the input it reads into ``(together * strides[0]) x strides[1]`` zero-padded
+    *phases* (space to depth: phase ``(pr, pc)`` holds padded rows ``pr, pr + sh', …`` and
+    columns ``pc, pc + sw, …``) of ``in_rows`` rows of ``pitch`` elements; the copy resolves
+    padding, cropping and rows outside the data. Every filter tap then reads one phase at
+    unit stride, so output ``f = i * pitch + j`` of the block reads ``phase + f + offset``:
+    one flat loop of ``flat`` outputs (rounded up to 16) per output row of a group of
+    ``together``, every tap at a constant offset, no bounds tests. Columns ``ow .. pitch``
+    are computed and dropped when the block is copied out. ``row_passes``: a pass is one
+    filter row (tall filters) instead of all taps.
+    """
+
+    rows: int
+    pitch: int
+    in_rows: int
+    flat: int
+    block: int
+    together: int
+    row_passes: bool
+    phases: int
+
+    @property
+    def phase_size(self) -> int:
+        return self.in_rows * self.pitch
+
+    @property
+    def per_thread(self) -> int:
+        """Scratch elements of one thread: the phases and the flat outputs."""
+        return self.phases * self.phase_size + self.block * self.together * self.flat
+
+
+def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
+    """The :class:`DirectPlan` of a direct convolution step with ``threads`` threads."""
+    assert step.x is not None and step.w is not None
+    (kh, kw), (sh, sw), (dh, dw) = step.kernel, step.strides, step.dilations
+    n, oh, ow = step.images
+    og = step.w.shape[0] // step.groups
+    row_passes = kh * kw > DIRECT_UNROLL and kh > 1
+    taps = kw if row_passes else kh * kw
+    fits = [b for b in range(1, min(DIRECT_BLOCK, og) + 1) if og % b == 0]
+    block = max([b for b in fits if b * taps <= DIRECT_WEIGHTS] or [1])
+    together = 2 if kh > 1 and oh > 1 and not row_passes else 1
+    pitch = ow + (kw - 1) * dw // sw
+    planes = n * (step.w.shape[0] // block)
+    rows = max(1, min(oh, DIRECT_FLAT // (pitch * block)))
+    want = 4 * threads
+    if planes * -(-oh // rows) < want:  # few planes: more row blocks
+        rows = max(1, min(rows, -(-oh // -(-want // planes))))
+    rows = -(-rows // together) * together
+    flat = -(-(rows // together) * pitch // 16) * 16
+    span = together * sh
+    reach = flat + ((together - 1) * sh + (kh - 1) * dh) // span * pitch + (kw - 1) * dw // sw
+    return DirectPlan(rows, pitch, -(-reach // pitch), flat, block, together, row_passes, span * sw)
+
+
+def _direct(groups: int, per_group: int, kernel: tuple[int, int], pixels: int) -> bool:
+    """Whether a convolution with ``per_group`` input channels per group runs directly:
+    depthwise ones (one channel per group, any channel multiplier) and grouped ones whose
+    groups are small (``pixels``: output pixels per channel)."""
+    kh, kw = kernel
+    if kw > DIRECT_MAX_WIDTH:
+        return False
+    taps = per_group * kh * kw
+    small = taps <= DIRECT_MAX_TAPS and taps * pixels <= DIRECT_MAX_WORK
+    return per_group == 1 or (groups > 1 and small)
 
 
 #: Winograd needs this many tiles per unit for its 16 GEMMs to be worth running.
@@ -158,6 +273,7 @@ def _conv_step(
     result: View,
     kernel: tuple[int, int],
     shape4: tuple[int, int, int, int],
+    direct: bool = False,
 ) -> ConvStep:
     op = node.op
     assert isinstance(op, Convolution)
@@ -175,11 +291,14 @@ def _conv_step(
     rows = max(1, min(oh, max(fit, -(-MIN_COLUMNS // ow))))
     if n * op.groups * -(-oh // rows) < 2 * threads:
         rows = max(1, min(rows, math.ceil(oh / max(1, -(-2 * threads // (n * op.groups))))))
-    if wide:
+    scratch: View | None = None
+    if direct:
+        rows = 1
+    elif wide:
         scratch = builder.scratch(result.element_type, (op.groups, k, n * oh * ow))
     else:
         scratch = builder.scratch(result.element_type, (threads, k, rows * ow))
-    return ConvStep(
+    step = ConvStep(
         builder.describe(node),
         (node,),
         data,
@@ -194,7 +313,17 @@ def _conv_step(
         scratch,
         wide,
         (n, oh, ow),
+        direct=direct,
     )
+    return _with_direct_scratch(builder, step) if direct else step
+
+
+def _with_direct_scratch(builder: ProgramBuilder, step: ConvStep) -> ConvStep:
+    """``step`` with its :class:`DirectPlan`'s rows and per-thread scratch."""
+    assert step.out is not None
+    plan = direct_plan(step, builder.threads)
+    scratch = builder.scratch(step.out.element_type, (builder.threads, plan.per_thread))
+    return dataclasses.replace(step, block_rows=plan.rows, scratch=scratch)
 
 
 def _pool(builder: ProgramBuilder, node: Node, maximum: bool) -> None:
