@@ -33,7 +33,8 @@ from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen import runtime
 from opgraph.backends.cpu.config import resolve_compiler
 
-pytestmark = pytest.mark.timeout(300)
+# "thread": a call stuck in C never returns to the interpreter, where a signal would act.
+pytestmark = pytest.mark.timeout(300, method="thread")
 
 KERNEL = r"""
 #include <time.h>
