@@ -51,8 +51,8 @@ def training_backend(
         cache_size: specialisations kept per graph with symbolic shapes.
     """
 
-    def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-        return AtenGraph(graph, backend, fallback, warn, cache_size)
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        return AtenGraph(gm, backend, fallback, warn, cache_size)
 
     # Attention traced in its math form: its backward then derives from matmuls and softmax
     # (the fused CPU kernel's backward has no decomposition).
@@ -62,7 +62,7 @@ def training_backend(
             list(example_inputs),
             fw_compiler=compiler,
             bw_compiler=compiler,
-            decompositions=core_aten_decompositions(),
+            decompositions=dict(core_aten_decompositions()),
         )
 
 

@@ -100,7 +100,14 @@ class SGDRule(Rule):
     def scalars(self, group: dict[str, Any], step: int) -> tuple[float, ...]:
         return (-float(group["lr"]), 1.0 if step == 1 else 0.0)
 
-    def update(self, group, p, g, state, scalars):  # type: ignore[no-untyped-def]
+    def update(
+        self,
+        group: dict[str, Any],
+        p: Output,
+        g: Output,
+        state: dict[str, Output],
+        scalars: dict[str, Output],
+    ) -> Update:
         if group.get("maximize"):
             g = ops.negative(g)
         if group["weight_decay"] != 0:
@@ -142,7 +149,14 @@ class AdamRule(Rule):
         decay = 1 - lr * float(group["weight_decay"])
         return (-(lr / bias_correction1), bias_correction2**0.5, decay)
 
-    def update(self, group, p, g, state, scalars):  # type: ignore[no-untyped-def]
+    def update(
+        self,
+        group: dict[str, Any],
+        p: Output,
+        g: Output,
+        state: dict[str, Output],
+        scalars: dict[str, Output],
+    ) -> Update:
         beta1, beta2 = (float(b) for b in group["betas"])
         weight_decay = float(group["weight_decay"])
         if group.get("maximize"):

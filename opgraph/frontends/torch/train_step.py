@@ -217,7 +217,7 @@ class TrainStep:
         found = dict(self.model.named_parameters()) | dict(self.model.named_buffers())
         weights = [found[name.removeprefix("model.")].detach() for name in program.weights]
         states = [owner[key] for owner, key in program.states]
-        scalars = []
+        scalars: list[float] = []
         for index in program.groups:
             group = self.optimizer.param_groups[index]
             step = int(self.optimizer.state[group["params"][0]]["step"]) + 1

@@ -118,7 +118,9 @@ def test_new_batch_sizes_in_training_compile_again(counter):
 
 def test_training_mode_dropout_runs_in_torch_with_its_generator():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Dropout(0.5), torch.nn.Linear(32, 2))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 32), torch.nn.Dropout(0.5), torch.nn.Linear(32, 2)
+    )
     reference = copy.deepcopy(model)
     x = torch.randn(16, 8)
     compiled = torch.compile(model, backend="opgraph")
