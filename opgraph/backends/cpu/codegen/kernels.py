@@ -1,12 +1,14 @@
 """Generic kernels compiled once per cache and instruction set, shared by every module.
 
-The panel GEMM and GEMV for products by constant matrices (``og_gemm_panels``,
-``og_gemv_panels``: :mod:`~opgraph.backends.cpu.codegen.dialect`) cost the C compiler about
-0.5 s at -O3, most of a small model's compile (the demo MLP's 17 KB module: 0.59 s of CPU,
-0.48 s of it this helper), and GCC used to clone them per module for its callers' constant
-sizes without measurable gain. They take every size as an argument, so they are compiled once
-into a small library (flags and ``-march`` of the modules), loaded with ``RTLD_GLOBAL`` before
-the modules that call them, like the thread pool's runtime.
+The register-blocked panel GEMM for products by constant matrices (``og_gemm_panels``:
+:mod:`~opgraph.backends.cpu.codegen.dialect`) costs the C compiler about 0.5 s at -O3, most of
+a small model's compile (the demo MLP's 17 KB module: 0.59 s of CPU, 0.48 s of it this
+helper), and GCC used to clone it per module for its callers' constant sizes without
+measurable gain. It takes every size as an argument, so it is compiled once into a small
+library (flags and ``-march`` of the modules), loaded with ``RTLD_GLOBAL`` before the modules
+that call it, like the thread pool's runtime. The panel GEMV (0.04 s) stays in the modules:
+a model whose only products by constants are GEMVs (ResNet-18's classifier at batch 1) needs
+no library.
 
 The exported names carry a hash of the library's source and target flags
 (``og_gemm_panels_<hash>``): a module calls exactly the build it was generated for, and
@@ -23,17 +25,13 @@ import hashlib
 from opgraph.backends.cpu.codegen import dialect
 
 #: Helpers (``dialect.HELPERS`` names) served by the library instead of each module's code.
-LIBRARY_HELPERS: tuple[str, ...] = ("gemm_panels", "gemv_panels")
+LIBRARY_HELPERS: tuple[str, ...] = ("gemm_panels",)
 
 #: Their C prototypes, ``{name}`` standing for the exported symbol.
 _PROTOTYPES = {
     "gemm_panels": (
         "void {name}(const float* restrict A, long lda, const float* restrict P, "
         "float* restrict C, long ldc, long M, long K, long n0, long n1);"
-    ),
-    "gemv_panels": (
-        "void {name}(const float* restrict x, long incx, const float* restrict P, "
-        "float* restrict y, long K, long first, long last);"
     ),
 }
 
