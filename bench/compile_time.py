@@ -18,7 +18,7 @@ builds the module: every later model's first compile). *Cached* compiles the sam
 into the same directory (gcc does not run). Each is the
 median of ``--repeat`` runs; ``--profile`` prints cProfile's top functions of one cached compile.
 
-Models: the demo MLP (``opgraph.demo.mlp``: 784-128-64-10, batch 16), the BERT-base layer
+Models: the demo MLP (``opgraph_examples.models.mlp``: 784-128-64-10, batch 16), the BERT-base layer
 (``bench/bert.py``), ResNet-18 ImageNet batch 1 (``bench/resnet.py``), and an unrolled 2-layer
 LSTM word language model through the torch bridge (:func:`lstm_lm`).
 """
@@ -57,7 +57,7 @@ PHASES = ("lower", "optimize", "fusion", "build", "epilogues", "memory", "codege
 # ------------------------------------------------------------------------------- models
 @functools.cache
 def demo_mlp() -> og.Function:
-    from opgraph.demo import mlp
+    from opgraph_examples.models import mlp
 
     return mlp().function
 
