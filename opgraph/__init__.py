@@ -15,6 +15,7 @@ from opgraph import backends as _backends  # noqa: F401 - registers the built-in
 from opgraph import logs as _logs
 from opgraph._version import __version__ as __version__
 from opgraph.core import element_type as element
+from opgraph.core.dim import DimExpr, dim
 from opgraph.core.element_type import (
     ElementType,
     bf16,
@@ -85,6 +86,7 @@ __all__ = [
     "CallTypeError",
     "CommunicatorError",
     "ConversionError",
+    "DimExpr",
     "ElementType",
     "Executable",
     "ExecutionError",
@@ -112,6 +114,7 @@ __all__ = [
     "builders",
     "constant",
     "deserialize",
+    "dim",
     "distributed",
     "element",
     "f16",

@@ -14,7 +14,7 @@ from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, format_value, opclass, set_attr
 from opgraph.core.provenance import user_frame
-from opgraph.core.shape import Shape, as_shape
+from opgraph.core.shape import Shape, ShapeAttr, as_dims, as_shape
 from opgraph.core.tensor_type import TensorType
 
 
@@ -23,12 +23,12 @@ class Parameter(Op):
     """A call argument: its position in the Function's parameter list picks the argument."""
 
     element_type: ElementType
-    shape: Shape
+    shape: ShapeAttr
     num_inputs = 0
 
     def __post_init__(self) -> None:
         set_attr(self, "element_type", as_element_type(self.element_type))
-        set_attr(self, "shape", as_shape(self.shape))
+        set_attr(self, "shape", as_dims(self.shape))
 
     def infer(self) -> TensorType:
         return TensorType(self.element_type, self.shape)
@@ -42,7 +42,8 @@ def parameter(element_type: Any, shape: Any, name: str | None = None) -> Output:
 
     Args:
         element_type: ``og.f32`` (or its name, or a numpy dtype).
-        shape: a tuple of non-negative ints; ``()`` is a scalar.
+        shape: a tuple of dimensions, each a non-negative int or a symbolic dimension
+            (``og.dim("batch")``; a bare string ``"batch"`` is the same); ``()`` is a scalar.
         name: optional name shown in printing and kept by serialization.
 
     Returns:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.registry import Registry
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape, Shape
 from opgraph.core.tensor_type import TensorType, TupleType, ValueType
 
 if TYPE_CHECKING:
@@ -94,6 +94,14 @@ class Output:
 
     @property
     def shape(self) -> Shape:
+        # Annotated static on purpose: the bridges and the fused backends read Output.shape
+        # at ~400 sites and accept static Functions only so far; type rules read
+        # TensorType.shape (DimShape). See docs/design.md §10, symbolic dimensions.
+        return self.tensor_type.shape  # type: ignore[return-value]
+
+    @property
+    def dims(self) -> DimShape:
+        """The shape with its symbolic dimensions typed as such (``Dim`` entries)."""
         return self.tensor_type.shape
 
     @property

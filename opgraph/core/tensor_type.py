@@ -1,31 +1,38 @@
-"""Value types: a tensor type (element type + static shape) or a tuple of value types."""
+"""Value types: a tensor type (element type + shape) or a tuple of value types."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from opgraph.core.element_type import ElementType
-from opgraph.core.shape import Shape, format_shape, shape_size
+from opgraph.core.shape import DimShape, format_shape, is_static, shape_size
 
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """The type of a tensor value: element type and static shape."""
+    """The type of a tensor value: element type and shape (ints, or symbolic dimensions)."""
 
     element_type: ElementType
-    shape: Shape
+    shape: DimShape
 
     @property
     def rank(self) -> int:
         return len(self.shape)
 
+    # size and nbytes are annotated as ints for the static-only consumers (backends, bridges);
+    # on a symbolic type they are expressions (see ShapeAttr in core/shape.py).
     @property
     def size(self) -> int:
-        return shape_size(self.shape)
+        return shape_size(self.shape)  # type: ignore[return-value]
 
     @property
     def nbytes(self) -> int:
         return self.size * self.element_type.itemsize
+
+    @property
+    def is_static(self) -> bool:
+        """True when every dimension is an int."""
+        return is_static(self.shape)
 
     def __str__(self) -> str:
         return f"{self.element_type.name}{format_shape(self.shape)}"

@@ -9,32 +9,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from opgraph.core.dim import Dim
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 from opgraph.ops.movement import broadcast, reshape
 
 __all__ = ["broadcast_to", "numpy_broadcast", "numpy_broadcast_shape", "scalar_like"]
 
 
-def numpy_broadcast_shape(*shapes: Shape) -> Shape:
+def numpy_broadcast_shape(*shapes: DimShape) -> DimShape:
     """The NumPy broadcast of ``shapes``; raises ``OpTypeError`` naming the clash."""
     rank = max((len(s) for s in shapes), default=0)
-    result: list[int] = []
+    result: list[Dim] = []
     for axis in range(rank):
         dims = {s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0}
         big = dims - {1}
         if len(big) > 1:
             raise OpTypeError(
                 f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast "
-                f"(axis {axis - rank}: {sorted(dims)})"
+                f"(axis {axis - rank}: {sorted(dims, key=str)})"
             )
         result.append(big.pop() if big else 1)
     return tuple(result)
 
 
-def broadcast_to(x: Output, shape: Shape) -> Output:
+def broadcast_to(x: Output, shape: DimShape) -> Output:
     """``x`` broadcast NumPy-style to ``shape`` (size-1 axes squeezed, then new axes added)."""
     if x.shape == tuple(shape):
         return x

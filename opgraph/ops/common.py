@@ -13,7 +13,7 @@ from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import check_fits
 from opgraph.core.node import Output
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 from opgraph.core.tensor_type import TensorType
 
 
@@ -93,7 +93,7 @@ def as_bool(value: Any, what: str) -> bool:
     raise OpTypeError(f"{what} must be a bool, got {value!r}")
 
 
-def broadcasts_to(shape: Shape, target: Shape) -> bool:
+def broadcasts_to(shape: DimShape, target: DimShape) -> bool:
     """True when ``shape`` broadcasts unidirectionally (NumPy rules) to ``target``."""
     offset = len(target) - len(shape)
     return offset >= 0 and all(d in (1, target[offset + i]) for i, d in enumerate(shape))

@@ -23,11 +23,12 @@ from typing import Any, cast
 
 import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim, ceil_div
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int, as_int_tuple
+from opgraph.core.shape import DimShape, as_int, as_int_tuple, dims_max, maybe_le, window_output
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import as_enum, require_element_type, require_same_element_type
 
@@ -83,15 +84,21 @@ def _check_per_axis(values: Ints, k: int, what: str, minimum: int | None = None)
             require(v >= minimum, f"{what}[{axis}] must be >= {minimum}, got {v}")
 
 
-def _dilated_size(d: int, dilation: int) -> int:
-    """Extent of ``d`` elements spread ``dilation`` apart (0 for an empty axis)."""
+def _dilated_size(d: Dim, dilation: int) -> Dim:
+    """Extent of ``d`` elements spread ``dilation`` apart (0 for an empty axis; a symbolic
+    axis is taken as non-empty, and a binding to 0 is re-checked by the static rule)."""
     return 0 if d == 0 else (d - 1) * dilation + 1
 
 
-def _same_padding(size: int, window: int, stride: int, upper: bool) -> tuple[int, int]:
+def _same_padding(size: Dim, window: Dim, stride: int, upper: bool) -> tuple[int, int]:
     """(below, above) padding giving ``ceil(size / stride)`` outputs (ONNX SAME_*)."""
-    out = -(-size // stride)
-    total = max((out - 1) * stride + window - size, 0)
+    out = ceil_div(size, stride)
+    total = dims_max((out - 1) * stride + window - size, 0)
+    if type(total) is not int:
+        raise OpTypeError(
+            f"auto_pad same_* on the symbolic size {size} with stride {stride} needs a padding "
+            f"that depends on the size ({total}); give explicit padding or a static size"
+        )
     small, large = total // 2, total - total // 2
     return (small, large) if upper else (large, small)
 
@@ -100,8 +107,8 @@ def _resolve_padding(
     auto_pad: AutoPad,
     below: Ints | None,
     above: Ints | None,
-    sizes: Sequence[int],
-    windows: Sequence[int],
+    sizes: Sequence[Dim],
+    windows: Sequence[Dim],
     strides: Sequence[int],
 ) -> tuple[Ints, Ints]:
     """Explicit (below, above) padding for ``auto_pad`` (sizes are the unpadded extents)."""
@@ -121,21 +128,21 @@ def _resolve_padding(
 
 
 def _conv_output_size(
-    axis: int, d: int, f: int, stride: int, dilation: int, below: int, above: int, ddil: int
-) -> int:
+    axis: int, d: Dim, f: Dim, stride: int, dilation: int, below: int, above: int, ddil: int
+) -> Dim:
     """Output extent of one spatial axis (nGraph's convolution rule)."""
     padded = _dilated_size(d, ddil) + below + above
     require(
-        padded > 0,
+        maybe_le(1, padded),
         f"spatial axis {axis}: data size after dilation and padding is {padded}, must be > 0",
     )
-    require(f >= 1, f"spatial axis {axis}: filter size must be >= 1, got {f}")
+    require(maybe_le(1, f), f"spatial axis {axis}: filter size must be >= 1, got {f}")
     window = (f - 1) * dilation + 1
     require(
-        window <= padded,
+        maybe_le(window, padded),
         f"spatial axis {axis}: dilated filter size {window} exceeds the padded data size {padded}",
     )
-    return (padded - window) // stride + 1
+    return window_output(_dilated_size(d, ddil), f, stride, dilation, below, above)
 
 
 # ------------------------------------------------------------------------------ attributes
@@ -219,7 +226,7 @@ class Convolution(ConvolutionBase):
         )
         return Convolution(strides, dilations, below, above, data_dilations, self.groups)
 
-    def output_shape(self, x: Sequence[int], w: Sequence[int]) -> Ints:
+    def output_shape(self, x: Sequence[Dim], w: Sequence[Dim]) -> DimShape:
         """The result shape for data shape ``x`` and filter shape ``w`` (checks everything)."""
         assert self.strides is not None and self.dilations is not None
         assert self.padding_below is not None and self.padding_above is not None

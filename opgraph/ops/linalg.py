@@ -13,7 +13,7 @@ from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import broadcast_to, numpy_broadcast_shape, scalar_like
 from opgraph.ops.common import (
@@ -87,12 +87,12 @@ def dot(a: Output, b: Output, reduction_axes_count: int | None = None) -> Output
 
 
 # --------------------------------------------------------------------------------- matmul
-def _as_matrices(a: Shape, b: Shape) -> tuple[Shape, Shape]:
+def _as_matrices(a: DimShape, b: DimShape) -> tuple[DimShape, DimShape]:
     """NumPy's promotion: a 1-D ``a`` is a row ``[1, k]``, a 1-D ``b`` a column ``[k, 1]``."""
     return (a if len(a) >= 2 else (1, *a)), (b if len(b) >= 2 else (*b, 1))
 
 
-def _matmul_result(a: Shape, b: Shape, batch: Shape) -> Shape:
+def _matmul_result(a: DimShape, b: DimShape, batch: DimShape) -> DimShape:
     """The result shape: the batch, then ``n`` unless ``a`` is 1-D and ``m`` unless ``b`` is."""
     rows = a[-2:-1] if len(a) >= 2 else ()
     columns = b[-1:] if len(b) >= 2 else ()
@@ -172,7 +172,7 @@ def matmul(a: Output, b: Output) -> Output:
     return MatMul()(a, b)
 
 
-def _batch(a2: Shape, b2: Shape) -> Shape:
+def _batch(a2: DimShape, b2: DimShape) -> DimShape:
     try:
         return numpy_broadcast_shape(a2[:-2], b2[:-2])
     except OpTypeError:
@@ -201,7 +201,7 @@ def _move_axis_first(rank: int, axis: int) -> tuple[int, ...]:
     return (axis, *(i for i in range(rank) if i != axis))
 
 
-def _per_batch_dot(a: Output, b: Output, batch: Shape) -> Output:
+def _per_batch_dot(a: Output, b: Output, batch: DimShape) -> Output:
     """One ``Dot`` per element of the broadcast batch, each operand's matrix taken by a slice
     (a broadcast operand's matrix is sliced once and reused), joined by ``Concat``."""
     (n, _), m = a.shape[-2:], b.shape[-1]
@@ -217,7 +217,7 @@ def _per_batch_dot(a: Output, b: Output, batch: Shape) -> Output:
 class _Matrices:
     """The matrices of a batched operand, sliced on demand and cached by flat index."""
 
-    def __init__(self, x: Output, batch: Shape) -> None:
+    def __init__(self, x: Output, batch: DimShape) -> None:
         self.batch = x.shape[:-2]
         self.offset = len(batch) - len(self.batch)
         self.rows, self.columns = x.shape[-2:]
@@ -240,7 +240,7 @@ def _swap_last(x: Output) -> Output:
     return transpose(x, perm)
 
 
-def _sum_to(grad: Output, x: Output, promoted: Shape) -> Output:
+def _sum_to(grad: Output, x: Output, promoted: DimShape) -> Output:
     """``grad`` (shaped ``batch + promoted[-2:]``) summed over the batch axes along which ``x``
     (``promoted`` as a matrix) was broadcast, then reshaped to ``x``'s own shape."""
     lead = grad.rank - len(promoted)
@@ -317,7 +317,7 @@ class Gemm(Op):
         return add(product, addend)
 
 
-def _op_shape(shape: Shape, transposed: bool) -> Shape:
+def _op_shape(shape: DimShape, transposed: bool) -> DimShape:
     return shape[::-1] if transposed else shape
 
 

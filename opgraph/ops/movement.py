@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim, ceil_div, floor_div
 from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
@@ -20,10 +21,14 @@ from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.provenance import user_frame
 from opgraph.core.shape import (
-    Shape,
+    DimShape,
+    ShapeAttr,
+    as_dims,
     as_int,
     as_int_tuple,
-    as_shape,
+    maybe_divisible,
+    maybe_equal,
+    maybe_le,
     normalize_axes,
     normalize_axis,
 )
@@ -72,12 +77,12 @@ class Broadcast(Op):
     """Replicate ``x`` along new axes: output ``shape``; ``broadcast_axes`` are the output axes
     that are new. ``output[c] = x[c without the broadcast axes]``."""
 
-    shape: Shape
+    shape: ShapeAttr
     broadcast_axes: tuple[int, ...]
     num_inputs = 1
 
     def __post_init__(self) -> None:
-        set_attr(self, "shape", as_shape(self.shape, "shape"))
+        set_attr(self, "shape", as_dims(self.shape, "shape"))
         set_attr(self, "broadcast_axes", as_int_tuple(self.broadcast_axes, "broadcast_axes"))
 
     def canonicalize(self, x: TensorType) -> Broadcast:
@@ -112,13 +117,13 @@ class Broadcast(Op):
 def broadcast(x: Output, shape: Any, broadcast_axes: Any = None) -> Output:
     """Broadcast ``x`` to ``shape``; ``broadcast_axes`` are the new output axes (default: the
     leading ``len(shape) - x.rank`` axes)."""
-    shape = as_shape(shape)
+    shape = as_dims(shape)
     if broadcast_axes is None:
         broadcast_axes = tuple(range(len(shape) - x.rank))
     return Broadcast(shape, broadcast_axes)(x)
 
 
-def zeros(element_type: ElementType, shape: Sequence[int]) -> Output:
+def zeros(element_type: ElementType, shape: Sequence[Any]) -> Output:
     """Zeros (False for boolean) of ``element_type`` and ``shape``: a scalar Constant, broadcast
     to ``shape`` unless that is ``()``."""
     zero = constant(False if element_type.is_boolean else 0, element_type)
@@ -135,12 +140,12 @@ def zeros_like(value: Output) -> Output:
 class Reshape(Op):
     """Transpose by ``input_order``, then re-view row-major as ``output_shape`` (nGraph)."""
 
-    output_shape: Shape
+    output_shape: ShapeAttr
     input_order: tuple[int, ...] | None = None
     num_inputs = 1
 
     def __post_init__(self) -> None:
-        set_attr(self, "output_shape", as_int_tuple(self.output_shape, "output_shape"))
+        set_attr(self, "output_shape", as_dims(self.output_shape, "output_shape", minimum=None))
         if self.input_order is not None:
             set_attr(self, "input_order", as_int_tuple(self.input_order, "input_order"))
 
@@ -150,7 +155,8 @@ class Reshape(Op):
             _is_permutation(order, x.rank),
             f"input_order {order} is not a permutation of 0..{x.rank - 1}",
         )
-        return Reshape(_resolve_wildcard(self.output_shape, x.size), order)
+        resolved = _resolve_wildcard(self.output_shape, x.size)
+        return Reshape(resolved, order)  # type: ignore[arg-type]  # ShapeAttr
 
     def infer(self, x: TensorType) -> TensorType:
         require(
@@ -169,19 +175,19 @@ class Reshape(Op):
         return (transpose(permuted, inverse_permutation(self.input_order)),)
 
 
-def _resolve_wildcard(shape: tuple[int, ...], size: int) -> Shape:
+def _resolve_wildcard(shape: DimShape, size: Any) -> DimShape:
     wild = [i for i, d in enumerate(shape) if d == -1]
     if len(wild) > 1:
         raise OpTypeError(f"output_shape {list(shape)} has more than one -1")
-    if any(d < -1 for d in shape):
+    if any(type(d) is int and d < -1 for d in shape):
         raise OpTypeError(f"output_shape {list(shape)} has a negative dimension")
     if not wild:
         return shape
     known = math.prod(d for d in shape if d != -1)
-    if known == 0 or size % known:
+    if known == 0 or (type(known) is int and not maybe_divisible(size, known)):
         raise OpTypeError(f"output_shape {list(shape)}: cannot infer -1 for {size} elements")
     resolved = list(shape)
-    resolved[wild[0]] = size // known
+    resolved[wild[0]] = floor_div(size, known)
     return tuple(resolved)
 
 
@@ -234,14 +240,14 @@ def transpose(x: Output, perm: Any = None) -> Output:
 class Slice(Op):
     """``x[lower:upper:strides]`` per axis; 0 <= lower <= upper <= dim, strides >= 1."""
 
-    lower_bounds: tuple[int, ...]
-    upper_bounds: tuple[int, ...]
+    lower_bounds: ShapeAttr
+    upper_bounds: ShapeAttr
     strides: tuple[int, ...] | None = None
     num_inputs = 1
 
     def __post_init__(self) -> None:
-        set_attr(self, "lower_bounds", as_int_tuple(self.lower_bounds, "lower_bounds"))
-        set_attr(self, "upper_bounds", as_int_tuple(self.upper_bounds, "upper_bounds"))
+        set_attr(self, "lower_bounds", as_dims(self.lower_bounds, "lower_bounds", None))
+        set_attr(self, "upper_bounds", as_dims(self.upper_bounds, "upper_bounds", None))
         if self.strides is not None:
             set_attr(self, "strides", as_int_tuple(self.strides, "strides"))
 
@@ -265,11 +271,11 @@ class Slice(Op):
             zip(self.lower_bounds, self.upper_bounds, self.strides, x.shape, strict=True)
         ):
             require(
-                0 <= lo <= hi <= dim,
+                maybe_le(0, lo) and maybe_le(lo, hi) and maybe_le(hi, dim),
                 f"axis {axis}: bounds [{lo}, {hi}) must satisfy 0 <= lower <= upper <= {dim}",
             )
             require(step >= 1, f"axis {axis}: stride {step} must be >= 1")
-            out.append(-(-(hi - lo) // step))
+            out.append(ceil_div(hi - lo, step))
         return TensorType(x.element_type, tuple(out))
 
     def adjoint(
@@ -302,7 +308,7 @@ class Concat(Op):
     def infer(self, *xs: TensorType) -> TensorType:
         require_same_element_type(xs)
         first = xs[0]
-        total = 0
+        total: Dim = 0
         for i, t in enumerate(xs):
             require(
                 t.rank == first.rank, f"input {i} has rank {t.rank}, input 0 has rank {first.rank}"
@@ -343,14 +349,14 @@ class ReplaceSlice(Op):
     """``x`` with the region ``[lower:upper:strides]`` replaced by ``update`` (whose shape is
     that of the slice)."""
 
-    lower_bounds: tuple[int, ...]
-    upper_bounds: tuple[int, ...]
+    lower_bounds: ShapeAttr
+    upper_bounds: ShapeAttr
     strides: tuple[int, ...] | None = None
     num_inputs = 2
 
     def __post_init__(self) -> None:
-        set_attr(self, "lower_bounds", as_int_tuple(self.lower_bounds, "lower_bounds"))
-        set_attr(self, "upper_bounds", as_int_tuple(self.upper_bounds, "upper_bounds"))
+        set_attr(self, "lower_bounds", as_dims(self.lower_bounds, "lower_bounds", None))
+        set_attr(self, "upper_bounds", as_dims(self.upper_bounds, "upper_bounds", None))
         if self.strides is not None:
             set_attr(self, "strides", as_int_tuple(self.strides, "strides"))
 
@@ -465,11 +471,11 @@ class Tile(Op):
     """``x`` repeated ``repeats[i]`` times along each axis ``i`` (numpy ``tile`` with one
     non-negative count per axis): output dimension ``dim * repeats[i]``."""
 
-    repeats: tuple[int, ...]
+    repeats: ShapeAttr
     num_inputs = 1
 
     def __post_init__(self) -> None:
-        set_attr(self, "repeats", as_shape(self.repeats, "repeats"))
+        set_attr(self, "repeats", as_dims(self.repeats, "repeats"))
 
     def infer(self, x: TensorType) -> TensorType:
         require(
@@ -504,7 +510,7 @@ class Split(Op):
     to the dimension; zero-length pieces are legal). Canonical form: ``sizes``."""
 
     axis: int
-    sizes: tuple[int, ...] | None = None
+    sizes: ShapeAttr | None = None
     num_splits: int | None = None
     num_inputs = 1
     multi_output = True
@@ -514,7 +520,7 @@ class Split(Op):
         if (self.sizes is None) == (self.num_splits is None):
             raise OpTypeError("give exactly one of num_splits and sizes")
         if self.sizes is not None:
-            set_attr(self, "sizes", as_shape(self.sizes, "sizes"))
+            set_attr(self, "sizes", as_dims(self.sizes, "sizes"))
             if not self.sizes:
                 raise OpTypeError("sizes must name at least one piece")
         if self.num_splits is not None:
@@ -529,17 +535,19 @@ class Split(Op):
             return Split(axis, self.sizes)
         dim = x.shape[axis]
         require(
-            dim % self.num_splits == 0,
+            maybe_divisible(dim, self.num_splits),
             f"dimension {dim} of axis {axis} does not divide into {self.num_splits} equal pieces",
         )
-        return Split(axis, (dim // self.num_splits,) * self.num_splits)
+        piece = floor_div(dim, self.num_splits)
+        return Split(axis, (piece,) * self.num_splits)  # type: ignore[arg-type]  # ShapeAttr
 
     def infer(self, x: TensorType) -> tuple[TensorType, ...]:
         assert self.sizes is not None
         dim = x.shape[self.axis]
+        total = sum(self.sizes, start=0)
         require(
-            sum(self.sizes) == dim,
-            f"sizes {self.sizes} sum to {sum(self.sizes)}, axis {self.axis} has dimension {dim}",
+            maybe_equal(total, dim),
+            f"sizes {self.sizes} sum to {total}, axis {self.axis} has dimension {dim}",
         )
         pieces = []
         for size in self.sizes:

@@ -13,7 +13,7 @@ from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int, normalize_axis
+from opgraph.core.shape import as_int, normalize_axis, static_dim
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
@@ -269,7 +269,7 @@ def _batch_norm_training_adjoint(
     dx = r·(g - mean(g) - x̂·mean(g·x̂)) for g = ct_y·scale, plus ct_m / M and
     ct_v · 2(x - m) / M from the statistics outputs."""
     ct_y, ct_mean, ct_var = cotangents
-    count = x.tensor_type.size // x.shape[1]
+    count = static_dim(x.tensor_type.size // x.shape[1], "the per-channel element count")
     inv_count = scalar_like(1.0 / count, mean)
     centered = subtract(x, _per_channel(mean, x))
     terms: list[Output] = []

@@ -16,7 +16,7 @@ from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int, normalize_axis
+from opgraph.core.shape import DimShape, as_int, normalize_axis, static_dim
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
@@ -48,7 +48,7 @@ def _as_epsilon(value: Any) -> float:
 
 
 def _require_params(
-    x: TensorType, params: Sequence[TensorType], shape: tuple[int, ...], what: str
+    x: TensorType, params: Sequence[TensorType], shape: DimShape, what: str
 ) -> None:
     """``scale`` and ``bias`` (as many as given): ``x``'s element type and ``shape``."""
     for name, t in zip(("scale", "bias"), params, strict=False):
@@ -61,7 +61,7 @@ def _require_params(
 
 def _standardize(x: Output, axes: tuple[int, ...], epsilon: float) -> Output:
     """``(x - mean) / sqrt(var + epsilon)`` over ``axes`` (biased variance, two passes)."""
-    count = math.prod(x.shape[a] for a in axes)
+    count = static_dim(math.prod(x.shape[a] for a in axes), "the normalized element count")
     total = reduce_sum(x, axes)
     mean = divide(total, scalar_like(count, total))
     centered = subtract(x, broadcast(mean, x.shape, axes))

@@ -23,12 +23,21 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int_tuple
+from opgraph.core.shape import (
+    DimShape,
+    as_int_tuple,
+    is_static,
+    known_at_least,
+    known_less,
+    maybe_le,
+    window_output,
+)
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import as_bool, as_enum, require_element_type, require_same_element_type
 from opgraph.ops.convolution import (
@@ -59,19 +68,31 @@ Ints = tuple[int, ...]
 
 
 def _pool_output_size(
-    axis: int, d: int, f: int, stride: int, dilation: int, below: int, above: int, ceil: bool
-) -> int:
+    axis: int, d: Dim, f: int, stride: int, dilation: int, below: int, above: int, ceil: bool
+) -> Dim:
     """Output extent of one spatial axis (module doc)."""
     window = (f - 1) * dilation + 1
     padded = d + below + above
     require(
-        window <= padded,
+        maybe_le(window, padded),
         f"spatial axis {axis}: window size {window} exceeds the padded data size {padded}",
     )
     if not ceil:
-        return (padded - window) // stride + 1
-    out = -(-(padded - window) // stride) + 1
-    return out - 1 if (out - 1) * stride >= d + below else out
+        return window_output(d, f, stride, dilation, below, above)
+    out = window_output(d, f, stride, dilation, below, above, ceil=True)
+    if type(out) is int and type(d) is int:
+        return out - 1 if (out - 1) * stride >= d + below else out
+    # Ceil mode drops a last window starting in the padding above: (out - 1) * stride lies in
+    # [padded - window, padded - window + stride - 1], so the bounds decide unless the
+    # padding above is close to the window.
+    if known_at_least(padded - window, d + below):
+        return out - 1
+    if known_less(padded - window + stride - 1, d + below):
+        return out
+    raise OpTypeError(
+        f"spatial axis {axis}: ceil mode on the symbolic size {d} with padding above {above} "
+        f"and window {window} drops a last window depending on the size; use floor mode"
+    )
 
 
 def _tap_counts(
@@ -139,7 +160,7 @@ class Pool(Op):
             auto_pad=AutoPad.EXPLICIT,
         )
 
-    def output_spatial(self, x: TensorType) -> Ints:
+    def output_spatial(self, x: TensorType) -> DimShape:
         """The spatial output shape for data ``x`` (checks every attribute)."""
         assert self.strides is not None
         assert self.padding_below is not None and self.padding_above is not None
@@ -163,8 +184,9 @@ class Pool(Op):
             _pool_output_size(axis, d, f, s, dl, pb, pa, self.ceil_mode)
             for axis, (d, f, s, dl, pb, pa) in enumerate(axes)
         )
-        if not self.counts_padding():
+        if not self.counts_padding() and is_static(out) and is_static(x.shape):
             for axis, ((d, f, s, dl, pb, _), o) in enumerate(zip(axes, out, strict=True)):
+                assert type(o) is int and type(d) is int  # symbolic: checked at each binding
                 counts = _tap_counts(o, d, f, s, dl, pb, d + pb)
                 if 0 in counts:
                     raise OpTypeError(

@@ -21,7 +21,7 @@ from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int, normalize_axis
+from opgraph.core.shape import DimShape, as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import require_element_type
 from opgraph.ops.conversion import convert
@@ -59,7 +59,7 @@ class QuantizationBase(Op):
 
     def check_parameters(self, x: TensorType, scale: TensorType, zero_point: TensorType) -> None:
         """scale and zero point: scalars (per tensor) or ``(x.shape[axis],)`` (per axis)."""
-        expected: tuple[int, ...] = () if self.axis is None else (x.shape[self.axis],)
+        expected: DimShape = () if self.axis is None else (x.shape[self.axis],)
         what = (
             "a scalar (per-tensor: axis=None)"
             if self.axis is None

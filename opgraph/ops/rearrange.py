@@ -22,7 +22,7 @@ from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.provenance import user_frame
-from opgraph.core.shape import Shape, as_int, as_int_tuple
+from opgraph.core.shape import DimShape, as_int, as_int_tuple, maybe_le
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import (
     as_enum,
@@ -115,11 +115,11 @@ class Pad(Op):
             zip(self.padding_below, x.shape, self.padding_above, strict=True)
         ):
             require(
-                lo + dim + hi >= 0,
+                maybe_le(0, lo + dim + hi),
                 f"axis {axis}: padding ({lo}, {hi}) crops more than the dimension {dim}",
             )
             require(
-                max(lo, hi) <= 0 or dim >= least,
+                max(lo, hi) <= 0 or maybe_le(least, dim),
                 f"axis {axis}: {self.mode.name.lower()} padding needs a dimension of at least "
                 f"{least}, got {dim}",
             )
@@ -222,7 +222,7 @@ class _BlockRearrangement(Op):
         if self.block_size < 1:
             raise OpTypeError(f"block_size must be >= 1, got {self.block_size}")
 
-    def layout(self, x: Shape) -> tuple[Shape, tuple[int, ...], Shape]:
+    def layout(self, x: DimShape) -> tuple[DimShape, tuple[int, ...], DimShape]:
         """``(split shape, permutation, output shape)``: the op is reshape, transpose, reshape."""
         raise NotImplementedError
 
@@ -245,7 +245,7 @@ class DepthToSpace(_BlockRearrangement):
         )
         return TensorType(x.element_type, self.layout(x.shape)[2])
 
-    def layout(self, x: Shape) -> tuple[Shape, tuple[int, ...], Shape]:
+    def layout(self, x: DimShape) -> tuple[DimShape, tuple[int, ...], DimShape]:
         k, bs = len(x) - 2, self.block_size
         depth, spatial = x[1] // bs**k, x[2:]
         if self.mode is BlockMode.BLOCKS_FIRST:
@@ -287,7 +287,7 @@ class SpaceToDepth(_BlockRearrangement):
             )
         return TensorType(x.element_type, self.layout(x.shape)[2])
 
-    def layout(self, x: Shape) -> tuple[Shape, tuple[int, ...], Shape]:
+    def layout(self, x: DimShape) -> tuple[DimShape, tuple[int, ...], DimShape]:
         k, bs = len(x) - 2, self.block_size
         reduced = tuple(d // bs for d in x[2:])
         split_shape = (x[0], x[1], *(n for d in reduced for n in (d, bs)))

@@ -19,7 +19,7 @@ from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, set_attr
-from opgraph.core.shape import as_int_tuple, normalize_axes
+from opgraph.core.shape import as_int_tuple, normalize_axes, static_dim
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import require_element_type
@@ -242,7 +242,7 @@ class ReduceMean(DecomposedReduction):
 
     def decompose(self, x: Output) -> Output:
         count = math.prod(x.shape[a] for a in self.axes)
-        return _divide_by_count(self.sum(x), count)
+        return _divide_by_count(self.sum(x), static_dim(count, "the mean's element count"))
 
 
 def reduce_mean(x: Output, axes: Any, keep_dims: bool = False) -> Output:

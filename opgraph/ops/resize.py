@@ -28,11 +28,12 @@ from typing import Any
 import numpy as np
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import Shape, as_shape
+from opgraph.core.shape import ShapeAttr, as_dims, is_static, static_shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import as_enum, as_float, require_element_type
 from opgraph.ops.elementwise import add, multiply
@@ -90,7 +91,7 @@ class Resize(Op):
             ``"ceil"`` (used by ``nearest`` only).
     """
 
-    output_shape: Shape | None = None
+    output_shape: ShapeAttr | None = None
     scales: tuple[float, ...] | None = None
     mode: ResizeMode = ResizeMode.NEAREST
     coordinate_transformation_mode: CoordinateTransformation = CoordinateTransformation.HALF_PIXEL
@@ -101,7 +102,7 @@ class Resize(Op):
         if self.output_shape is None and self.scales is None:
             raise OpTypeError("needs output_shape or scales")
         if self.output_shape is not None:
-            set_attr(self, "output_shape", as_shape(self.output_shape, "output_shape"))
+            set_attr(self, "output_shape", as_dims(self.output_shape, "output_shape"))
         if self.scales is not None:
             set_attr(self, "scales", _as_scales(self.scales))
         set_attr(self, "mode", as_enum(ResizeMode, self.mode, "mode"))
@@ -119,21 +120,66 @@ class Resize(Op):
                 values is None or len(values) == x.rank,
                 f"{name} {values} has {len(values or ())} entries, x {x} has rank {x.rank}",
             )
+        if not is_static(x.shape):
+            return self._canonical_symbolic(x)
+        sizes = static_shape(x.shape)
         shape = self.output_shape
         if shape is None:
             assert self.scales is not None
-            shape = tuple(math.floor(d * s) for d, s in zip(x.shape, self.scales, strict=True))
-        for axis, (d, n) in enumerate(zip(x.shape, shape, strict=True)):
+            shape = tuple(math.floor(d * s) for d, s in zip(sizes, self.scales, strict=True))
+        for axis, (d, n) in enumerate(zip(sizes, shape, strict=True)):
             require(d > 0 or n == 0, f"axis {axis} of x is empty and cannot grow to {n}")
         scales = self.scales
         if scales is None:
-            scales = tuple(n / d if d else 1.0 for d, n in zip(x.shape, shape, strict=True))
+            scales = tuple(n / d if d else 1.0 for d, n in zip(sizes, shape, strict=True))
         for axis, (n, s) in enumerate(zip(shape, scales, strict=True)):
             require(s > 0 or n == 0, f"scale 0 of axis {axis} cannot give {n} elements")
         if self.mode is ResizeMode.LINEAR:
             require_element_type(x, et.FLOATS, "x (mode 'linear')")
         return Resize(
             shape, scales, self.mode, self.coordinate_transformation_mode, self.nearest_mode
+        )
+
+    def _canonical_symbolic(self, x: TensorType) -> Resize:
+        """Symbolic axes resize by an integer scale (or keep their size); static axes as
+        usual. A fractional scale of a symbolic axis would need a float size rule."""
+        shape: list[Dim] = []
+        scales: list[float] = []
+        for axis, d in enumerate(x.shape):
+            static = Resize(
+                (self.output_shape[axis],) if self.output_shape is not None else None,
+                (self.scales[axis],) if self.scales is not None else None,
+                self.mode,
+                self.coordinate_transformation_mode,
+                self.nearest_mode,
+            )
+            if type(d) is int:
+                one = static.canonicalize(TensorType(x.element_type, (d,)))
+                assert one.output_shape is not None and one.scales is not None
+                shape.append(one.output_shape[0])
+                scales.append(one.scales[0])
+                continue
+            n = self.output_shape[axis] if self.output_shape is not None else None
+            s = self.scales[axis] if self.scales is not None else None
+            if s is not None and float(s).is_integer() and s >= 1 and n is None:
+                shape.append(d * int(s))
+                scales.append(float(s))
+            elif n == d or (n is None and s == 1.0):
+                shape.append(d)
+                scales.append(1.0)
+            else:
+                raise OpTypeError(
+                    f"axis {axis} of x has the symbolic size {d}: it can keep its size or "
+                    f"grow by an integer scale, got scale {s} / output size {n}"
+                )
+        if self.mode is ResizeMode.LINEAR:
+            require_element_type(x, et.FLOATS, "x (mode 'linear')")
+        return Resize(
+            tuple(shape),  # type: ignore[arg-type]  # ShapeAttr
+            tuple(scales),
+            self.mode,
+            self.coordinate_transformation_mode,
+            self.nearest_mode,
         )
 
     def infer(self, x: TensorType) -> TensorType:

@@ -17,12 +17,9 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-import numpy as np
-
 import opgraph.ops.activation as act
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
-from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.tensor_type import TensorType
@@ -36,7 +33,7 @@ from opgraph.ops.common import (
 )
 from opgraph.ops.elementwise import add, greater, multiply, relu, select, sigmoid, subtract, tanh
 from opgraph.ops.linalg import dot
-from opgraph.ops.movement import broadcast, slice, transpose  # noqa: A004
+from opgraph.ops.movement import broadcast, slice, transpose, zeros  # noqa: A004
 
 __all__ = [
     "RnnActivation",
@@ -299,7 +296,7 @@ def lstm_cell(
         ``(h', c')``, both ``[batch, hidden_size]``.
     """
     if p is not None and b is None:
-        b = constant(np.zeros(2 * w.shape[0]), w.element_type)
+        b = zeros(w.element_type, (2 * w.shape[0],))
     inputs = [v for v in (x, h, c, w, r, b, p) if v is not None]
     op = LSTMCell(activations, activation_alpha, activation_beta, clip)
     result: tuple[Output, Output] = op(*inputs)

@@ -16,6 +16,7 @@ from opgraph.passes.pipeline import optimize
 from opgraph.passes.plan_memory import IN_PLACE, MemoryPlan, in_place_pairs, plan_memory
 from opgraph.passes.simplify_algebra import simplify_algebra
 from opgraph.passes.sink_transposes import sink_transposes
+from opgraph.passes.specialize_shapes import specialize_shapes
 from opgraph.passes.unbox_tuples import unbox_tuples
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "plan_memory",
     "simplify_algebra",
     "sink_transposes",
+    "specialize_shapes",
     "unbox_tuples",
     "verify_function",
 ]

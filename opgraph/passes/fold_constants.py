@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -111,6 +110,8 @@ def _fold(
         folded = _fold_broadcast_sources(node, inputs, kernel, max_elements, max_work)
         if folded is not None:
             return folded
+    if not all(isinstance(t, TensorType) and t.is_static for t in node.output_types):
+        return None  # a symbolic size: the value exists only once the symbols are bound
     if any(_elements(t) > max_elements for t in node.output_types):
         return None
     if _work(node, inputs) > max_work:
@@ -155,7 +156,7 @@ def _run(kernel: Any, op: Any, arrays: Sequence[Any]) -> list[np.ndarray] | None
 
 def _constant(value: np.ndarray, t: Any, node: Node) -> Output:
     assert isinstance(t, TensorType)
-    built = Constant(t.element_type, t.shape, value).build(provenance=node.provenance)
+    built = Constant(t.element_type, value.shape, value).build(provenance=node.provenance)
     return built.outputs[0]
 
 
@@ -169,4 +170,4 @@ def _work(node: Node, inputs: tuple[Output, ...]) -> int:
 
 
 def _elements(t: Any) -> int:
-    return math.prod(t.shape) if isinstance(t, TensorType) else 0
+    return t.size if isinstance(t, TensorType) else 0

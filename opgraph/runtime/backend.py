@@ -14,8 +14,9 @@ from opgraph.core.errors import CallTypeError, GraphError, RegistryError
 from opgraph.core.function import Function
 from opgraph.core.tensor_type import TensorType
 from opgraph.runtime.arguments import bind_arguments
+from opgraph.runtime.binding import Binding, ShapeBinder
 from opgraph.runtime.tensor import Tensor
-from opgraph.runtime.validation import validate_call
+from opgraph.runtime.validation import check_lists, validate_call
 
 #: A progress callback: ``progress(done, total)`` as long work (a C compile) advances.
 Progress = Callable[[int, int], None]
@@ -44,16 +45,44 @@ class Executable(ABC):
         self.profile = profile
         self._counters: dict[str, list[float]] = {}
         self._counter_lock = threading.Lock()
+        #: Binds the symbols of a symbolic Function per call (None when it is static).
+        self.binder = ShapeBinder.create(self.parameter_types, self.result_types, function.name)
 
     def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
         """Run: read ``inputs``, write ``outputs`` (outputs first, as in nGraph).
 
+        A symbolic Function binds its symbols from the input tensors' shapes; the result
+        tensors must have the shapes the binding gives.
+
         Raises:
-            GraphError / CallTypeError: wrong counts, shapes or element types.
+            GraphError / CallTypeError: wrong counts, shapes or element types; inconsistent
+                symbol bindings or a value outside a symbol's bounds (CallTypeError).
             AliasingError: two outputs share memory, or an output shares memory with an input.
         """
-        validate_call(outputs, inputs, self.result_types, self.parameter_types, self.function.name)
+        if self.binder is None:
+            parameter_types, result_types = self.parameter_types, self.result_types
+        else:
+            parameter_types, result_types = self.bound_types(outputs, inputs)
+        validate_call(outputs, inputs, result_types, parameter_types, self.function.name)
         self._run(outputs, inputs)
+
+    def bound_types(
+        self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]
+    ) -> tuple[tuple[TensorType, ...], tuple[TensorType, ...]]:
+        """Parameter and result types for the binding the input tensors give."""
+        assert self.binder is not None
+        check_lists(outputs, inputs, self.function.name)
+        for i, tensor in enumerate(inputs):
+            if not isinstance(tensor, Tensor):
+                raise CallTypeError(
+                    f"{self.function.name}: input {i} must be a Tensor from "
+                    f"backend.create_tensor, got {type(tensor).__name__}"
+                )
+        return self.binder.types(self.binder.bind([t.shape for t in inputs], "input"))
+
+    def bind(self, shapes: Sequence[tuple[int, ...]]) -> Binding:
+        """The symbol values argument ``shapes`` give ({} for a static Function)."""
+        return {} if self.binder is None else self.binder.bind(shapes)
 
     def __call__(self, /, *arrays: Any, **named: Any) -> list[np.ndarray]:
         """Convenience: numpy arrays in, a list of numpy arrays out.
@@ -79,11 +108,15 @@ class Executable(ABC):
                 f"{self.function.name}: expected {len(self.parameter_types)} argument(s), "
                 f"got {len(arrays)}"
             )
+        parameter_types, result_types = self.parameter_types, self.result_types
+        if self.binder is not None:
+            shapes = [_shape_of(a, i) for i, a in enumerate(arrays)]
+            parameter_types, result_types = self.binder.types(self.binder.bind(shapes))
         inputs = [
             _as_tensor(a, t, i)
-            for i, (a, t) in enumerate(zip(arrays, self.parameter_types, strict=True))
+            for i, (a, t) in enumerate(zip(arrays, parameter_types, strict=True))
         ]
-        outputs = [Tensor(t.element_type, t.shape) for t in self.result_types]
+        outputs = [Tensor(t.element_type, t.shape) for t in result_types]
         self.call(outputs, inputs)
         return [o.buffer for o in outputs]
 
@@ -105,12 +138,21 @@ class Executable(ABC):
             entry[1] += 1
 
 
-def _as_tensor(array: Any, t: TensorType, index: int) -> Tensor:
+def _shape_of(array: Any, index: int) -> tuple[int, ...]:
+    _reject_mapping(array, index)
+    return tuple(np.shape(array))
+
+
+def _reject_mapping(array: Any, index: int) -> None:
     if isinstance(array, Mapping):
         raise GraphError(
             f"argument {index} is a mapping; pass a mapping of arguments by name as the only "
             "argument (exe({'x': x})), or arrays positionally, or exe(x=...)"
         )
+
+
+def _as_tensor(array: Any, t: TensorType, index: int) -> Tensor:
+    _reject_mapping(array, index)
     value = np.asarray(array)
     if value.dtype != t.element_type.dtype:
         raise CallTypeError(

@@ -54,7 +54,7 @@ class Tensor:
 
     @property
     def shape(self) -> Shape:
-        return self.type.shape
+        return self.type.shape  # type: ignore[return-value]  # a tensor's shape is static
 
     def write(self, value: Any) -> None:
         """Copy ``value`` (an array of this tensor's shape) into the tensor.

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import DimExpr
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.function import Function
@@ -107,6 +108,11 @@ def encode_value(value: Any, encoder: Encoder, max_depth: int = 64, depth: int =
         return {"function": encoder.function_ref(value)}
     if kind is np.ndarray:
         return {"array": encoder.array_ref(value)}
+    if kind is DimExpr:
+        raise ValueProblem(
+            f"the symbolic dimension {value} cannot be stored by this file format version; "
+            "specialise the Function first (og.passes.specialize_shapes(fn, {name: value}))"
+        )
     raise ValueProblem(
         f"a value of type {kind.__module__}.{kind.__qualname__} ({value!r:.60}) cannot be "
         f"serialized; supported kinds: {SUPPORTED} (normalise it in the op's __post_init__)"

@@ -29,6 +29,7 @@ from opgraph.core.op import Op
 from opgraph.passes.decompose import decompose
 from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.pipeline import optimize as optimize_function
+from opgraph.passes.specialize_shapes import is_symbolic
 from opgraph.passes.unbox_tuples import unbox_tuples
 
 #: The lowering registries: an op class in one of them has code generated for it.
@@ -90,6 +91,19 @@ class FusedProgram:
     plan: MemoryPlan
 
 
+def require_static(function: Function, backend: str) -> None:
+    """Raise ``UnsupportedOpError`` when ``function`` has symbolic dimensions: the fused
+    backends compile static shapes only (so far)."""
+    if not is_symbolic(function):
+        return
+    types = ", ".join(str(t) for t in function.parameter_types)
+    raise UnsupportedOpError(
+        f"{backend} needs static shapes; {function.name} has symbolic dimensions ({types}). "
+        "Run it on INTERPRETER, which binds symbols per call, or specialise it first: "
+        "og.passes.specialize_shapes(fn, {'batch': 8})"
+    )
+
+
 def compile_program(
     function: Function, backend: str, optimize: bool = True, threads: int = 1
 ) -> FusedProgram:
@@ -105,6 +119,7 @@ def compile_program(
     Raises:
         UnsupportedOpError: an op has neither a lowering nor a reference kernel.
     """
+    require_static(function, backend)
     lowered = lower(function, optimize)
     missing = sorted(
         {

@@ -6,14 +6,22 @@ several threads at once. Each kernel's result is checked against the node's infe
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from opgraph.backends.interpreter.kernels import KERNELS
-from opgraph.core.errors import ExecutionError, OpgraphError, UnsupportedOpError
+from opgraph.core.errors import (
+    CallTypeError,
+    ExecutionError,
+    OpgraphError,
+    OpTypeError,
+    UnsupportedOpError,
+)
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
@@ -21,6 +29,7 @@ from opgraph.core.printing import format_node, value_names
 from opgraph.core.tensor_type import TensorType
 from opgraph.passes.decompose import decompose
 from opgraph.passes.inline_calls import inline_calls
+from opgraph.passes.specialize_shapes import is_symbolic, specialize_shapes
 from opgraph.passes.unbox_tuples import unbox_tuples
 from opgraph.runtime.backend import Backend, Executable
 from opgraph.runtime.tensor import Tensor
@@ -39,19 +48,25 @@ class InterpreterBackend(Backend):
     name = "INTERPRETER"
 
     def compile(self, function: Function, profile: bool = False) -> InterpreterExecutable:
-        lowered = lower_for_interpreter(function)
-        missing = sorted(
-            {
-                n.op.name
-                for n in lowered.ops
-                if type(n.op) not in KERNELS and not isinstance(n.op, Constant)
-            }
+        if is_symbolic(function):
+            return SymbolicExecutable(function, profile)
+        return InterpreterExecutable(function, _lowered(function), profile)
+
+
+def _lowered(function: Function) -> Function:
+    lowered = lower_for_interpreter(function)
+    missing = sorted(
+        {
+            n.op.name
+            for n in lowered.ops
+            if type(n.op) not in KERNELS and not isinstance(n.op, Constant)
+        }
+    )
+    if missing:
+        raise UnsupportedOpError(
+            f"INTERPRETER has no kernel for: {', '.join(missing)} (in {function.name})"
         )
-        if missing:
-            raise UnsupportedOpError(
-                f"INTERPRETER has no kernel for: {', '.join(missing)} (in {function.name})"
-            )
-        return InterpreterExecutable(function, lowered, profile)
+    return lowered
 
 
 class InterpreterExecutable(Executable):
@@ -110,3 +125,47 @@ def _checked(result: np.ndarray, expected: Any, index: int) -> np.ndarray:
             f"{expected} (a kernel bug)"
         )
     return result
+
+
+class SymbolicExecutable(InterpreterExecutable):
+    """A Function with symbolic dimensions. Each call binds the symbols from the argument
+    shapes, specialises the Function to that binding (every type rule re-checked for those
+    values) and runs the static walk; the last ``CACHE_SIZE`` bindings' walks are kept."""
+
+    CACHE_SIZE = 16
+
+    def __init__(self, function: Function, profile: bool) -> None:
+        Executable.__init__(self, function, profile)
+        self.lowered = function
+        self._steps = []
+        self._names = value_names(function)
+        self._cache: OrderedDict[tuple[tuple[str, int], ...], InterpreterExecutable] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def specialized(self, binding: Mapping[str, int]) -> InterpreterExecutable:
+        """The static executable for ``binding`` (cached).
+
+        Raises:
+            CallTypeError: a type rule rejects these values (a slice past the bound axis…).
+        """
+        key = tuple(sorted(binding.items()))
+        with self._cache_lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
+        try:
+            static = specialize_shapes(self.function, binding)
+        except OpTypeError as error:
+            raise CallTypeError(str(error)) from None
+        exe = InterpreterExecutable(static, _lowered(static), self.profile)
+        exe._counters, exe._counter_lock = self._counters, self._counter_lock
+        with self._cache_lock:
+            self._cache[key] = exe
+            while len(self._cache) > self.CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return exe
+
+    def evaluate(self, arguments: Sequence[np.ndarray]) -> list[np.ndarray]:
+        binding = self.bind([a.shape for a in arguments])
+        return self.specialized(binding).evaluate(arguments)

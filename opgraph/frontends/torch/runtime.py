@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from opgraph.core.errors import GraphError
+from opgraph.core.shape import static_shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.frontends.torch.types import as_numpy, to_torch
 from opgraph.runtime.backend import Backend, Executable
@@ -62,7 +63,9 @@ class ExecutableModule(torch.nn.Module):
         self.inputs = list(inputs)
         self.single = single
         self._params = list(executable.parameter_types)
-        self._results = [(r.shape, to_torch(r.element_type)) for r in executable.result_types]
+        self._results = [
+            (static_shape(r.shape), to_torch(r.element_type)) for r in executable.result_types
+        ]
 
     def forward(self, *args: Any) -> Any:
         tensors: list[Tensor | None] = [None] * len(self._params)

@@ -19,7 +19,7 @@ from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.literals import Constant
 from opgraph.core.node import Node, Output
-from opgraph.core.shape import Shape
+from opgraph.core.shape import Shape, static_shape
 from opgraph.ops import elementwise, movement
 from opgraph.ops.conversion import Convert
 from opgraph.ops.linalg import Dot, MatMul
@@ -165,7 +165,7 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
     a_shape = (1, *a.shape) if a.rank == 1 else a.shape
     b_shape = (*b.shape, 1) if b.rank == 1 else b.shape
     (n, k), m = a_shape[-2:], b_shape[-1]
-    batch = numpy_broadcast_shape(a_shape[:-2], b_shape[:-2])
+    batch = static_shape(numpy_broadcast_shape(a_shape[:-2], b_shape[:-2]))
     if out.tensor_type.size == 0:
         return
     if k == 0:

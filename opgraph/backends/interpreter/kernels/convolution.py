@@ -17,6 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from opgraph.backends.interpreter.kernels.registry import KERNELS, is_float
+from opgraph.core.shape import static_shape
 from opgraph.ops.convolution import (
     Convolution,
     ConvolutionBackpropData,
@@ -99,7 +100,7 @@ def _prepared(op: Convolution | ConvolutionBackpropFilters, x: Array) -> Array:
 def _convolution(op: Convolution, x: Array, w: Array) -> Array:
     assert op.strides is not None and op.dilations is not None
     wide = accumulator(x.dtype)
-    out = op.output_shape(x.shape, w.shape)
+    out = static_shape(op.output_shape(x.shape, w.shape))
     k, g = x.ndim - 2, op.groups
     cols = window_view(
         _prepared(op, x.astype(wide)), w.shape[2:], op.strides, op.dilations, out[2:]

@@ -9,6 +9,7 @@ import numpy as np
 from opgraph.backends.interpreter.kernels.convolution import accumulator, pad_crop, window_view
 from opgraph.backends.interpreter.kernels.registry import KERNELS, lowest
 from opgraph.core.element_type import from_dtype
+from opgraph.core.shape import static_shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.pooling import (
     AvgPool,
@@ -27,7 +28,7 @@ def _geometry(op: Pool, x: Array) -> tuple[tuple[int, ...], list[int], tuple[int
     assert op.strides is not None and op.padding_above is not None
     assert op.padding_below is not None
     k = x.ndim - 2
-    out = op.output_spatial(TensorType(from_dtype(x.dtype), x.shape))
+    out = static_shape(op.output_spatial(TensorType(from_dtype(x.dtype), x.shape)))
     dilations = op.window_dilations(k)
     above = []
     for d, f, s, dl, pb, pa, o in zip(
