@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from opgraph.backends.cpu.codegen import dialect, runtime
+from opgraph.backends.cpu.codegen import bf16, dialect, runtime
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.depthwise import DirectConvEmitter
@@ -52,7 +52,7 @@ UNIT_CHARS = 12000
 #: Helpers that are expensive to compile and that gcc specialises for the constant arguments
 #: of their callers (``og_gemm_panels`` is about 0.5 s at -O3): every step that calls one goes
 #: into the same unit, so the helper is compiled once, as in a single-unit module.
-SHARED_HELPERS = ("og_gemm_panels(", "og_gemv_panels(")
+SHARED_HELPERS = ("og_gemm_panels(", "og_gemv_panels(", "og_gemm_bf16_panels(")
 
 
 @dataclass(frozen=True)
@@ -207,6 +207,7 @@ STEP_EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
     ScanStep: _scan,
     FallbackStep: _fallback,
 }
+STEP_EMITTERS.update(bf16.EMITTERS)  # precision="bf16" (codegen/bf16.py)
 
 
 def _step(step: Step, i: int, module: ModuleContext) -> Emitted:
