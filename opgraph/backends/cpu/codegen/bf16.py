@@ -57,6 +57,8 @@ DEPTH = 384
 #: Rows of activations rounded to bf16 at a time (72 KiB of stack, in L2), each 32-column
 #: panel slice then serving all their tiles.
 CHUNK = 8 * ROWS
+#: Panels of the f32 right operand rounded to bf16 at a time by ``og_sgemm_bf16`` (96 KiB).
+WIDE = 4
 
 
 @dataclasses.dataclass(eq=False)
@@ -362,39 +364,47 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
 }}
 /* sgemm(RowMajor, NoTrans, NoTrans, M, N, K, 1, A, lda, B, ldb, 0, C, ldc) with A in bf16
    (a constant: finite, and one readable element after its last row) and B in f32, rounded to
-   bf16 pairs per panel of 32 columns and {DEPTH} rows. */
+   bf16 pairs by blocks of {WIDE} panels of 32 columns and {DEPTH} rows (96 KiB, L2); each
+   tile of A ({ROWS} rows, L1) then serves all the block's panels, so A is streamed once per
+   {WIDE * 32} columns. */
 static void og_sgemm_bf16(int order, int ta, int tb, int M, int N, int K, float alpha,
                           const uint16_t* restrict A, int lda, const float* restrict B,
                           int ldb, float beta, float* restrict C, int ldc) {{
   (void)order; (void)ta; (void)tb; (void)alpha; (void)beta;
-  uint32_t panel[{pairs} * 32];
-  for (long n = 0; n < N; n += 32) {{
-    long valid = N - n < 32 ? N - n : 32;
+  uint32_t panel[{WIDE} * {pairs} * 32];
+  for (long n0 = 0; n0 < N; n0 += {WIDE * 32}) {{
+    long count = (N - n0 < {WIDE * 32} ? N - n0 + 31 : {WIDE * 32}) / 32;
     for (long k0 = 0; k0 < K; k0 += {DEPTH}) {{
       long k1 = k0 + {DEPTH} < K ? k0 + {DEPTH} : K, kp = (k1 - k0 + 1) / 2;
-      for (long q = 0; q < kp; ++q) {{
-        const float* lo = B + (k0 + 2 * q) * (long)ldb + n;
-        const float* hi = k0 + 2 * q + 1 < k1 ? lo + ldb : 0;
-        uint32_t* d = panel + q * 32;
-        if (valid == 32 && hi) {{
-          #pragma omp simd
-          for (long j = 0; j < 32; ++j) d[j] = og_bf16_bits(lo[j]) | og_bf16_bits(hi[j]) << 16;
-          continue;
+      for (long pi = 0; pi < count; ++pi) {{
+        long n = n0 + pi * 32, valid = N - n < 32 ? N - n : 32;
+        for (long q = 0; q < kp; ++q) {{
+          const float* lo = B + (k0 + 2 * q) * (long)ldb + n;
+          const float* hi = k0 + 2 * q + 1 < k1 ? lo + ldb : 0;
+          uint32_t* d = panel + (pi * {pairs} + q) * 32;
+          if (valid == 32 && hi) {{
+            #pragma omp simd
+            for (long j = 0; j < 32; ++j) d[j] = og_bf16_bits(lo[j]) | og_bf16_bits(hi[j]) << 16;
+            continue;
+          }}
+          for (long j = 0; j < 32; ++j)
+            d[j] = j < valid ? og_bf16_bits(lo[j]) | (hi ? og_bf16_bits(hi[j]) << 16 : 0u) : 0u;
         }}
-        for (long j = 0; j < 32; ++j)
-          d[j] = j < valid ? og_bf16_bits(lo[j]) | (hi ? og_bf16_bits(hi[j]) << 16 : 0u) : 0u;
       }}
       for (long m = 0; m < M; m += {ROWS}) {{
         int rows = M - m < {ROWS} ? (int)(M - m) : {ROWS};
+        for (long pi = 0; pi < count; ++pi) {{
+          long valid = N - n0 - pi * 32 < 32 ? N - n0 - pi * 32 : 32;
 #define OG_A (A + m * (long)lda + k0)
 #define OG_LDA (long)lda
-#define OG_B panel
-#define OG_C (C + m * (long)ldc + n)
-        switch (rows) {{ {cases} default: break; }}
+#define OG_B (panel + pi * {pairs} * 32)
+#define OG_C (C + m * (long)ldc + n0 + pi * 32)
+          switch (rows) {{ {cases} default: break; }}
 #undef OG_A
 #undef OG_LDA
 #undef OG_B
 #undef OG_C
+        }}
       }}
     }}
   }}
