@@ -1,6 +1,7 @@
 """Benchmark opgraph against onnxruntime, OpenVINO, torch and numpy on the same models.
 
-    python bench/run.py --workload all [--quick] [--repeat 3] [--isa avx2] [--report results.md]
+    python bench/run.py --workload all [--quick] [--repeat 3] [--isa avx2] [--load 1]
+                        [--report results.md]
 
 Runtimes run interleaved in one process (round after round, each runtime a block of
 iterations, the starting runtime rotating), each with the same number of threads. ``--isa``
@@ -8,6 +9,10 @@ forces the instruction set of opgraph's generated code (``avx2`` runs on AVX-512
 so both paths are measured wherever the benchmark runs); the peers keep their own dispatch. Before
 timing, opgraph's outputs are checked against onnxruntime's. Reported: per-runtime medians,
 and the ratio of opgraph's median to the fastest of onnxruntime and OpenVINO.
+
+``--load N`` measures every case twice per session, quiet and then with N busy-looping
+processes beside it (``bench/load.py``: unpinned), and prints both tables and, per case, the
+loaded ratio over the quiet one (target: at most 1.25, and the loaded ratio at most 1.5).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench import runners  # noqa: E402
+from bench import load, runners  # noqa: E402
 from bench.models import Case  # noqa: E402
 from bench.workloads import WORKLOADS, build  # noqa: E402
 from opgraph.backends.cpu.config import ISA_FLAGS  # noqa: E402
@@ -100,13 +105,32 @@ COLUMNS = ("opgraph", "opgraph exe()", "onnxruntime", "openvino", "torch", "nump
 
 
 def run_case(case: Case, args: argparse.Namespace) -> dict[str, object]:
+    """Measure ``case``; with ``--load N`` each session is a quiet measurement followed by
+    one beside N busy loops (result["loaded"])."""
+    quiet: list[dict[str, float]] = []
+    loaded: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="opgraph-bench-cache-") as tmp:
         prepared = prepare(case, Path(tmp), interpreter=not args.no_interpreter, isa=args.isa)
         error = check(case, prepared)
-        sessions = [measure(prepared, args.rounds, args.block) for _ in range(args.repeat)]
+        for _ in range(args.repeat):
+            quiet.append(measure(prepared, args.rounds, args.block))
+            if args.load:
+                with load.busy_loops(args.load):
+                    loaded.append(measure(prepared, args.rounds, args.block))
+    result = summarize(case, quiet, prepared, error)
+    if loaded:
+        result["loaded"] = summarize(case, loaded, prepared, error)
+    return result
+
+
+def summarize(
+    case: Case,
+    sessions: list[dict[str, float]],
+    prepared: dict[str, runners.Prepared],
+    error: float,
+) -> dict[str, object]:
     medians = {n: statistics.median(s[n] for s in sessions) for n in sessions[0]}
     best_peer = min(medians[p] for p in PEERS)
-    extra = prepared["opgraph"].extra
     return {
         "case": case,
         "medians": medians,
@@ -114,9 +138,30 @@ def run_case(case: Case, args: argparse.Namespace) -> dict[str, object]:
         "ratio": medians["opgraph"] / best_peer,
         "ratio_exe": medians["opgraph exe()"] / best_peer,
         "error": error,
-        "extra": extra,
+        "extra": prepared["opgraph"].extra,
         "peer_compile": {p: prepared[p].compile_seconds for p in PEERS},
     }
+
+
+def load_table(results: list[dict[str, object]], count: int) -> str:
+    """Per case: quiet ratio, loaded ratio, their quotient, and the targets."""
+    lines = [
+        f"| case | ratio quiet | ratio with {count} busy loop(s) | loaded / quiet | "
+        "target (loaded/quiet <= 1.25, loaded <= 1.5) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        loaded = r["loaded"]
+        case = r["case"]
+        assert isinstance(loaded, dict) and isinstance(case, Case)
+        quiet_ratio, loaded_ratio = float(r["ratio"]), float(loaded["ratio"])  # type: ignore[arg-type]
+        quotient = loaded_ratio / quiet_ratio
+        met = quotient <= 1.25 and loaded_ratio <= 1.5
+        lines.append(
+            f"| {case.name} | {quiet_ratio:.2f} | {loaded_ratio:.2f} | **{quotient:.2f}** | "
+            f"{'met' if met else 'missed'} |"
+        )
+    return "\n".join(lines)
 
 
 def table(results: list[dict[str, object]]) -> str:
@@ -180,6 +225,13 @@ def main() -> None:
         choices=sorted(ISA_FLAGS),
         help="instruction set of opgraph's generated code (default: %(default)s)",
     )
+    parser.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure each case beside N busy-looping processes (unpinned)",
+    )
     args = parser.parse_args()
     args.rounds = args.rounds or (3 if args.quick else 10)
     args.block = args.block or (0.02 if args.quick else 0.1)
@@ -188,11 +240,20 @@ def main() -> None:
         result = run_case(case, args)
         results.append(result)
         print(table([result]).splitlines()[-3], flush=True)
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+        if args.load:
+            print("  loaded: " + table([result["loaded"]]).splitlines()[-3], flush=True)  # type: ignore[list-item]
+    average = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     report = (
-        f"threads: {THREADS}; opgraph isa: {args.isa}; load average at the end: {load}\n\n"
+        f"threads: {THREADS}; opgraph isa: {args.isa}; load average at the end: {average}\n\n"
         f"{table(results)}\n\n{compile_table(results)}\n"
     )
+    if args.load:
+        loaded = [r["loaded"] for r in results]
+        report += (
+            f"\nWith {args.load} busy-looping process(es) beside the measurement "
+            f"(bench/load.py, unpinned):\n\n{table(loaded)}\n\n"  # type: ignore[arg-type]
+            f"{load_table(results, args.load)}\n"
+        )
     print(report)
     if args.report:
         args.report.write_text(report)

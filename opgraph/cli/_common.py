@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from opgraph.core.errors import OpgraphError
 
@@ -130,3 +132,18 @@ def example_module(name: str) -> ModuleType:
             "the demos are in the opgraph_examples package, which installs with opgraph "
             "(pip install opgraph); in a source checkout, put examples/ on PYTHONPATH"
         ) from None
+
+
+def check_shape_names(inputs: Sequence[Any], shapes: Mapping[str, Any]) -> None:
+    """Every ``--shape NAME=...`` names one of the model's ``inputs`` (``NodeArg``s).
+
+    Raises:
+        CliError: listing the unknown names and the model's inputs.
+    """
+    names = [i.name for i in inputs]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise CliError(
+            f"--shape names unknown input(s) {', '.join(unknown)}; the model's inputs: "
+            f"{', '.join(names)}"
+        )

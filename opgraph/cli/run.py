@@ -25,6 +25,7 @@ import numpy as np
 
 from opgraph.cli._common import (
     CliError,
+    check_shape_names,
     check_writable_directory,
     input_item,
     non_negative_int,
@@ -186,13 +187,7 @@ def input_shapes(
         CliError: a ``--shape`` for an input the model lacks, or contradicting the model or
             the ``--input`` array, or an input with symbolic dimensions and neither flag.
     """
-    names = [i.name for i in inputs]
-    unknown = sorted(set(shapes) - set(names))
-    if unknown:
-        raise CliError(
-            f"--shape names unknown input(s) {', '.join(unknown)}; the model's inputs: "
-            f"{', '.join(names)}"
-        )
+    check_shape_names(inputs, shapes)
     result = {}
     for arg in inputs:
         result[arg.name] = _input_shape(arg, given.get(arg.name), shapes.get(arg.name))

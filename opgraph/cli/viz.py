@@ -9,7 +9,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from opgraph.cli._common import CliError, example_module, positive_int, shape_item
+from opgraph.cli._common import (
+    CliError,
+    check_shape_names,
+    example_module,
+    positive_int,
+    shape_item,
+)
 
 #: The built-in demo models ``opgraph viz`` accepts by name.
 DEMO_MODELS = ("seed", "mlp")
@@ -94,13 +100,7 @@ def _load_onnx(path: str, shapes: dict[str, tuple[int, ...]]) -> Any:
     from opgraph.frontends.onnx import InferenceSession, import_model
 
     inputs = InferenceSession(path, backend="INTERPRETER").get_inputs()
-    names = [i.name for i in inputs]
-    unknown = sorted(set(shapes) - set(names))
-    if unknown:
-        raise CliError(
-            f"--shape names unknown input(s) {', '.join(unknown)}; the model's inputs: "
-            f"{', '.join(names)}"
-        )
+    check_shape_names(inputs, shapes)
     defaulted = []
     for arg in inputs:
         if arg.name in shapes or arg.shape is None or all(isinstance(d, int) for d in arg.shape):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opgraph.backends.cpu.cache import ModuleCache, module_cache
-from opgraph.backends.cpu.codegen import runtime
+from opgraph.backends.cpu.codegen import kernels, runtime
 from opgraph.backends.cpu.config import CpuConfig, resolve_compiler
 from opgraph.core.errors import OpgraphError
 from opgraph.runtime.backend import Progress
@@ -129,6 +129,7 @@ class CompiledModule:
 
 _load_lock = threading.RLock()
 _RUNTIMES: dict[tuple[str, str], ctypes.CDLL] = {}
+_KERNELS: dict[tuple[str, str, str], ctypes.CDLL] = {}
 
 
 class Toolchain:
@@ -191,6 +192,31 @@ class Toolchain:
         library, _, _ = self.cache.load(key, build, ctypes.RTLD_GLOBAL)
         return library
 
+    def kernels(self) -> ctypes.CDLL:
+        """The generic kernel library (:mod:`~opgraph.backends.cpu.codegen.kernels`) for this
+        configuration's target flags, built once per cache and loaded globally so that
+        modules resolve its functions."""
+        target = (*self.config.target_flags(), *self.config.extra_cflags)
+        with _load_lock:
+            key = (str(self.config.cache_dir), self.compiler or "", kernels.suffix(target))
+            found = _KERNELS.get(key)
+            if found is None:
+                source = kernels.library_source(target)
+
+                def build(work: Path, name: str) -> Path:
+                    return self._run_compiler(source, work, name, self.flags(frozenset()), [])
+
+                found, _, _ = self.cache.load(self._kernels_key(), build, ctypes.RTLD_GLOBAL)
+                _KERNELS[key] = found
+            return found
+
+    def _kernels_key(self) -> str:
+        target = (*self.config.target_flags(), *self.config.extra_cflags)
+        compiler = _compiler_identity(self.require_compiler())
+        parts = [kernels.library_source(target), " ".join(self.flags(frozenset()))]
+        parts += [compiler, _cpu_signature()]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40] + "-kernels"
+
     def build(
         self,
         source: str,
@@ -202,7 +228,9 @@ class Toolchain:
 
         Args:
             source: the module's C source (the cache key hashes it).
-            needs: "blas", "mvec": what to link.
+            needs: "blas", "mvec": what to link; "kernels": load the generic kernel library
+                first (:meth:`kernels`; built beside the module's own compile when neither
+                is cached yet).
             units: the translation units ``source`` is made of, compiled in parallel and
                 linked (default: ``source`` as one unit).
             progress: called as ``progress(0, n)`` and then once per compiled unit.
@@ -213,12 +241,29 @@ class Toolchain:
         libraries = [f for f in flags if f.startswith(("-l", "-L", "-Wl"))]
         options = [f for f in flags if f not in libraries]
         parts = tuple(units) or (source,)
+        with ThreadPoolExecutor(1, thread_name_prefix="opgraph-kernels") as beside:
+            # the library is loaded before the module; in a new cache (neither built yet) the
+            # two compile side by side and the module waits for the library before loading
+            ready = None
+            if "kernels" in needs:
+                cache = self.cache
+                if cache.path(key).exists() or cache.path(self._kernels_key()).exists():
+                    self.kernels()
+                else:
+                    ready = beside.submit(self.kernels)
 
-        def build(work: Path, name: str) -> Path:
-            log.info("compile cache miss: %s", name)
-            return self._run_compiler(source, work, name, options, libraries, parts, progress)
+            def build(work: Path, name: str) -> Path:
+                log.info("compile cache miss: %s", name)
+                made = self._run_compiler(source, work, name, options, libraries, parts, progress)
+                if ready is not None:
+                    ready.result()
+                return made
 
-        library, path, hit = self.cache.load(key, build, ctypes.RTLD_LOCAL)  # after the runtime
+            try:
+                library, path, hit = self.cache.load(key, build, ctypes.RTLD_LOCAL)
+            finally:
+                if ready is not None:
+                    ready.result()  # a failure to build the library is raised, not lost
         if hit:
             log.debug("compile cache hit: %s", path)
         return CompiledModule(library, path, key, hit)

@@ -28,55 +28,104 @@ from opgraph.backends.fused.views import View
 Producer = GemmStep | ConvStep | WinogradStep
 
 
+class _Index:
+    """Which steps read and write each buffer, and the steps' relative order, computed once
+    and updated as steps merge or move (a scan of every step per question made the pass
+    quadratic: ``_consumer`` was a quarter of a large model's compile)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.readers: dict[int, dict[int, Step]] = {}
+        self.writers: dict[int, dict[int, Step]] = {}
+        self.seen: dict[int, tuple[set[int], set[int]]] = {}
+        self.key: dict[int, float] = {id(s): float(i) for i, s in enumerate(program.steps)}
+        for step in program.steps:
+            self.add(step)
+
+    def add(self, step: Step) -> None:
+        reads, writes = {v.buffer for v in step.reads()}, {v.buffer for v in step.writes()}
+        self.seen[id(step)] = (reads, writes)
+        for table, buffers in ((self.readers, reads), (self.writers, writes)):
+            for b in buffers:
+                table.setdefault(b, {})[id(step)] = step
+
+    def drop(self, step: Step) -> None:
+        reads, writes = self.seen.pop(id(step))
+        for table, buffers in ((self.readers, reads), (self.writers, writes)):
+            for b in buffers:
+                del table[b][id(step)]
+
+    def changed(self, step: Step) -> None:
+        self.drop(step)
+        self.add(step)
+
+    def remove(self, step: Step) -> None:
+        """``step`` leaves the program (merged into another)."""
+        self.drop(step)
+        self.program.steps.remove(step)
+
+    def written_before(self, buffer: int, step: Step) -> bool:
+        at = self.key[id(step)]
+        return any(self.key[w] < at for w in self.writers.get(buffer, {}))
+
+    def first_writer_from(self, buffer: int, step: Step) -> Step | None:
+        """The first step at or after ``step`` that writes ``buffer``."""
+        at = self.key[id(step)]
+        later = [w for w in self.writers.get(buffer, {}).values() if self.key[id(w)] >= at]
+        return min(later, key=lambda w: self.key[id(w)], default=None)
+
+    def move_before(self, step: Step, anchor: Step) -> None:
+        steps = self.program.steps
+        steps.remove(step)
+        at = steps.index(anchor)
+        steps.insert(at, step)
+        below = self.key[id(steps[at - 1])] if at > 0 else self.key[id(anchor)] - 1.0
+        self.key[id(step)] = (below + self.key[id(anchor)]) / 2
+
+
 def fuse_epilogues(program: Program) -> None:
     """Move qualifying consumers of products into the producing steps (in place)."""
-    merge_pointwise_steps(program)
+    index = _Index(program)
+    merge_pointwise_steps(program, index)
     producers = [s for s in program.steps if isinstance(s, GemmStep | ConvStep | WinogradStep)]
     for producer in producers:
         out = producer.out
         if out is None or not _fusable_output(program, producer):
             continue
-        consumer = _consumer(program, out.buffer)
+        consumer = _consumer(program, out.buffer, index)
         if consumer is None:
             continue
-        _hoist_inputs(program, consumer, producer)
-        position = {id(step): i for i, step in enumerate(program.steps)}
-        if not _ready(program, consumer, out.buffer, position[id(producer)]):
+        _hoist_inputs(program, consumer, producer, index)
+        if not _ready(program, consumer, out.buffer, producer, index):
             continue
         kernel = consumer.kernels[0]
         _redirect(producer, kernel, out)
         producer.epilogue = kernel
         producer.label += "; epilogue: " + consumer.label
         producer.nodes = producer.nodes + consumer.nodes
-        program.steps.remove(consumer)
+        index.remove(consumer)
+        index.changed(producer)
 
 
-def _hoist_inputs(program: Program, consumer: Step, producer: Step) -> None:
+def _hoist_inputs(program: Program, consumer: Step, producer: Step, index: _Index) -> None:
     """Move the steps computing the consumer's other inputs before the producer when they
     depend only on earlier steps (a residual branch computed after the main one)."""
     for view in consumer.reads():
-        steps = program.steps
-        at = steps.index(producer)
-        writer = next((s for s in steps[at:] if view.buffer in _written(s)), None)
+        writer = index.first_writer_from(view.buffer, producer)
         if writer is None or writer is consumer or writer is producer:
             continue
-        before = {b for s in steps[:at] for b in _written(s)}
         needs = {v.buffer for v in writer.reads()}
         arena = {
             b for b in needs if program.buffers[b].kind in (BufferKind.ARENA, BufferKind.RESULT)
         }
-        if arena <= before:
-            steps.remove(writer)
-            steps.insert(at, writer)
+        if all(index.written_before(b, producer) for b in arena):
+            index.move_before(writer, producer)
 
 
-def _written(step: Step) -> set[int]:
-    return {v.buffer for v in step.writes()}
-
-
-def merge_pointwise_steps(program: Program) -> None:
+def merge_pointwise_steps(program: Program, index: _Index | None = None) -> None:
     """A pointwise kernel whose only reader is another pointwise kernel of the same shape
     (a layout copy made by a lowering, then its consumer) becomes part of that kernel."""
+    index = index or _Index(program)
     for first in [s for s in program.steps if _pointwise(s)]:
         assert isinstance(first, LoopStep)
         kernel = first.kernels[0]
@@ -85,13 +134,14 @@ def merge_pointwise_steps(program: Program) -> None:
         stored, view = kernel.stores[0]
         if program.buffers[view.buffer].kind is not BufferKind.ARENA or not view.is_whole:
             continue
-        second = _consumer(program, view.buffer)
+        second = _consumer(program, view.buffer, index)
         if second is None or second.kernels[0].shape != kernel.shape:
             continue
         _inline(kernel, stored, second.kernels[0], view.buffer)
         second.label = first.label + "; " + second.label
         second.nodes = first.nodes + second.nodes
-        program.steps.remove(first)
+        index.remove(first)
+        index.changed(second)
 
 
 def _pointwise(step: Step) -> bool:
@@ -125,8 +175,8 @@ def _fusable_output(program: Program, producer: Producer) -> bool:
     return not (isinstance(producer, ConvStep) and producer.wide and producer.images[0] != 1)
 
 
-def _consumer(program: Program, buffer: int) -> LoopStep | None:
-    readers = [s for s in program.steps if any(v.buffer == buffer for v in s.reads())]
+def _consumer(program: Program, buffer: int, index: _Index) -> LoopStep | None:
+    readers = list(index.readers.get(buffer, {}).values())
     if len(readers) != 1 or not isinstance(readers[0], LoopStep):
         return None
     step = readers[0]
@@ -146,21 +196,14 @@ def _consumer(program: Program, buffer: int) -> LoopStep | None:
     return step
 
 
-def _ready(program: Program, consumer: Step, product: int, at: int) -> bool:
-    """Every other input of ``consumer`` is written before step ``at`` (or is an argument)."""
-    written_before = {v.buffer for s in program.steps[:at] for v in s.writes()}
+def _ready(program: Program, consumer: Step, product: int, producer: Step, index: _Index) -> bool:
+    """Every other input of ``consumer`` is written before ``producer`` (or is an argument)."""
     for view in consumer.reads():
         kind = program.buffers[view.buffer].kind
         if (
             view.buffer != product
-            and kind is BufferKind.ARENA
-            and view.buffer not in written_before
-        ):
-            return False
-        if (
-            view.buffer != product
-            and kind is BufferKind.RESULT
-            and view.buffer not in written_before
+            and kind in (BufferKind.ARENA, BufferKind.RESULT)
+            and not index.written_before(view.buffer, producer)
         ):
             return False
     return True

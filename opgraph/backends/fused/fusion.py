@@ -111,7 +111,11 @@ class _Partitioner:
         self.parent: dict[int, int] = {}
         self.groups: dict[int, Group] = {}
         self.node_group: dict[Node, int] = {}
-        self.deps: dict[Node, frozenset[int]] = {}
+        # the groups each node depends on (itself included), as a bit set over group ids at
+        # creation; ``members`` holds, per root group, the bits of every id merged into it,
+        # so a dependency test is one AND however long the graph (no walk over ids)
+        self.deps: dict[Node, int] = {}
+        self.members: dict[int, int] = {}
         self.virtual: set[Node] = set()
 
     # ------------------------------------------------------------------ union-find
@@ -126,11 +130,12 @@ class _Partitioner:
         return None if gid is None else self.groups[self.find(gid)]
 
     def depends(self, node: Node, group: Group) -> bool:
-        return any(self.find(d) == group.id for d in self.deps.get(node, ()))
+        return bool(self.deps.get(node, 0) & self.members[group.id])
 
     def new_group(self, kind: GroupKind, node: Node, level: Level = Level.FULL) -> Group:
         gid = len(self.parent)
         self.parent[gid] = gid
+        self.members[gid] = 1 << gid
         group = Group(gid, kind)
         self.groups[gid] = group
         self.add(group, node, level)
@@ -158,10 +163,10 @@ class _Partitioner:
         for node in self.fn.nodes:
             handlers[classify(node)](node)
             own = self.node_group.get(node)
-            deps = set() if own is None else {own}
+            deps = 0 if own is None else 1 << own
             for x in node.inputs:
                 deps |= self.deps[x.node]
-            self.deps[node] = frozenset(deps)
+            self.deps[node] = deps
         return self.ordered()
 
     # ------------------------------------------------------------------- pointwise
@@ -249,6 +254,7 @@ class _Partitioner:
             target.levels[node] = level if relevel else other.levels[node]
         target.nodes.sort(key=lambda n: n.id)
         self.parent[other.id] = target.id
+        self.members[target.id] |= self.members.pop(other.id)
         del self.groups[other.id]
         target.gathered |= other.gathered
         target.external = {

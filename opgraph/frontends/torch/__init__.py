@@ -23,6 +23,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 from opgraph.frontends.torch.dynamo import BackendOptions, FallbackWarning, backend
 from opgraph.frontends.torch.importer import import_exported
 from opgraph.frontends.torch.registry import aten_op, registered
+from opgraph.frontends.torch.train_step import TrainStep, compile_train_step
 
 BACKEND_NAME = "opgraph"
 
@@ -44,8 +45,10 @@ _register_backend()
 __all__ = [
     "BackendOptions",
     "FallbackWarning",
+    "TrainStep",
     "aten_op",
     "backend",
+    "compile_train_step",
     "import_exported",
     "registered",
 ]

@@ -11,10 +11,11 @@ dtypes, Python scalar values, and the identity and version of frozen weights) th
 3. runs the partitioned graph, wrapping torch tensors zero-copy.
 
 Shapes are static per compilation: a new signature compiles again (dynamo's automatic dynamic
-shapes hand over symbolic graphs; the backend specialises them to the call's sizes). The
-backend is for inference: when grad mode is on and an input requires grad, the graph runs in
-eager PyTorch (one warning), so gradients stay correct; use ``torch.no_grad()`` or
-``torch.inference_mode()``.
+shapes hand over symbolic graphs; the backend specialises them to the call's sizes).
+
+That is the inference path (grad mode off, or no input requiring grad). For training (grad
+mode on and an input requiring grad), :mod:`opgraph.frontends.torch.autograd` compiles the
+forward and backward graphs AOTAutograd derives.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
 from opgraph.core.errors import ConversionError
-from opgraph.frontends.torch.importer import _lifted
-from opgraph.frontends.torch.partition import partition, refusal
-from opgraph.frontends.torch.registry import name_of
+from opgraph.frontends.torch.autograd import training_backend
+from opgraph.frontends.torch.importer import lifted_tensor
+from opgraph.frontends.torch.partition import compile_graph
 from opgraph.runtime.backend import backend as get_backend
 from opgraph.runtime.backend import backends
 
@@ -101,7 +102,26 @@ def backend(
     Returns:
         A callable taking and returning torch tensors, compiling per input signature.
     """
-    return CompiledGraph(gm, example_inputs, BackendOptions.parse(options))
+    parsed = BackendOptions.parse(options)
+    if _needs_autograd(example_inputs) and not _off_cpu(example_inputs):
+        backend = get_backend(parsed.backend_name)
+        return training_backend(
+            gm, example_inputs, backend, parsed.fallback, Warner().warn, parsed.cache_size
+        )
+    return CompiledGraph(gm, example_inputs, parsed)
+
+
+class Warner:
+    """Issues each FallbackWarning message once (new shapes recompile, and would otherwise
+    repeat it)."""
+
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+
+    def warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(f"opgraph: {message}", FallbackWarning, stacklevel=4)
 
 
 class CompiledGraph:
@@ -115,7 +135,7 @@ class CompiledGraph:
         self.weights = _weight_positions(gm, example_inputs) if options.freeze else frozenset()
         self._cache: OrderedDict[tuple[Any, ...], Callable[[Sequence[Any]], Any]] = OrderedDict()
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
+        self.warn = Warner().warn
 
     def __call__(self, *args: Any) -> Any:
         if _needs_autograd(args) or _off_cpu(args):
@@ -150,19 +170,12 @@ class CompiledGraph:
                     self._cache.popitem(last=False)
             return run
 
-    def warn(self, message: str) -> None:
-        """Issue a FallbackWarning once per graph and message (new shapes recompile, and
-        would otherwise repeat it)."""
-        if message not in self._warned:
-            self._warned.add(message)
-            warnings.warn(f"opgraph: {message}", FallbackWarning, stacklevel=4)
-
     def _warn_eager(self, args: Sequence[Any]) -> None:
         why = (
             "inputs live off the CPU"
             if _off_cpu(args)
-            else "inputs require grad while grad mode is on (the opgraph backend is for "
-            "inference: wrap the call in torch.no_grad() or torch.inference_mode())"
+            else "inputs require grad, but the graph was compiled for inference (with grad "
+            "mode off)"
         )
         self.warn(f"{why}; this graph runs in eager PyTorch")
 
@@ -249,18 +262,9 @@ class Specialization:
         self.sources, constants = _sources(program, args, weights, options.freeze)
         self.roles = _output_roles(program)
         self.out_spec = program.call_spec.out_spec
-        refused = _refused(module.graph) if options.fallback != "partition" else {}
-        if refused:
-            listing = _listing(refused)
-            if options.fallback == "error":
-                raise ConversionError(f"opgraph cannot convert {listing}")
-            warn(f"{listing} are not supported; the whole graph runs in eager PyTorch")
-            self.module: Callable[..., Any] = module
-            return
-        result = partition(module, constants, get_backend(options.backend_name))
-        if result.eager:
-            warn(f"{_listing(result.eager)} run in eager PyTorch")
-        self.module = result.module
+        self.module = compile_graph(
+            module, constants, get_backend(options.backend_name), options.fallback, warn
+        )
 
     def __call__(self, args: Sequence[Any]) -> Any:
         flat = [args[s] if isinstance(s, int) else s for s in self.sources]
@@ -297,7 +301,7 @@ def _sources(
             sources.append(user)
             user += 1
         else:
-            tensor = _lifted(program, str(spec.target), f"input {node.name!r}")
+            tensor = lifted_tensor(program, str(spec.target), f"input {node.name!r}")
             if freeze or spec.kind == InputKind.CONSTANT_TENSOR:
                 constants[node.name] = tensor
             sources.append(tensor)
@@ -318,23 +322,7 @@ def _output_roles(program: torch.export.ExportedProgram) -> list[int | torch.Ten
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
             roles.append(user_inputs.index(str(spec.target)))
         elif spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
-            roles.append(_lifted(program, str(spec.target), f"output {spec.arg}"))
+            roles.append(lifted_tensor(program, str(spec.target), f"output {spec.arg}"))
         else:
             raise ConversionError(f"{spec.kind.name} outputs are not supported")
     return roles
-
-
-def _refused(graph: torch.fx.Graph) -> dict[str, str]:
-    refused: dict[str, str] = {}
-    for node in graph.nodes:
-        if node.op == "call_function":
-            reason = refusal(node)
-            if reason is not None:
-                refused.setdefault(name_of(node.target), reason)
-    return refused
-
-
-def _listing(refused: Mapping[str, str]) -> str:
-    """``2 op(s) (aten.a.default: no converter; aten.b.default: …)``."""
-    reasons = "; ".join(f"{op}: {why}" for op, why in sorted(refused.items()))
-    return f"{len(refused)} op(s) ({reasons})"

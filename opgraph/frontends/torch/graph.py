@@ -10,8 +10,7 @@ every converted result is checked against the shape and dtype ATen recorded in
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -25,7 +24,7 @@ from opgraph.frontends.torch import converters as _converters  # noqa: F401 - re
 from opgraph.frontends.torch.context import NodeContext, static_shape, tensor_constant
 from opgraph.frontends.torch.promotion import Scalar
 from opgraph.frontends.torch.registry import lookup, name_of
-from opgraph.frontends.torch.types import from_torch, supported_dtype
+from opgraph.frontends.torch.types import from_torch
 
 #: What an FX node converts to: an Output, a tuple of them (None for unused outputs), a
 #: Python number (scalar-valued nodes) or None.
@@ -48,13 +47,18 @@ def label(node: torch.fx.Node) -> str:
 
 
 def convert_graph(
-    module: torch.fx.GraphModule, bindings: Mapping[torch.fx.Node, Value]
+    module: torch.fx.GraphModule,
+    bindings: Mapping[torch.fx.Node, Value],
+    convert: Callable[[torch.fx.Node, Mapping[torch.fx.Node, Value]], Value] | None = None,
 ) -> dict[torch.fx.Node, Value]:
     """Convert every node of ``module.graph`` after its placeholders.
 
     Args:
         module: an FX GraphModule of ATen overloads (``get_attr`` nodes read its attributes).
         bindings: a value for every placeholder.
+        convert: converts one ``call_function`` node on the values so far (default
+            :func:`convert_node`; the backend passes its trial conversions'
+            :meth:`~opgraph.frontends.torch.support.Support.convert`).
 
     Returns:
         The value of every node (the output node maps to the list of results).
@@ -62,6 +66,7 @@ def convert_graph(
     Raises:
         ConversionError: naming the node, when it cannot be converted.
     """
+    convert = convert or convert_node
     env: dict[torch.fx.Node, Value] = {}
     for node in module.graph.nodes:
         if node.op == "placeholder":
@@ -71,7 +76,7 @@ def convert_graph(
         elif node.op == "get_attr":
             env[node] = _attribute(module, node)
         elif node.op == "call_function":
-            env[node] = convert_node(node, env)
+            env[node] = convert(node, env)
         elif node.op == "output":
             env[node] = _substitute(node.args[0], env)
         else:
@@ -135,39 +140,6 @@ def placeholder_value(meta: Any, name: str, where: str) -> Value:
     if kind is not None:  # a run-time Python number (from item())
         return Scalar(parameter(_SCALAR_TYPES[kind], (), name=name), kind)
     raise ConversionError(f"{where}: cannot stand for a {type(meta).__name__} value")
-
-
-def unsupported_ops(graph: torch.fx.Graph) -> dict[str, list[str]]:
-    """Overload name → node names, for every call without a converter or with a dtype opgraph
-    lacks (complex, fp8…)."""
-    missing: dict[str, list[str]] = defaultdict(list)
-    for node in graph.nodes:
-        if node.op != "call_function":
-            continue
-        if lookup(node.target) is None:
-            missing[name_of(node.target)].append(node.name)
-        elif not dtypes_supported(node):
-            missing[f"{name_of(node.target)} on {_dtypes(node)}"].append(node.name)
-    return dict(missing)
-
-
-def dtypes_supported(node: torch.fx.Node) -> bool:
-    """True when every tensor the node reads or makes has an opgraph element type."""
-    metas = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
-    return all(supported_dtype(t.dtype) for t in _tensors(metas))
-
-
-def _dtypes(node: torch.fx.Node) -> str:
-    metas = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
-    return ", ".join(sorted({str(t.dtype) for t in _tensors(metas)}))
-
-
-def _tensors(values: Any) -> list[torch.Tensor]:
-    if isinstance(values, torch.Tensor):
-        return [values]
-    if isinstance(values, list | tuple):
-        return [t for v in values for t in _tensors(v)]
-    return []
 
 
 def _substitute(value: Any, env: Mapping[torch.fx.Node, Value]) -> Any:

@@ -12,13 +12,9 @@ from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import tensor_constant
-from opgraph.frontends.torch.graph import (
-    Value,
-    convert_graph,
-    placeholder_value,
-    unsupported_ops,
-)
+from opgraph.frontends.torch.graph import Value, convert_graph, placeholder_value
 from opgraph.frontends.torch.registry import lookup
+from opgraph.frontends.torch.support import unsupported_ops
 
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER)
 _MUTATIONS = (
@@ -152,13 +148,14 @@ def _bind_inputs(
             weights.append(value)
             bindings[node] = value
         elif spec.kind in (*_WEIGHTS, InputKind.CONSTANT_TENSOR):
-            bindings[node] = tensor_constant(_lifted(ep, str(spec.target), where), where)
+            bindings[node] = tensor_constant(lifted_tensor(ep, str(spec.target), where), where)
         else:
             raise ConversionError(f"{where}: {spec.kind.name} inputs are not supported")
     return bindings, users + weights
 
 
-def _lifted(ep: torch.export.ExportedProgram, target: str, where: str) -> torch.Tensor:
+def lifted_tensor(ep: torch.export.ExportedProgram, target: str, where: str) -> torch.Tensor:
+    """The parameter, buffer or constant tensor ``target`` that ``ep`` lifted to an input."""
     if target in ep.state_dict:
         value = ep.state_dict[target]
     elif target in ep.constants:

@@ -1,39 +1,30 @@
 """Split an ATen graph into opgraph partitions and eager PyTorch nodes.
 
-A node is supported when it has a converter, its dtypes exist in opgraph, and converting it on
-its own (inputs standing in as Parameters typed from FX metadata) succeeds: so a converter
-that refuses some arguments (training-mode batch norm, boolean-mask indexing…) sends just that
-node to eager PyTorch. ``CapabilityBasedPartitioner`` groups supported nodes into maximal
-acyclic partitions; each becomes a submodule that runs one compiled Executable.
+:class:`~opgraph.frontends.torch.support.Support` decides which nodes opgraph takes (one trial
+conversion per node); ``CapabilityBasedPartitioner`` groups supported nodes into maximal
+acyclic partitions; each becomes a submodule that runs one compiled Executable, built from
+the nodes' trial conversions.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
-from torch.fx.passes.operator_support import OperatorSupport
 
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import tensor_constant
 from opgraph.frontends.torch.converters.common import overloads
-from opgraph.frontends.torch.graph import (
-    Value,
-    convert_graph,
-    convert_node,
-    dtypes_supported,
-    label,
-    placeholder_value,
-)
+from opgraph.frontends.torch.graph import Value, convert_graph, placeholder_value
 from opgraph.frontends.torch.promotion import Scalar
-from opgraph.frontends.torch.registry import lookup, name_of
 from opgraph.frontends.torch.runtime import ExecutableModule
+from opgraph.frontends.torch.support import Support
 from opgraph.runtime.backend import Backend
 
 #: Partitions made only of these run eagerly: torch does them as views, opgraph would copy.
@@ -78,49 +69,11 @@ class PartitionResult:
     converted: int = 0
 
 
-class _Support(OperatorSupport):
-    """Which nodes opgraph takes, remembering why the others were refused."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reasons: dict[str, str] = {}
-        self._memo: dict[torch.fx.Node, bool] = {}
-
-    def is_node_supported(self, submodules: Mapping[str, Any], node: torch.fx.Node) -> bool:
-        if node.op != "call_function":
-            return False
-        if node not in self._memo:
-            if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
-                self._memo[node] = self.is_node_supported(submodules, node.args[0])
-            else:
-                reason = refusal(node)
-                if reason is not None:
-                    self.reasons.setdefault(name_of(node.target), reason)
-                self._memo[node] = reason is None
-        return self._memo[node]
-
-
-def refusal(node: torch.fx.Node) -> str | None:
-    """Why opgraph cannot take ``node`` (None when it can)."""
-    if lookup(node.target) is None:
-        return "no converter"
-    if not dtypes_supported(node):
-        return "a dtype opgraph lacks"
-    try:
-        env = {
-            n: placeholder_value(n.meta.get("val"), n.name, label(node))
-            for n in node.all_input_nodes
-        }
-        convert_node(node, env)
-    except ConversionError as error:
-        return str(error).removeprefix(label(node) + ": ")
-    return None
-
-
 def partition(
     module: torch.fx.GraphModule,
     constants: Mapping[str, Any],
     backend: Backend,
+    support: Support | None = None,
 ) -> PartitionResult:
     """Fuse the supported nodes of ``module`` into compiled opgraph submodules.
 
@@ -130,11 +83,12 @@ def partition(
             this compilation (frozen weights): partitions fold them in as Constants. (Names,
             not nodes: fusing rebuilds the graph's nodes.)
         backend: the opgraph backend that compiles each partition.
+        support: the support decisions for ``module``'s nodes (made here when not given).
     """
-    support = _Support()
+    support = support or Support()
     partitioner = CapabilityBasedPartitioner(module, support, allows_single_node_partition=True)
     partitions = [p for p in partitioner.propose_partitions() if not _trivial(p)]
-    result = PartitionResult(module, support.reasons)
+    result = PartitionResult(module, dict(support.reasons))
     if not partitions:
         return result
     fused = partitioner.fuse_partitions(partitions)
@@ -143,7 +97,7 @@ def partition(
         if node.op == "call_module" and str(node.target).startswith("fused_"):
             submodule = getattr(fused, str(node.target))
             try:
-                compiled = compile_partition(node, submodule, constants, backend)
+                compiled = compile_partition(node, submodule, constants, backend, support)
             except Exception as error:  # a backend bug too: keep that partition eager, say why
                 result.eager[f"partition {node.target}"] = f"{type(error).__name__}: {error}"
                 continue
@@ -151,6 +105,42 @@ def partition(
             result.converted += sum(1 for n in submodule.graph.nodes if n.op == "call_function")
     fused.recompile()
     return result
+
+
+def compile_graph(
+    module: torch.fx.GraphModule,
+    constants: Mapping[str, Any],
+    backend: Backend,
+    fallback: str,
+    warn: Callable[[str], None],
+) -> Callable[..., Any]:
+    """``module`` as a callable running its supported partitions in opgraph.
+
+    Args:
+        module: an ATen-level GraphModule (modified in place).
+        constants: see :func:`partition`.
+        backend: the opgraph backend.
+        fallback: "partition" (unsupported nodes run in PyTorch), "eager" (any unsupported
+            node sends the whole graph to PyTorch) or "error" (raise ConversionError).
+        warn: reports what runs in eager PyTorch.
+    """
+    support = Support()
+    refused = support.refused(module.graph) if fallback != "partition" else {}
+    if refused:
+        if fallback == "error":
+            raise ConversionError(f"opgraph cannot convert {listing(refused)}")
+        warn(f"{listing(refused)} are not supported; the whole graph runs in eager PyTorch")
+        return module
+    result = partition(module, constants, backend, support)
+    if result.eager:
+        warn(f"{listing(result.eager)} run in eager PyTorch")
+    return result.module
+
+
+def listing(refused: Mapping[str, str]) -> str:
+    """``2 op(s) (aten.a.default: no converter; aten.b.default: …)``."""
+    reasons = "; ".join(f"{op}: {why}" for op, why in sorted(refused.items()))
+    return f"{len(refused)} op(s) ({reasons})"
 
 
 def _fixed(outer: Any, constants: Mapping[str, Any]) -> Any:
@@ -169,8 +159,10 @@ def compile_partition(
     submodule: torch.fx.GraphModule,
     constants: Mapping[str, Any],
     backend: Backend,
+    support: Support | None = None,
 ) -> ExecutableModule:
-    """Convert and compile one fused submodule called by ``call``."""
+    """Convert and compile one fused submodule called by ``call`` (from ``support``'s trial
+    conversions when given)."""
     placeholders = [n for n in submodule.graph.nodes if n.op == "placeholder"]
     bindings: dict[torch.fx.Node, Value] = {}
     params: list[Output] = []
@@ -190,7 +182,7 @@ def compile_partition(
         slots.append(len(params) if isinstance(runtime, Output) else None)
         if isinstance(runtime, Output):
             params.append(runtime)
-    env = convert_graph(submodule, bindings)
+    env = convert_graph(submodule, bindings, support.convert if support else None)
     output = env[next(n for n in submodule.graph.nodes if n.op == "output")]
     single = not isinstance(output, list | tuple)
     results = [output] if single else list(output)

@@ -1,5 +1,6 @@
 """The "opgraph" torch.compile backend: fallback, recompilation, mutation, grad mode, options."""
 
+import copy
 import warnings
 
 import pytest
@@ -130,14 +131,17 @@ def test_input_mutations_are_applied(counter):
     assert_close(total, total_ref)
 
 
-def test_grad_mode_runs_eagerly_and_keeps_gradients(counter):
+def test_grad_mode_trains_through_opgraph(counter):
     model, (x,) = make("mlp")
-    compiled = torch.compile(model, backend="opgraph")
-    with pytest.warns(og_torch.FallbackWarning, match="require grad"):
-        y = compiled(x)
-    assert counter.calls == 0
-    y.sum().backward()
-    assert model.l1.weight.grad is not None
+    reference = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", og_torch.FallbackWarning)
+        y = torch.compile(model, backend="opgraph")(x)
+        y.sum().backward()
+    assert counter.calls == 2  # the forward and the backward graph
+    reference(x).sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        assert_close(p.grad, q.grad)
 
 
 def test_inference_mode(counter):

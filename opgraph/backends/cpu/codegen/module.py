@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from opgraph.backends.cpu.codegen import bf16, dialect, runtime
+from opgraph.backends.cpu.codegen import bf16, dialect, kernels, runtime
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.depthwise import DirectConvEmitter
@@ -45,14 +45,12 @@ STREAM_BYTES = 1 << 22
 #: progress bar advances once per unit). A unit holds at least ``UNIT_CHARS`` characters of
 #: step code, and at least as much as the prelude every unit repeats: each unit costs the
 #: compiler about 0.05 s of its own (measured with gcc 12: a 48-layer MLP module took 1.1 s of
-#: CPU as one unit, 2.5 s as 16), so small modules stay one unit.
+#: CPU as one unit, 2.5 s as 16), so small modules stay one unit. The expensive generic
+#: helpers (the panel GEMM and GEMV) are not compiled in modules at all but once, in the
+#: library of :mod:`~opgraph.backends.cpu.codegen.kernels`, so no unit has to gather their
+#: callers any more.
 MAX_UNITS = 8
 UNIT_CHARS = 12000
-
-#: Helpers that are expensive to compile and that gcc specialises for the constant arguments
-#: of their callers (``og_gemm_panels`` is about 0.5 s at -O3): every step that calls one goes
-#: into the same unit, so the helper is compiled once, as in a single-unit module.
-SHARED_HELPERS = ("og_gemm_panels(", "og_gemv_panels(", "og_gemm_bf16_panels(")
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,7 @@ class GeneratedModule:
     """
 
     units: tuple[str, ...]
-    needs: frozenset[str]  # "blas", "openmp", "mvec": what to link
+    needs: frozenset[str]  # "blas", "mvec", "kernels": what to link or load first
     checks: tuple[tuple[Check, ...], ...]  # per step
 
     @property
@@ -115,37 +113,35 @@ def generate(
         functions.append(text)
         calls.append(_timed(call, i) if profile else call)
         checks.append(step_checks)
-    units = _assemble(program, name, module, functions, calls, profile)
+    target = (*config.target_flags(), *config.extra_cflags)
+    units = _assemble(program, name, module, functions, calls, profile, target)
     needs = {"blas"} if module.uses_blas else set()
     needs |= {"mvec"} if any(n in dialect.VECTOR_MATH for n, _ in module.math) else set()
+    needs |= {"kernels"} if set(module.helpers) & set(kernels.LIBRARY_HELPERS) else set()
     return GeneratedModule(units, frozenset(needs), tuple(checks))
 
 
 def group_steps(functions: list[str], unit_chars: int = UNIT_CHARS) -> list[list[int]]:
     """The steps of each translation unit (indices into ``functions``, each list ascending).
 
-    One unit when the module is small. Otherwise the steps that call a shared helper
-    (``SHARED_HELPERS``) form one unit and the other steps are cut into consecutive runs of
+    One unit when the module is small. Otherwise the steps are cut into consecutive runs of
     about equal source size, at most ``MAX_UNITS`` units in all, each of at least
     ``unit_chars`` characters.
     """
     sizes = [len(f) for f in functions]
     count = max(1, min(MAX_UNITS, len(sizes), sum(sizes) // max(1, unit_chars)))
-    shared = [i for i, f in enumerate(functions) if any(h in f for h in SHARED_HELPERS)]
-    rest = [i for i in range(len(functions)) if i not in set(shared)]
-    if count == 1 or not rest:
+    if count == 1:
         return [list(range(len(functions)))]
-    groups = [shared] if shared else []
-    runs = count - len(groups)  # of the other steps
-    total = sum(sizes[i] for i in rest)
+    groups: list[list[int]] = []
+    total = sum(sizes)
     current: list[int] = []
-    seen = made = 0
-    for i in rest:
+    seen = 0
+    for i, size in enumerate(sizes):
         current.append(i)
-        seen += sizes[i]
-        if made < runs - 1 and seen * runs >= total * (made + 1):
+        seen += size
+        if len(groups) < count - 1 and seen * count >= total * (len(groups) + 1):
             groups.append(current)
-            current, made = [], made + 1
+            current = []
     if current:
         groups.append(current)
     return groups
@@ -230,6 +226,7 @@ def _assemble(
     functions: list[str],
     calls: list[str],
     profile: bool,
+    target: tuple[str, ...],
 ) -> tuple[str, ...]:
     head = [
         f"/* opgraph CPU module for function {name}: {len(program.steps)} step(s) */",
@@ -243,7 +240,10 @@ def _assemble(
         head.append(PROTOTYPES)
     head.append(dialect.simd_declarations(module.math))
     head.append(dialect.HELPERS["bf16"]())
-    head.append(module.helper_code())
+    helpers = list(module.helpers)
+    own = [h for h in helpers if h not in kernels.LIBRARY_HELPERS]
+    head.append("\n".join(dialect.C.helper_code(h) for h in own))
+    head.append(kernels.declarations(helpers, target))
     head.append("typedef int (*og_callback)(int, void* const*, char*);")
     head.append("#define OG_FAIL(step, bits) (((step) << 8) | (__builtin_ctz(bits) + 1))")
     groups = group_steps(functions, max(UNIT_CHARS, sum(len(part) for part in head)))

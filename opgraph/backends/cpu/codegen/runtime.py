@@ -1,18 +1,35 @@
 """The native runtime every generated module links against: a work-claiming thread pool.
 
-``og_parallel(fn, T, A, total, grain, threads)`` runs ``fn(T, A, begin, end)`` over chunks
-of ``[0, total)``. The caller publishes the job and claims chunks itself; pool threads that
-are awake claim the rest. The caller waits only for chunks that were claimed, never for a
-thread that has not started, so a descheduled worker (a loaded machine, oversubscription)
-costs nothing: the caller does its share. OpenMP's fork/join barrier waits for every thread
-of the team, which under load turns a 0.3 ms kernel into 20 ms. Workers spin briefly
-waiting for the next job, then sleep on a futex. A caller that finds the pool busy (another
-Python thread is running a job) runs its range serially.
+``og_parallel(fn, T, A, total, grain, threads)`` runs ``fn(T, A, begin, end)`` over blocks
+of ``[0, total)``. No block belongs to a thread: every participant (the caller is one) claims
+blocks one at a time with a compare-and-swap, so work that a descheduled thread has not
+started is done by whoever is running, and the caller waits only for blocks that are being
+computed at that moment (a block in progress cannot be taken over: it is writing its part of
+the result). That wait spins for about two of the caller's blocks, then yields the core (a
+preempted worker queued on it runs), and after about 2 ms sleeps on a futex, so a worker
+stalled for long costs no CPU.
 
-Chunks are claimed with one compare-and-swap on ``(generation << 32) | claimed-chunk mask``,
-so a worker that wakes late can never claim a chunk of a newer job by mistake. Each
-participant prefers its own chunks (its index modulo the thread count), so the same thread
-touches the same data from call to call (a GEMV's weight columns stay in its L2).
+* **Blocks and homes.** The range is cut into up to 64 blocks per thread (each at least
+  ``grain`` long). Participant ``p`` has a *home*: the ``p``-th contiguous run of blocks. It
+  claims from its home first (the same thread touches the same data from call to call: a
+  GEMV's weight columns stay in its L2), then from the other homes in turn. Each home is one
+  64-bit word ``generation << 32 | next << 16 | end`` on its own cache line, so a claim is one
+  CAS on a line the claimer usually owns, and a late worker can never claim a block of a newer
+  job (the generation would not match).
+* **Participants.** A woken worker joins the job with a CAS on ``generation | joined | limit``,
+  which gives it its participant index (``og_worker_index()``, always below the job's thread
+  count: kernels index per-thread scratch with it). A worker that never joins costs nothing.
+* **Idle workers** spin for the next job a few times as long as the last job took (40 us to
+  1 ms: consecutive steps follow each other closely and a futex wake-up costs tens of
+  microseconds), then sleep on a futex. A spinner that notices it was preempted (a gap in its
+  clock) sleeps at once: another thread wants that core, perhaps the caller.
+* A caller that finds the pool busy (another Python thread is running a job) runs its range
+  serially.
+
+Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
+``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
+its first claim; 2: holding a claimed block, before running it; 3: after its first block)
+stops there for ``usec`` microseconds, or until ``og_test_release()`` when ``usec < 0``.
 """
 
 SOURCE = r"""
@@ -22,37 +39,51 @@ SOURCE = r"""
 #include <sched.h>
 #include <stdint.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int (*og_range_fn)(void* const*, char*, long, long);
 
+#define OG_MAX_THREADS 64
+#define OG_BLOCKS_PER_THREAD 64
+#define OG_MAX_BLOCKS 4096  /* block indices fit the 16-bit fields of a claim word */
+
+/* A claim word: generation << 32 | next << 16 | end. */
+#define OG_WORD(gen, next, end) \
+  ((uint64_t)(gen) << 32 | (uint64_t)(next) << 16 | (uint64_t)(end))
+#define OG_GEN(w) ((uint32_t)((w) >> 32))
+#define OG_NEXT(w) ((long)((w) >> 16 & 0xffff))
+#define OG_END(w) ((long)((w) & 0xffff))
+
+typedef struct { _Alignas(64) _Atomic uint64_t word; } og_home;
+
 typedef struct {
+  /* Written by the caller before it publishes the job; read by a worker only after it has
+     claimed a block (the job cannot change while one of its blocks is unfinished). */
   og_range_fn fn;
   void* const* T;
   char* A;
-  long total, chunk, nchunks;
-  int threads;  /* participants 0 .. threads-1: the caller is 0 */
-  _Atomic uint64_t state;   /* generation << 32 | bit mask of claimed chunks (32 at most) */
-  _Atomic long done;
+  long total, chunk, nblocks;
+  _Alignas(64) _Atomic uint64_t joined;   /* generation | participants | limit */
+  _Alignas(64) _Atomic uint32_t finished; /* blocks done: the waiting caller's futex word */
+  _Atomic int waiting;
   _Atomic int err;
+  og_home home[OG_MAX_THREADS];
 } og_job;
 
-#define OG_SLOTS 64
-#define OG_MAX_THREADS 64
-static og_job og_ring[OG_SLOTS];
-static _Atomic uint32_t og_generation;  /* also the futex word */
+static og_job og_the_job;
+static _Atomic uint32_t og_generation;  /* the workers' futex word */
 static _Atomic int og_sleepers;
 static _Atomic int og_busy;
 static int og_workers;
 static pthread_mutex_t og_grow = PTHREAD_MUTEX_INITIALIZER;
 
-static __thread int og_self;  /* this thread's participant index: 0 for callers */
+static __thread int og_self;  /* participant index in the running job: 0 for callers */
 
 #if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
 static uint64_t og_ticks(void) { return __builtin_ia32_rdtsc(); }
 #else
-#include <time.h>
 static void og_relax(void) {}
 static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TSC ticks */
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
@@ -60,67 +91,140 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 }
 #endif
 
+#define OG_MIN_SPIN 100000ull    /* TSC ticks: about 40 microseconds */
+#define OG_MAX_SPIN 2500000ull   /* about a millisecond */
+#define OG_MIN_WAIT 25000ull     /* about 10 microseconds */
+#define OG_MAX_WAIT 500000ull    /* about 200 microseconds */
+#define OG_MAX_YIELD 5000000ull  /* about 2 milliseconds */
+#define OG_PREEMPTED 50000ull    /* a gap this long in a spin loop: the thread was descheduled */
+
+static void og_futex_wait(_Atomic uint32_t* word, uint32_t value) {
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, 0, 0, 0);
+}
+
+static void og_futex_wake(_Atomic uint32_t* word, int count) {
+  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, count, 0, 0, 0);
+}
+
+#ifdef OG_TEST_HOOKS
+static _Atomic int og_test_point, og_test_stalled_count, og_test_released;
+static _Atomic long og_test_usec;
+
+void og_test_stall(int point, long usec) {
+  __atomic_store_n(&og_test_usec, usec, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&og_test_released, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&og_test_point, point, __ATOMIC_SEQ_CST);
+}
+void og_test_release(void) { __atomic_store_n(&og_test_released, 1, __ATOMIC_SEQ_CST); }
+int og_test_stalled(void) { return __atomic_load_n(&og_test_stalled_count, __ATOMIC_SEQ_CST); }
+
+static void og_test_hook(int point) {
+  int armed = point;
+  if (og_self == 0 || !__atomic_compare_exchange_n(&og_test_point, &armed, 0, 0,
+                                                   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    return;  /* callers never stall; a stall is armed for one worker */
+  __atomic_fetch_add(&og_test_stalled_count, 1, __ATOMIC_SEQ_CST);
+  long usec = __atomic_load_n(&og_test_usec, __ATOMIC_SEQ_CST);
+  struct timespec ms = {0, 1000000};
+  if (usec < 0) {
+    while (!__atomic_load_n(&og_test_released, __ATOMIC_SEQ_CST)) nanosleep(&ms, 0);
+  } else {
+    struct timespec t = {usec / 1000000, usec % 1000000 * 1000};
+    nanosleep(&t, 0);
+  }
+  __atomic_fetch_sub(&og_test_stalled_count, 1, __ATOMIC_SEQ_CST);
+}
+#define OG_HOOK(point) og_test_hook(point)
+#else
+#define OG_HOOK(point) ((void)0)
+#endif
+
 /* The calling thread's participant index in the running job (< the job's thread count):
    kernels use it to pick their private slice of a scratch buffer. */
 int og_worker_index(void) { return og_self; }
 
-/* Claim a chunk: this participant's own chunks first (p, p + threads, ...), so that a thread
-   works on the same data call after call (cache affinity), then any free one. */
-static long og_claim(og_job* job, uint32_t gen) {
-  for (;;) {
-    uint64_t s = __atomic_load_n(&job->state, __ATOMIC_ACQUIRE);
-    if ((uint32_t)(s >> 32) != gen) return -1;
-    uint32_t taken = (uint32_t)s;
-    long pick = -1;
-    for (long c = og_self; c < job->nchunks; c += job->threads)
-      if (!(taken >> c & 1u)) { pick = c; break; }
-    for (long c = 0; pick < 0 && c < job->nchunks; ++c)
-      if (!(taken >> c & 1u)) pick = c;
-    if (pick < 0) return -1;
-    if (__atomic_compare_exchange_n(&job->state, &s, s | (1ull << pick), 0, __ATOMIC_ACQ_REL,
+/* Take the next block of one home (-1 when it has none left for this generation). */
+static long og_claim_from(og_home* home, uint32_t gen) {
+  uint64_t w = __atomic_load_n(&home->word, __ATOMIC_ACQUIRE);
+  while (OG_GEN(w) == gen && OG_NEXT(w) < OG_END(w))
+    if (__atomic_compare_exchange_n(&home->word, &w, w + (1ull << 16), 1, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
-      return pick;
-  }
+      return OG_NEXT(w);
+  return -1;
 }
 
-static void og_work(og_job* job, uint32_t gen) {
-  for (long next; (next = og_claim(job, gen)) >= 0;) {
-    long b = next * job->chunk, e = b + job->chunk;
-    if (e > job->total) e = job->total;
-    int r = job->fn(job->T, job->A, b, e);
+/* This participant's home first, then the others in turn: no block waits for its owner. */
+static long og_claim(og_job* job, uint32_t gen, int self, int homes) {
+  for (int i = 0; i < homes; ++i) {
+    long block = og_claim_from(&job->home[(self + i) % homes], gen);
+    if (block >= 0) return block;
+  }
+  return -1;
+}
+
+/* Run blocks until none is left to claim; returns how many this thread ran. */
+static long og_work(og_job* job, uint32_t gen, int self, int homes) {
+  long ran = 0;
+  for (long block; (block = og_claim(job, gen, self, homes)) >= 0; ++ran) {
+    OG_HOOK(2);
+    /* The job is fixed while this block is unfinished: read it now, not after. */
+    long lo = block * job->chunk, hi = lo + job->chunk, nblocks = job->nblocks;
+    if (hi > job->total) hi = job->total;
+    int r = job->fn(job->T, job->A, lo, hi);
     if (r) __atomic_fetch_or(&job->err, r, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&job->done, 1, __ATOMIC_RELEASE);
+    uint32_t done = __atomic_add_fetch(&job->finished, 1, __ATOMIC_SEQ_CST);
+    if (done == (uint32_t)nblocks && __atomic_load_n(&job->waiting, __ATOMIC_SEQ_CST))
+      og_futex_wake(&job->finished, 1);
+    OG_HOOK(3);
+  }
+  return ran;
+}
+
+/* Join generation ``gen``: this thread's participant index, or -1 (another job, or full). */
+static int og_join(og_job* job, uint32_t gen, int* homes) {
+  uint64_t w = __atomic_load_n(&job->joined, __ATOMIC_ACQUIRE);
+  while (OG_GEN(w) == gen && OG_NEXT(w) < OG_END(w)) {
+    if (__atomic_compare_exchange_n(&job->joined, &w, w + (1ull << 16), 1, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      *homes = (int)OG_END(w);
+      return (int)OG_NEXT(w);
+    }
+  }
+  return -1;
+}
+
+/* Spin while the generation is ``seen`` (at most ``*patience`` ticks, less once preempted),
+   then sleep on the futex; returns the new generation. */
+static uint32_t og_await(uint32_t seen, uint64_t* patience) {
+  for (;;) {
+    uint64_t t0 = og_ticks(), last = t0;
+    for (;;) {
+      uint32_t gen = __atomic_load_n(&og_generation, __ATOMIC_ACQUIRE);
+      if (gen != seen) return gen;
+      uint64_t t = og_ticks();
+      if (t - last > OG_PREEMPTED) { *patience = OG_MIN_SPIN; break; }  /* core contended */
+      if (t - t0 > *patience) break;
+      last = t;
+      og_relax();
+    }
+    __atomic_fetch_add(&og_sleepers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&og_generation, __ATOMIC_SEQ_CST) == seen)
+      og_futex_wait(&og_generation, seen);
+    __atomic_fetch_sub(&og_sleepers, 1, __ATOMIC_SEQ_CST);
   }
 }
 
-#define OG_MIN_SPIN 100000ull   /* TSC ticks: about 40 microseconds */
-#define OG_MAX_SPIN 2500000ull  /* about a millisecond */
-
-static void* og_worker(void* index) {
-  og_self = (int)(long)index;
+static void* og_worker(void* start) {
+  uint32_t seen = (uint32_t)(uintptr_t)start;  /* the generation before this thread existed */
   uint64_t patience = OG_MIN_SPIN;
-  uint32_t seen = __atomic_load_n(&og_generation, __ATOMIC_ACQUIRE);
   for (;;) {
-    uint32_t gen = __atomic_load_n(&og_generation, __ATOMIC_ACQUIRE);
-    /* Spin for the next job before sleeping: steps follow each other closely, and the
-       caller may still be finishing its share of this job, so spin a few times as long as
-       the last job took here (within bounds): a futex wake-up costs tens of microseconds. */
-    uint64_t t0 = og_ticks();
-    while (gen == seen && og_ticks() - t0 < patience) {
-      og_relax();
-      gen = __atomic_load_n(&og_generation, __ATOMIC_ACQUIRE);
-    }
-    if (gen == seen) {
-      __atomic_fetch_add(&og_sleepers, 1, __ATOMIC_SEQ_CST);
-      gen = __atomic_load_n(&og_generation, __ATOMIC_SEQ_CST);
-      if (gen == seen) syscall(SYS_futex, &og_generation, FUTEX_WAIT_PRIVATE, seen, 0, 0, 0);
-      __atomic_fetch_sub(&og_sleepers, 1, __ATOMIC_SEQ_CST);
-      continue;
-    }
-    seen = gen;
-    og_job* job = &og_ring[gen % OG_SLOTS];
+    uint32_t gen = seen = og_await(seen, &patience);
+    int homes, self = og_join(&og_the_job, gen, &homes);
+    if (self < 0) continue;
+    OG_HOOK(1);
+    og_self = self;
     uint64_t started = og_ticks();
-    if (og_self < job->threads) og_work(job, gen);  /* a stale read only skips a job */
+    og_work(&og_the_job, gen, self, homes);
     uint64_t took = og_ticks() - started;
     patience = 4 * took;
     if (patience < OG_MIN_SPIN) patience = OG_MIN_SPIN;
@@ -129,8 +233,8 @@ static void* og_worker(void* index) {
   return 0;
 }
 
-static void og_ensure_workers(int wanted) {
-  if (wanted > OG_MAX_THREADS) wanted = OG_MAX_THREADS;
+static void og_ensure_workers(int wanted, uint32_t gen) {
+  if (wanted > OG_MAX_THREADS - 1) wanted = OG_MAX_THREADS - 1;
   if (__atomic_load_n(&og_workers, __ATOMIC_ACQUIRE) >= wanted) return;
   pthread_mutex_lock(&og_grow);
   while (og_workers < wanted) {
@@ -138,43 +242,71 @@ static void og_ensure_workers(int wanted) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, og_worker, (void*)(long)(og_workers + 1)) != 0) {
-      pthread_attr_destroy(&attr);
-      break;
-    }
+    int failed = pthread_create(&t, &attr, og_worker, (void*)(uintptr_t)gen);
     pthread_attr_destroy(&attr);
+    if (failed) break;  /* fewer workers: the caller does their blocks */
     __atomic_store_n(&og_workers, og_workers + 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&og_grow);
 }
 
+/* Wait for the blocks other threads are running. Spin about as long as two of the caller's
+   own blocks took; then yield the core (a preempted worker queued on it runs); after about a
+   scheduler period, sleep, so that a worker stalled for long costs no CPU. */
+static void og_wait_done(og_job* job, uint32_t nblocks, uint64_t spin) {
+  uint64_t t0 = og_ticks();
+  while (__atomic_load_n(&job->finished, __ATOMIC_ACQUIRE) != nblocks) {
+    uint64_t waited = og_ticks() - t0;
+    if (waited > OG_MAX_YIELD) {
+      __atomic_store_n(&job->waiting, 1, __ATOMIC_SEQ_CST);
+      for (uint32_t f; (f = __atomic_load_n(&job->finished, __ATOMIC_SEQ_CST)) != nblocks;)
+        og_futex_wait(&job->finished, f);
+      return;
+    }
+    if (waited > spin) sched_yield(); else og_relax();
+  }
+}
+
+/* Publish generation ``gen``: participant p's home is the p-th run of blocks. */
+static void og_publish(og_job* job, uint32_t gen, int threads) {
+  for (int p = 0; p < threads; ++p)
+    __atomic_store_n(&job->home[p].word,
+                     OG_WORD(gen, job->nblocks * p / threads, job->nblocks * (p + 1) / threads),
+                     __ATOMIC_RELEASE);
+  __atomic_store_n(&job->joined, OG_WORD(gen, 1, threads), __ATOMIC_RELEASE);  /* caller: 0 */
+  __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST))
+    og_futex_wake(&og_generation, threads - 1);
+}
+
 int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain, int threads) {
   if (total <= 0) return 0;
   if (grain < 1) grain = 1;
-  long nchunks = (total + grain - 1) / grain;
-  long most = 4L * threads;
-  if (most > 32) most = 32;
-  if (nchunks > most) nchunks = most;
-  if (threads <= 1 || nchunks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE))
+  if (threads > OG_MAX_THREADS) threads = OG_MAX_THREADS;
+  long nblocks = (total + grain - 1) / grain, most = (long)OG_BLOCKS_PER_THREAD * threads;
+  if (most > OG_MAX_BLOCKS) most = OG_MAX_BLOCKS;
+  if (nblocks > most) nblocks = most;
+  if (threads <= 1 || nblocks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE))
     return fn(T, A, 0, total);
-  og_ensure_workers(threads - 1);
-  long chunk = (total + nchunks - 1) / nchunks;
-  if (chunk % 16 && chunk > 16) chunk += 16 - chunk % 16;  /* whole vectors per chunk */
-  nchunks = (total + chunk - 1) / chunk;
+  long chunk = (total + nblocks - 1) / nblocks;
+  if (chunk % 16 && chunk > 16) chunk += 16 - chunk % 16;  /* whole vectors per block */
+  nblocks = (total + chunk - 1) / chunk;
+  if (threads > nblocks) threads = (int)nblocks;
   uint32_t gen = __atomic_load_n(&og_generation, __ATOMIC_RELAXED) + 1;
-  og_job* job = &og_ring[gen % OG_SLOTS];
+  og_ensure_workers(threads - 1, gen - 1);
+  og_job* job = &og_the_job;
   job->fn = fn; job->T = T; job->A = A;
-  job->total = total; job->chunk = chunk; job->nchunks = nchunks; job->threads = threads;
-  __atomic_store_n(&job->done, 0, __ATOMIC_RELAXED);
+  job->total = total; job->chunk = chunk; job->nblocks = nblocks;
+  __atomic_store_n(&job->finished, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&job->waiting, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&job->err, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&job->state, (uint64_t)gen << 32, __ATOMIC_RELEASE);
-  __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST))
-    syscall(SYS_futex, &og_generation, FUTEX_WAKE_PRIVATE, threads - 1, 0, 0, 0);
-  og_work(job, gen);
-  for (long spin = 0; __atomic_load_n(&job->done, __ATOMIC_ACQUIRE) < nchunks; ++spin) {
-    if (spin < 4096) og_relax(); else sched_yield();  /* a claimed chunk's thread was preempted */
-  }
+  og_publish(job, gen, threads);
+  uint64_t started = og_ticks();
+  long ran = og_work(job, gen, 0, threads);
+  uint64_t spin = ran ? 2 * (og_ticks() - started) / ran : OG_MAX_WAIT;
+  if (spin < OG_MIN_WAIT) spin = OG_MIN_WAIT;
+  if (spin > OG_MAX_WAIT) spin = OG_MAX_WAIT;
+  og_wait_done(job, (uint32_t)nblocks, spin);
   int err = __atomic_load_n(&job->err, __ATOMIC_RELAXED);
   __atomic_store_n(&og_busy, 0, __ATOMIC_RELEASE);
   return err;

@@ -5,6 +5,7 @@ from opgraph.frontends.torch.converters import (  # noqa: F401 - importing regis
     attention,
     creation,
     elementwise,
+    gradients,
     indexing,
     linalg,
     nn,

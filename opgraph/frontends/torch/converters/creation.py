@@ -38,6 +38,7 @@ def _full(ctx: NodeContext) -> Output:
         "empty_like.default",
         "new_empty.default",
         "empty_strided.default",
+        "new_empty_strided.default",
     )
 )
 def _zeros(ctx: NodeContext) -> Output:

@@ -1,0 +1,182 @@
+"""Training step (forward + backward + SGD-momentum update): eager vs Inductor vs
+torch.compile(backend="opgraph") vs opgraph's one-call ``compile_train_step``.
+
+    python bench/torch_train_bench.py [--workload mlp|resnet|bert|all] [--rounds 5]
+                                      [--iterations 5] [--skip inductor] [--report out.md]
+
+Workloads (training mode, the models of ``bench/torch_bench.py``):
+
+* MLP 784-512-512-10, batch 256, cross-entropy;
+* ResNet-18 CIFAR (3×3 stem, no max-pool, BatchNorm in training mode), batch 32×3×32×32,
+  cross-entropy;
+* one BERT-base encoder layer (768 hidden, 12 heads, FFN 3072), batch 8 × 128 tokens, loss the
+  mean square of its output.
+
+Every runtime gets the same threads (2 by default, ``BENCH_THREADS``) and its own copy of the
+model and optimizer (``SGD(lr=0.01, momentum=0.9)``). Runtimes run interleaved: round after
+round, each runtime a block of steps, the starting runtime rotating, after a short rest.
+Reported: each runtime's median step time and its ratio to the faster of eager and Inductor.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPGRAPH_NUM_THREADS"):
+    os.environ.setdefault(_var, str(THREADS))  # before numpy and torch start their pools
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import opgraph.frontends.torch as og_torch  # noqa: E402
+from bench.torch_bench import MLP, BertLayer, ResNet18  # noqa: E402
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _mean_square(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return (output - target).square().mean()
+
+
+@dataclass
+class Case:
+    name: str
+    make: Callable[[], nn.Module]
+    inputs: torch.Tensor
+    target: torch.Tensor
+    loss: Loss
+
+
+def cases(workload: str) -> list[Case]:
+    torch.manual_seed(0)
+    found = {
+        "mlp": lambda: Case(
+            "MLP b256", MLP, torch.randn(256, 784), torch.randint(0, 10, (256,)),
+            nn.functional.cross_entropy,
+        ),
+        "resnet": lambda: Case(
+            "ResNet-18 CIFAR b32", lambda: ResNet18(10, cifar=True), torch.randn(32, 3, 32, 32),
+            torch.randint(0, 10, (32,)), nn.functional.cross_entropy,
+        ),
+        "bert": lambda: Case(
+            "BERT-base layer b8×128", BertLayer, torch.randn(8, 128, 768),
+            torch.randn(8, 128, 768), _mean_square,
+        ),
+    }  # fmt: skip
+    names = list(found) if workload == "all" else [workload]
+    return [found[n]() for n in names]
+
+
+def _optimizer(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def _autograd_step(model: nn.Module, run: Callable[..., torch.Tensor], case: Case) -> Callable:
+    optimizer = _optimizer(model)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = case.loss(run(case.inputs), case.target)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def runtimes(case: Case, skip: set[str]) -> dict[str, Callable[[], torch.Tensor]]:
+    torch.manual_seed(1)
+    base = case.make().train()
+    steps: dict[str, Callable[[], torch.Tensor]] = {}
+    eager = copy.deepcopy(base)
+    steps["eager"] = _autograd_step(eager, eager, case)
+    if "inductor" not in skip:
+        model = copy.deepcopy(base)
+        steps["inductor"] = _autograd_step(model, torch.compile(model), case)
+    if "opgraph" not in skip:
+        model = copy.deepcopy(base)
+        steps["opgraph"] = _autograd_step(model, torch.compile(model, backend="opgraph"), case)
+    if "step" not in skip:
+        model = copy.deepcopy(base)
+        one_call = og_torch.compile_train_step(model, case.loss, _optimizer(model))
+        steps["opgraph step"] = lambda: one_call(case.inputs, case.target)
+    return steps
+
+
+def measure(
+    steps: dict[str, Callable[[], torch.Tensor]], rounds: int, iterations: int
+) -> dict[str, float]:
+    """Median seconds per step of each runtime, interleaved round by round."""
+    names = list(steps)
+    for name in names:  # compile and warm up
+        try:
+            for _ in range(2):
+                steps[name]()
+        except Exception:  # a failing runtime is reported, not fatal
+            traceback.print_exc()
+            del steps[name]
+    names = list(steps)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            time.sleep(0.2)
+            steps[name]()  # re-warm
+            start = time.perf_counter()
+            for _ in range(iterations):
+                steps[name]()
+            samples[name].append((time.perf_counter() - start) / iterations)
+    return {n: statistics.median(s) for n, s in samples.items()}
+
+
+def table(rows: list[tuple[Case, dict[str, float]]]) -> str:
+    runtimes_seen = ["eager", "inductor", "opgraph", "opgraph step"]
+    header = "| workload | " + " | ".join(runtimes_seen) + " |"
+    lines = [header, "|---" * (len(runtimes_seen) + 1) + "|"]
+    for case, times in rows:
+        best = min(times[n] for n in ("eager", "inductor") if n in times)
+        cells = []
+        for name in runtimes_seen:
+            if name not in times:
+                cells.append("—")
+            else:
+                cells.append(f"{times[name] * 1e3:.1f} ms ({times[name] / best:.2f}×)")
+        lines.append(f"| {case.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", default="all", choices=["mlp", "resnet", "bert", "all"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--skip", action="append", default=[], help="a runtime to leave out")
+    parser.add_argument("--report", help="write the markdown table here too")
+    args = parser.parse_args()
+    torch.set_num_threads(THREADS)
+    rows = []
+    for case in cases(args.workload):
+        times = measure(runtimes(case, set(args.skip)), args.rounds, args.iterations)
+        rows.append((case, times))
+        print(table([(case, times)]).splitlines()[-1], flush=True)
+    text = table(rows)
+    print(f"\n{THREADS} threads, median step time (ratio to the faster of eager/Inductor)\n")
+    print(text)
+    if args.report:
+        with open(args.report, "w") as out:
+            out.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
