@@ -6,9 +6,15 @@ import logging
 import time
 from collections import Counter
 
+from opgraph.backends.cpu.codegen.bf16 import to_bf16
 from opgraph.backends.cpu.codegen.module import generate
 from opgraph.backends.cpu.compiler import CompilerError, Toolchain
-from opgraph.backends.cpu.config import CpuConfig, compiler_problem, default_config
+from opgraph.backends.cpu.config import (
+    CpuConfig,
+    check_precision,
+    compiler_problem,
+    default_config,
+)
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.fused.pipeline import compile_program
 from opgraph.backends.fused.program import KKind, LoopStep, Program
@@ -41,7 +47,12 @@ class CpuBackend(Backend):
         self.toolchain = Toolchain(self.config)
 
     def compile(
-        self, function: Function, profile: bool = False, *, progress: Progress | None = None
+        self,
+        function: Function,
+        profile: bool = False,
+        *,
+        progress: Progress | None = None,
+        precision: str = "f32",
     ) -> CpuExecutable:
         """Compile ``function``.
 
@@ -51,16 +62,23 @@ class CpuBackend(Backend):
             progress: called as ``progress(done, total)`` while the C compiler works: once
                 with ``done=0``, then once per compiled batch of kernels (nothing when the
                 module comes from the cache).
+            precision: ``"f32"`` (default: every op in its own type), or ``"bf16"``: products
+                by constant weights (Linear layers, convolutions) round both operands to bf16
+                and accumulate in f32 (docs/cpu.md, "Reduced precision", gives the error
+                bounds); needs a CPU with AVX512-BF16. The IR and every other op stay f32.
 
         Raises:
             UnsupportedOpError: an op has neither a CPU lowering nor a reference kernel.
             CompilerError: no C compiler (use INTERPRETER), or it failed.
+            CpuConfigError: an unknown ``precision``, or one this CPU cannot run.
         """
+        check_precision(precision, self.config.isa)
         started = time.perf_counter()
         fused = compile_program(function, self.name, self.config.optimize, self.config.num_threads)
         self._require_compiler()
+        program = to_bf16(fused.program) if precision == "bf16" else fused.program
         lowered_at = time.perf_counter()
-        generated = generate(fused.program, fused.plan, self.config, function.name, profile)
+        generated = generate(program, fused.plan, self.config, function.name, profile)
         generated_at = time.perf_counter()
         compiled = self.toolchain.build(
             generated.source, generated.needs, units=generated.units, progress=progress
@@ -78,7 +96,7 @@ class CpuBackend(Backend):
             "cache hit" if compiled.cache_hit else f"{len(generated.units)} C batch(es)",
         )
         return CpuExecutable(
-            function, fused.lowered, fused.program, fused.plan, generated, compiled, profile
+            function, fused.lowered, program, fused.plan, generated, compiled, profile
         )
 
     def _require_compiler(self) -> None:

@@ -129,6 +129,39 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+#: Precisions ``CpuBackend.compile(fn, precision=...)`` accepts, and the CPU flags each needs
+#: (any one of them): bf16 runs ``vdpbf16ps`` (AVX512-BF16; every CPU with AMX-BF16 has it too).
+PRECISIONS: dict[str, frozenset[str]] = {
+    "f32": frozenset(),
+    "bf16": frozenset({"avx512_bf16"}),
+}
+
+
+def check_precision(precision: str, isa: str) -> None:
+    """Refuse a ``precision`` that is unknown or that this CPU (or the forced ``isa``) cannot run.
+
+    Raises:
+        CpuConfigError: saying what was asked, what is missing, and what works instead.
+    """
+    if precision not in PRECISIONS:
+        raise CpuConfigError(
+            f"compile(precision={precision!r}): expected one of "
+            f"{', '.join(repr(p) for p in PRECISIONS)}"
+        )
+    needed = PRECISIONS[precision]
+    if needed and not needed & cpu_flags():
+        raise CpuConfigError(
+            f"compile(precision={precision!r}) needs a CPU with {' or '.join(sorted(needed))} "
+            f"(bf16 dot products, vdpbf16ps); this CPU ({platform.machine()}) has none of them; "
+            "use precision='f32'"
+        )
+    if needed and isa == "avx2":
+        raise CpuConfigError(
+            f"compile(precision={precision!r}) generates AVX-512 code, but CpuConfig(isa='avx2') "
+            "forces AVX2; use isa='native' or 'avx512', or precision='f32'"
+        )
+
+
 def supports_isa(isa: str) -> bool:
     """Whether code compiled for ``isa`` runs on this CPU."""
     return isa == "native" or (isa in _ISA_CPU_FLAGS and _ISA_CPU_FLAGS[isa] <= cpu_flags())

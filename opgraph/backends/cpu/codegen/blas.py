@@ -59,6 +59,7 @@ class GemmEmitter:
         self.cols = self.b.shape[1]
         self.t = self.out.element_type
         self.c = dialect.storage_type(self.t)
+        self.cb = dialect.storage_type(self.b.element_type)  # bf16 panels in bf16 mode
         self.checks: list[Check] = checks if checks is not None else []
 
     def work(self) -> int:
@@ -84,7 +85,7 @@ class GemmEmitter:
             "  for (long u_ = lo; u_ < hi; ++u_) {",
             f"    long i_ = u_ / {blocks}L, k_ = u_ % {blocks}L;",
             f"    const {self.c}* a = a0 + {self.name}_batch[i_][0];",
-            f"    const {self.c}* b = b0 + {self.name}_batch[i_][1];",
+            f"    const {self.cb}* b = b0 + {self.name}_batch[i_][1];",
             f"    {self.c}* c = c0 + {self.name}_batch[i_][2];",
             f"    long first = {extent}L * k_ / {blocks}L;",
             f"    long last = {extent}L * (k_ + 1) / {blocks}L;",

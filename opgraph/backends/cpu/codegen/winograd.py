@@ -40,6 +40,8 @@ def _transform(prefix: str, source: str) -> list[str]:
 class WinogradEmitter:
     """``static int <name>(T, A, lo, hi)`` over (image, tile-row block) units."""
 
+    gemm = "scipy_cblas_sgemm"  # the bf16 variant calls its own (codegen/bf16.py)
+
     def __init__(
         self,
         step: WinogradStep,
@@ -85,7 +87,7 @@ class WinogradEmitter:
             f"    const float* x = x0 + img * {self.x.strides[0]}L;",
             *self.input_transform(c, h, w, tw),
             "    for (int xi = 0; xi < 16; ++xi)",
-            f"      scipy_cblas_sgemm(101, 111, 111, {o}, (int)tb, {c}, 1, u0 + xi * {o * c}L, "
+            f"      {self.gemm}(101, 111, 111, {o}, (int)tb, {c}, 1, u0 + xi * {o * c}L, "
             f"{c}, V + xi * {c}L * tb, (int)tb, 0, M + xi * {o}L * tb, (int)tb);",
             *self.output_transform(o, oh, ow, tw),
             *self.epilogue_calls(o, oh, ow),

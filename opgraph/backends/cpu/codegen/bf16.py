@@ -1,0 +1,432 @@
+"""bf16 mode (``CpuBackend.compile(fn, precision="bf16")``): products by constant weights in
+bf16 with f32 accumulation, on CPUs with AVX512-BF16 (``vdpbf16ps``).
+
+The IR stays f32. After the shared pipeline has built and planned the Program,
+:func:`to_bf16` replaces the steps whose weights are constants by bf16 variants:
+
+* ``GemmStep`` with 32-column panels (activations times a constant matrix: Linear layers):
+  the panels are repacked at compile time as bf16 *pairs* (``(K/2, 32, 2)`` per panel: the
+  two inner-dimension neighbours of a column side by side, the layout ``vdpbf16ps`` reads);
+  the activations are rounded to bf16 per tile of 12 rows as they are used;
+* ``ConvStep`` (im2col and GEMM, not the direct depthwise kernel) and ``WinogradStep``: the
+  filter matrix (or the transformed filters) is stored as bf16, and the f32 patches (or
+  transformed tiles) are rounded to bf16 pairs per 32-column panel inside ``og_sgemm_bf16``,
+  which replaces OpenBLAS's ``sgemm`` for these calls.
+
+Both kernels share one micro-kernel: 12 rows x 32 columns of f32 accumulators (24 zmm),
+each step one broadcast bf16 pair of the left operand times two vectors of 16 pairs of the
+right (``vdpbf16ps`` with an embedded broadcast). Products of two bf16 values are exact in
+f32, so the error is the rounding of both operands to bf16 (8 significant bits, relative
+2^-9) plus f32 accumulation; ``vdpbf16ps`` treats subnormal inputs as zero.
+
+Everything else (elementwise kernels, reductions, products of two activations, one-row
+GEMVs, depthwise convolutions) stays f32. The instruction is written as inline assembly, so
+the module needs no header and compiles with any GCC or Clang whose assembler knows it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.blas import Call, GemmEmitter
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.windows import ConvEmitter
+from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
+from opgraph.backends.fused.program import (
+    Buffer,
+    BufferKind,
+    ConvStep,
+    GemmStep,
+    Program,
+    Step,
+    WinogradStep,
+)
+from opgraph.backends.fused.views import View
+from opgraph.core import element_type as et
+
+#: Rows of a micro-kernel tile (2 x ROWS zmm accumulators) and the inner-dimension block
+#: (a tile's 12 x 384 bf16 rows, 9 KiB, and a panel's 384 x 32, 24 KiB, stay in L1).
+ROWS = 12
+DEPTH = 384
+#: Rows of activations rounded to bf16 at a time (72 KiB of stack, in L2), each 32-column
+#: panel slice then serving all their tiles.
+CHUNK = 8 * ROWS
+#: Panels of the f32 right operand rounded to bf16 at a time by ``og_sgemm_bf16`` (96 KiB).
+WIDE = 4
+
+
+@dataclasses.dataclass(eq=False)
+class Bf16GemmStep(GemmStep):
+    """A :class:`GemmStep` whose ``b`` is a constant as bf16 pair panels: per 32-column
+    panel, ``ceil(K/2)`` rows of 32 (even, odd) pairs, zero-padded."""
+
+
+@dataclasses.dataclass(eq=False)
+class Bf16ConvStep(ConvStep):
+    """A :class:`ConvStep` whose filter matrix ``w`` is a bf16 constant."""
+
+
+@dataclasses.dataclass(eq=False)
+class Bf16WinogradStep(WinogradStep):
+    """A :class:`WinogradStep` whose transformed filters ``u`` are a bf16 constant."""
+
+
+def _bf16_bits(values: np.ndarray) -> np.ndarray:
+    """f32 values rounded to the nearest bf16 (ties to even), as uint16 bit patterns."""
+    rounded = np.asarray(values, np.float32).astype(ml_dtypes.bfloat16)
+    return rounded.view(np.uint16)
+
+
+def _constant(buffers: list[Buffer], view: View) -> np.ndarray | None:
+    """The finite f32 values ``view`` (dense, rows contiguous) reads from a constant buffer,
+    or None (not a constant, other strides, or an infinity or NaN: the kernels pad odd
+    inner dimensions with products by zero, which must stay zero)."""
+    buffer = buffers[view.buffer]
+    if buffer.kind is not BufferKind.CONST or buffer.data is None:
+        return None
+    if view.element_type is not et.f32:
+        return None
+    dense = 1
+    for size, stride in zip(reversed(view.shape), reversed(view.strides), strict=True):
+        if size > 1 and stride != dense:
+            return None
+        dense *= size
+    flat = np.asarray(buffer.data, np.float32).reshape(-1)
+    values = flat[view.offset : view.offset + dense].reshape(view.shape)
+    return values if bool(np.isfinite(values).all()) else None
+
+
+def _add_constant(buffers: list[Buffer], data: np.ndarray, label: str) -> int:
+    """Append a bf16 constant buffer holding ``data`` (uint16 bits); its id."""
+    index = sum(1 for b in buffers if b.kind is BufferKind.CONST)
+    buffer = Buffer(len(buffers), BufferKind.CONST, et.bf16, data.size, index, label, data)
+    buffers.append(buffer)
+    return buffer.id
+
+
+def _pair_panels(matrix: np.ndarray, width: int) -> np.ndarray:
+    """A (K, N) matrix as bf16 pair panels: (N/width, ceil(K/2), width, 2), zero-padded."""
+    inner, cols = matrix.shape
+    pairs, count = -(-inner // 2), -(-cols // width)
+    padded = np.zeros((2 * pairs, count * width), np.float32)
+    padded[:inner, :cols] = matrix
+    panels = padded.reshape(pairs, 2, count, width).transpose(2, 0, 3, 1)
+    return np.ascontiguousarray(_bf16_bits(panels)).reshape(-1)
+
+
+def _left_matrix(values: np.ndarray) -> np.ndarray:
+    """A left operand in bf16, row-major, with one zero after it: the kernel reads each row
+    in pairs, and an odd row's last pair takes its second element from the next row (or this
+    padding), multiplied by the right operand's zero padding."""
+    return np.concatenate([_bf16_bits(values.reshape(-1)), np.zeros(1, np.uint16)])
+
+
+def _fields(step: Step) -> dict[str, Any]:
+    return {f.name: getattr(step, f.name) for f in dataclasses.fields(step)}
+
+
+def _gemm(step: GemmStep, buffers: list[Buffer]) -> Step:
+    if (
+        step.panel != 32
+        or step.b is None
+        or step.out is None
+        or step.out.element_type is not et.f32
+    ):
+        return step
+    packed = buffers[step.b.buffer]
+    if packed.data is None or len(step.batch) != 1:
+        return step
+    inner, cols = step.b.shape
+    width = step.panel
+    count = -(-cols // width)
+    matrix = np.asarray(packed.data, np.float32).reshape(count, inner, width)
+    matrix = matrix.transpose(1, 0, 2).reshape(inner, count * width)[:, :cols]
+    if not np.isfinite(matrix).all():
+        return step
+    data = _pair_panels(matrix, width)
+    label = f"{packed.label} (bf16 pairs)"
+    b = View(_add_constant(buffers, data, label), et.bf16, (inner, cols), (0, 0), 0)
+    return Bf16GemmStep(**{**_fields(step), "b": b})
+
+
+def _conv(step: ConvStep, buffers: list[Buffer]) -> Step:
+    if step.direct or step.w is None or step.out is None or step.out.element_type is not et.f32:
+        return step
+    values = _constant(buffers, step.w)
+    if values is None:
+        return step
+    label = f"{buffers[step.w.buffer].label} (bf16)"
+    w = View(
+        _add_constant(buffers, _left_matrix(values), label),
+        et.bf16,
+        step.w.shape,
+        (step.w.shape[1], 1),
+        0,
+    )
+    return Bf16ConvStep(**{**_fields(step), "w": w})
+
+
+def _winograd(step: WinogradStep, buffers: list[Buffer]) -> Step:
+    if step.u is None:
+        return step
+    values = _constant(buffers, step.u)
+    if values is None:
+        return step
+    label = f"{buffers[step.u.buffer].label} (bf16)"
+    _, o, c = step.u.shape
+    u = View(
+        _add_constant(buffers, _left_matrix(values), label), et.bf16, step.u.shape, (o * c, c, 1), 0
+    )
+    return Bf16WinogradStep(**{**_fields(step), "u": u})
+
+
+#: How each kind of step becomes its bf16 variant (unchanged when it cannot).
+CONVERSIONS: dict[type, Callable[[Any, list[Buffer]], Step]] = {
+    GemmStep: _gemm,
+    ConvStep: _conv,
+    WinogradStep: _winograd,
+}
+
+
+def to_bf16(program: Program) -> Program:
+    """``program`` with its products by constant weights in bf16 (see the module docstring).
+
+    Needs a planned Program (the new constants are not arena buffers, so the memory plan
+    stays valid); returns a new Program sharing the unchanged steps and buffers.
+    """
+    buffers = list(program.buffers)
+    steps = []
+    for step in program.steps:
+        convert = CONVERSIONS.get(type(step))
+        steps.append(convert(step, buffers) if convert is not None else step)
+    return Program(buffers, steps, program.num_args, program.num_results)
+
+
+# ------------------------------------------------------------------------------ emitters
+class Bf16GemmEmitter(GemmEmitter):
+    """A :class:`Bf16GemmStep`: ``og_gemm_bf16_panels`` instead of ``og_gemm_panels``."""
+
+    def panel_gemm(self) -> tuple[int, Call]:
+        self.module.helper("gemm_bf16")
+        lda = self.a.strides[0] if self.rows > 1 else self.inner
+        self.split_columns = True
+
+        def call(first: str, count: str) -> str:
+            return (
+                f"og_gemm_bf16_panels(a, {lda}L, (const uint16_t*)b, c, {self.cols}L, "
+                f"{self.rows}L, {self.inner}L, {first}, {first} + {count});"
+            )
+
+        return self.cols, call
+
+
+class Bf16ConvEmitter(ConvEmitter):
+    """A :class:`Bf16ConvStep`: ``og_sgemm_bf16`` (bf16 filters) instead of ``sgemm``."""
+
+    def __init__(
+        self, step: ConvStep, name: str, module: ModuleContext, checks: list[Check] | None = None
+    ) -> None:
+        super().__init__(step, name, module, checks)
+        self.gemm = "og_sgemm_bf16"
+        module.helper("gemm_bf16")
+
+
+class Bf16WinogradEmitter(WinogradEmitter):
+    """A :class:`Bf16WinogradStep`: its 16 products by ``og_sgemm_bf16``."""
+
+    gemm = "og_sgemm_bf16"
+
+    def emit(self) -> str:
+        self.module.helper("gemm_bf16")
+        return super().emit()
+
+
+# ------------------------------------------------------------------------------ C kernels
+def _micro_kernel(rows: int) -> str:
+    """``og_bf16_mk<rows>``: c[rows x nvalid] (+)= a (rows of bf16, lda apart, read in pairs)
+    times b (kp rows of a 32-column pair panel). The 2 x rows accumulators are named
+    variables: as arrays (the f32 kernel's form), GCC kept them on the stack around the
+    inline assembly, storing all of them on every step."""
+    rs = range(rows)
+    init = []
+    for r in rs:
+        init += [
+            f"  og_bv x{r}_0 = {{0}}, x{r}_1 = {{0}};",
+            f"  if (accumulate) og_bf16_load(&x{r}_0, &x{r}_1, c + {r} * ldc, nvalid);",
+        ]
+    step = [f"    const og_u32u* p{r} = (const og_u32u*)(a + {r} * lda + 2 * k);" for r in rs]
+    for r in rs:
+        step.append(
+            f"    x{r}_0 = og_dpbf16(x{r}_0, b0, p{r}); x{r}_1 = og_dpbf16(x{r}_1, b1, p{r});"
+        )
+    store = [f"  og_bf16_store(x{r}_0, x{r}_1, c + {r} * ldc, nvalid);" for r in rs]
+    return "\n".join(
+        [
+            f"static inline __attribute__((always_inline)) void og_bf16_mk{rows}(",
+            "    const uint16_t* restrict a, long lda, const uint32_t* restrict b, long kp,",
+            "    float* restrict c, long ldc, long nvalid, int accumulate) {",
+            *init,
+            "  for (long k = 0; k < kp; ++k) {",
+            "    og_bv b0, b1;",
+            "    __builtin_memcpy(&b0, b + k * 32, 64);",
+            "    __builtin_memcpy(&b1, b + k * 32 + 16, 64);",
+            *step,
+            "  }",
+            *store,
+            "}",
+        ]
+    )
+
+
+@dialect.helper("gemm_bf16")
+def _gemm_bf16() -> str:
+    cases = " ".join(f"case {n}: OG_BMK({n}); break;" for n in range(ROWS, 0, -1))
+    pairs = DEPTH // 2
+    kernels = "\n".join(_micro_kernel(rows) for rows in range(1, ROWS + 1))
+    return f"""typedef float og_bv __attribute__((vector_size(64)));
+typedef uint32_t og_u32u __attribute__((aligned(2), may_alias));
+/* acc += broadcast bf16 pair *a times the 16 bf16 pairs of b (f32 accumulation) */
+static inline __attribute__((always_inline)) og_bv og_dpbf16(og_bv acc, og_bv b,
+                                                             const og_u32u* a) {{
+  __asm__("vdpbf16ps %2%{{1to16%}}, %1, %0" : "+v"(acc) : "v"(b), "m"(*a));
+  return acc;
+}}
+static inline __attribute__((always_inline)) void og_bf16_load(og_bv* lo, og_bv* hi,
+                                                               const float* c, long nvalid) {{
+  float t[32];
+  for (long j = 0; j < 32; ++j) t[j] = j < nvalid ? c[j] : 0.0f;
+  __builtin_memcpy(lo, t, 64);
+  __builtin_memcpy(hi, t + 16, 64);
+}}
+static inline __attribute__((always_inline)) void og_bf16_store(og_bv lo, og_bv hi, float* c,
+                                                                long nvalid) {{
+  if (nvalid == 32) {{
+    __builtin_memcpy(c, &lo, 64);
+    __builtin_memcpy(c + 16, &hi, 64);
+    return;
+  }}
+  float t[32];
+  __builtin_memcpy(t, &lo, 64);
+  __builtin_memcpy(t + 16, &hi, 64);
+  for (long j = 0; j < nvalid; ++j) c[j] = t[j];
+}}
+static inline uint32_t og_bf16_bits(float f) {{ /* round to nearest even; NaN stays NaN */
+  uint32_t u; __builtin_memcpy(&u, &f, 4);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r;
+}}
+{kernels}
+#define OG_BMK(R) og_bf16_mk##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0)
+/* C[:, n0:n1] = A (M x K f32, rows lda apart) times P (K x N as bf16 pair panels of 32
+   columns); n0 is a multiple of 32. A is rounded to bf16 by chunks of {CHUNK} rows and {DEPTH}
+   inner elements; each panel slice ({DEPTH} x 32, L1) then serves every tile of the chunk (P is
+   streamed once per chunk: tiles outermost re-read all of it from L3 for every 12 rows). */
+static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_t* restrict P,
+                                float* restrict C, long ldc, long M, long K, long n0,
+                                long n1) {{
+  uint16_t chunk[{CHUNK} * {DEPTH}];
+  const uint32_t* panels = (const uint32_t*)P;
+  long pairs = (K + 1) / 2, first = n0 / 32, last = (n1 + 31) / 32;
+  for (long k0 = 0; k0 < K; k0 += {DEPTH}) {{
+    long k1 = k0 + {DEPTH} < K ? k0 + {DEPTH} : K, kp = (k1 - k0 + 1) / 2;
+    for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
+      long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;
+      for (long r = 0; r < m1 - m0; ++r) {{
+        const float* x = A + (m0 + r) * lda + k0;
+        uint16_t* t = chunk + r * {DEPTH};
+        #pragma omp simd
+        for (long j = 0; j < k1 - k0; ++j) t[j] = (uint16_t)og_bf16_bits(x[j]);
+        if ((k1 - k0) & 1) t[k1 - k0] = 0;
+      }}
+      for (long nb = first; nb < last; ++nb) {{
+        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+        for (long m = m0; m < m1; m += {ROWS}) {{
+          int rows = m1 - m < {ROWS} ? (int)(m1 - m) : {ROWS};
+#define OG_A (chunk + (m - m0) * {DEPTH})
+#define OG_LDA {DEPTH}
+#define OG_B (panels + (nb * pairs + k0 / 2) * 32)
+#define OG_C (C + m * ldc + nb * 32)
+          switch (rows) {{ {cases} default: break; }}
+#undef OG_A
+#undef OG_LDA
+#undef OG_B
+#undef OG_C
+        }}
+      }}
+    }}
+  }}
+}}
+/* sgemm(RowMajor, NoTrans, NoTrans, M, N, K, 1, A, lda, B, ldb, 0, C, ldc) with A in bf16
+   (a constant: finite, and one readable element after its last row) and B in f32, rounded to
+   bf16 pairs by blocks of {WIDE} panels of 32 columns and {DEPTH} rows (96 KiB, L2); each
+   tile of A ({ROWS} rows, L1) then serves all the block's panels, so A is streamed once per
+   {WIDE * 32} columns. */
+static void og_sgemm_bf16(int order, int ta, int tb, int M, int N, int K, float alpha,
+                          const uint16_t* restrict A, int lda, const float* restrict B,
+                          int ldb, float beta, float* restrict C, int ldc) {{
+  (void)order; (void)ta; (void)tb; (void)alpha; (void)beta;
+  uint32_t panel[{WIDE} * {pairs} * 32];
+  for (long n0 = 0; n0 < N; n0 += {WIDE * 32}) {{
+    long count = (N - n0 < {WIDE * 32} ? N - n0 + 31 : {WIDE * 32}) / 32;
+    for (long k0 = 0; k0 < K; k0 += {DEPTH}) {{
+      long k1 = k0 + {DEPTH} < K ? k0 + {DEPTH} : K, kp = (k1 - k0 + 1) / 2;
+      for (long pi = 0; pi < count; ++pi) {{
+        long n = n0 + pi * 32, valid = N - n < 32 ? N - n : 32;
+        for (long q = 0; q < kp; ++q) {{
+          const float* lo = B + (k0 + 2 * q) * (long)ldb + n;
+          const float* hi = k0 + 2 * q + 1 < k1 ? lo + ldb : 0;
+          uint32_t* d = panel + (pi * {pairs} + q) * 32;
+          if (valid == 32 && hi) {{
+            #pragma omp simd
+            for (long j = 0; j < 32; ++j) d[j] = og_bf16_bits(lo[j]) | og_bf16_bits(hi[j]) << 16;
+            continue;
+          }}
+          for (long j = 0; j < 32; ++j)
+            d[j] = j < valid ? og_bf16_bits(lo[j]) | (hi ? og_bf16_bits(hi[j]) << 16 : 0u) : 0u;
+        }}
+      }}
+      for (long m = 0; m < M; m += {ROWS}) {{
+        int rows = M - m < {ROWS} ? (int)(M - m) : {ROWS};
+        for (long pi = 0; pi < count; ++pi) {{
+          long valid = N - n0 - pi * 32 < 32 ? N - n0 - pi * 32 : 32;
+#define OG_A (A + m * (long)lda + k0)
+#define OG_LDA (long)lda
+#define OG_B (panel + pi * {pairs} * 32)
+#define OG_C (C + m * (long)ldc + n0 + pi * 32)
+          switch (rows) {{ {cases} default: break; }}
+#undef OG_A
+#undef OG_LDA
+#undef OG_B
+#undef OG_C
+        }}
+      }}
+    }}
+  }}
+}}
+#undef OG_BMK"""
+
+
+Emitted = tuple[str, str, tuple[Check, ...]]
+
+
+def _emitter(cls: type) -> Callable[[Any, int, ModuleContext], Emitted]:
+    def emit(step: Any, i: int, module: ModuleContext) -> Emitted:
+        checks: list[Check] = []
+        text = cls(step, f"g{i}", module, checks).emit()
+        return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
+
+    return emit
+
+
+#: The C generator of each bf16 step (``module.STEP_EMITTERS`` takes them in).
+EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
+    Bf16GemmStep: _emitter(Bf16GemmEmitter),
+    Bf16ConvStep: _emitter(Bf16ConvEmitter),
+    Bf16WinogradStep: _emitter(Bf16WinogradEmitter),
+}
