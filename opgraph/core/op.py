@@ -19,7 +19,7 @@ from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Node, Output
 from opgraph.core.provenance import user_frame
 from opgraph.core.registry import Registry
-from opgraph.core.tensor_type import TensorType, TupleType, ValueType
+from opgraph.core.tensor_type import TupleType, ValueType
 
 #: Every op class, by its registry name (the class name). Used by the serializer and coverage.
 OP_REGISTRY: Registry[str, type[Op]] = Registry("op class")
@@ -263,9 +263,3 @@ def require(condition: bool, message: str) -> None:
     """Raise ``OpTypeError(message)`` when ``condition`` is false (type rules use this)."""
     if not condition:
         raise OpTypeError(message)
-
-
-def tensor_input(t: ValueType, index: int) -> TensorType:
-    if not isinstance(t, TensorType):
-        raise OpTypeError(f"input {index} must be a tensor, got tuple {t}")
-    return t

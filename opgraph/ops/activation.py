@@ -366,7 +366,7 @@ class Clamp(Activation):
         highest value), for float types rounded to the type (``±inf`` beyond its range)."""
         return _typed_bounds(self.min_value, self.max_value, element_type)
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         low, high = self.typed_bounds(x.element_type)
         if low is not None:
             x = maximum(x, scalar_like(low, x))

@@ -95,15 +95,65 @@ def _pool_output_size(
     )
 
 
+def _tap_count(start: int, f: int, dilation: int, low: int, high: int) -> int:
+    """How many taps ``start + j * dilation`` (``0 <= j < f``) fall in ``[low, high)``."""
+    first = max(0, -(-(low - start) // dilation))
+    last = min(f - 1, (high - 1 - start) // dilation)
+    return max(0, last - first + 1)
+
+
 def _tap_counts(
     out: int, d: int, f: int, stride: int, dilation: int, low: int, high: int
 ) -> list[int]:
     """For each window of one axis, how many of its taps fall in ``[low, high)``, in
     coordinates of the padded data (window ``o`` starts at ``o * stride``)."""
-    return [
-        sum(1 for j in range(f) if low <= start + j * dilation < high)
-        for start in (o * stride for o in range(out))
-    ]
+    return [_tap_count(o * stride, f, dilation, low, high) for o in range(out)]
+
+
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """``sum(floor((a * i + b) / m) for i in range(n))`` in O(log m) steps (m > 0)."""
+    total = 0
+    while n > 0:
+        total += n * (n - 1) // 2 * (a // m) + n * (b // m)
+        a, b = a % m, b % m
+        top = a * n + b
+        if top < m:
+            break
+        n, b, m, a = top // m, top % m, a, m
+    return total
+
+
+def _first_empty_window(out: int, d: int, f: int, stride: int, dilation: int, pb: int) -> int:
+    """The first of ``out`` windows of one axis with no tap on the data ``[pb, pb + d)``, or -1.
+
+    Closed form (type rules must not loop over the output: padding can be 2**63). Windows
+    ending before the data come first and windows starting after it last; a window between
+    has a tap on the data unless it covers the data entirely and its taps straddle it, which
+    needs ``d < dilation``: window ``o`` then misses iff ``(o * stride - pb) mod dilation >= d``,
+    found by counting hits with floor sums and bisecting.
+    """
+    if out == 0:
+        return -1
+    if d == 0 or (f - 1) * dilation < pb:
+        return 0
+    after = -(-(pb + d) // stride)  # the first window starting after the data
+    last = min(out, after) - 1
+    if d < dilation:
+        lo = max(0, -(-(pb + d - (f - 1) * dilation) // stride))
+        hi = min(last, -(-pb // stride) - 1)  # windows starting before the data
+
+        def misses(n: int) -> int:  # among windows lo .. lo + n - 1
+            b = lo * stride - pb
+            hits = _floor_sum(n, dilation, stride, b) - _floor_sum(n, dilation, stride, b - d)
+            return n - hits
+
+        if lo <= hi and misses(hi - lo + 1) > 0:
+            low, high = 1, hi - lo + 1  # the smallest n with a miss lies in [low, high]
+            while low < high:
+                middle = (low + high) // 2
+                low, high = (low, middle) if misses(middle) > 0 else (middle + 1, high)
+            return lo + low - 1
+    return after if after < out else -1
 
 
 class Pool(Op):
@@ -187,11 +237,10 @@ class Pool(Op):
         if not self.counts_padding() and is_static(out) and is_static(x.shape):
             for axis, ((d, f, s, dl, pb, _), o) in enumerate(zip(axes, out, strict=True)):
                 assert type(o) is int and type(d) is int  # symbolic: checked at each binding
-                counts = _tap_counts(o, d, f, s, dl, pb, d + pb)
-                if 0 in counts:
+                empty = _first_empty_window(o, d, f, s, dl, pb)
+                if empty >= 0:
                     raise OpTypeError(
-                        f"spatial axis {axis}: window {counts.index(0)} lies entirely in the "
-                        "padding"
+                        f"spatial axis {axis}: window {empty} lies entirely in the padding"
                     )
         return out
 

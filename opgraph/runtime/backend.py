@@ -32,6 +32,7 @@ class PerformanceCounter:
 
     @property
     def average_seconds(self) -> float:
+        """Mean time per call (0 when never called)."""
         return self.total_seconds / self.calls if self.calls else 0.0
 
 

@@ -11,6 +11,9 @@ from opgraph.core.errors import CallTypeError, GraphError
 from opgraph.core.shape import Shape, as_shape
 from opgraph.core.tensor_type import TensorType
 
+#: The address space of host memory in :meth:`Tensor.memory_range` (a device's is its runtime).
+HOST = "host"
+
 
 class Tensor:
     """A host tensor. ``buffer`` is a C-contiguous, writeable numpy array of exactly the
@@ -81,6 +84,48 @@ class Tensor:
     def read(self) -> np.ndarray:
         """A copy of the contents as a numpy array."""
         return self.buffer.copy()
+
+    def check_storage(self, where: str, writeable: bool) -> None:
+        """Raise ``CallTypeError`` unless the storage holds exactly this tensor's type and can
+        be read (and written, when ``writeable``) in place by a backend.
+
+        For a host tensor: its buffer is a C-contiguous numpy array of exactly the type's
+        dtype, shape and byte size, writeable for results. The array's metadata and flags can
+        be changed in place after the tensor was made, hence a check on every call."""
+        buffer = getattr(self, "_buffer", None)
+        expected = self.type
+        dtype = expected.element_type.dtype
+        if not isinstance(buffer, np.ndarray):
+            raise CallTypeError(
+                f"{where}: its buffer must be a numpy array, found {type(buffer).__name__}"
+            )
+        if buffer.dtype != dtype:
+            raise CallTypeError(
+                f"{where}: buffer dtype is {buffer.dtype}, the tensor's type {expected} needs "
+                f"{dtype}"
+            )
+        if buffer.shape != expected.shape or buffer.nbytes != expected.nbytes:
+            raise CallTypeError(
+                f"{where}: buffer is {list(buffer.shape)} ({buffer.nbytes} bytes), the tensor's "
+                f"type {expected} needs {list(expected.shape)} ({expected.nbytes} bytes)"
+            )
+        if not buffer.flags.c_contiguous:
+            raise CallTypeError(
+                f"{where}: buffer is not C-contiguous (strides {buffer.strides}); wrap a "
+                "contiguous array (np.ascontiguousarray)"
+            )
+        if writeable and not buffer.flags.writeable:
+            raise CallTypeError(
+                f"{where}: buffer is read-only, and a result tensor must be writeable"
+            )
+
+    def memory_range(self) -> tuple[object, int, int]:
+        """``(space, address, bytes)`` of the storage, after :meth:`check_storage`: two
+        tensors share memory exactly when their ranges overlap within one address space
+        (``HOST`` here; a device tensor's runtime). Host buffers are C-contiguous, so the
+        range is exact, as ``np.may_share_memory`` would find."""
+        buffer = self._buffer
+        return HOST, buffer.__array_interface__["data"][0], buffer.nbytes
 
     def __repr__(self) -> str:
         return f"<Tensor {self.type}>"

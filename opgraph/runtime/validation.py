@@ -13,7 +13,7 @@ import numpy as np
 
 from opgraph.core.errors import AliasingError, CallTypeError, GraphError
 from opgraph.core.tensor_type import TensorType
-from opgraph.runtime.tensor import Tensor
+from opgraph.runtime.tensor import HOST, Tensor
 
 #: Up to this many tensors, overlap is tested pair by pair (cheaper than sorting few spans).
 PAIRWISE_LIMIT = 8
@@ -25,24 +25,41 @@ def validate_call(
     result_types: Sequence[TensorType],
     parameter_types: Sequence[TensorType],
     fn_name: str,
+    device: object | None = None,
 ) -> None:
-    """Counts, element types, shapes, buffers and aliasing of a call; raises before any write.
+    """Counts, element types, shapes, storage and aliasing of a call; raises before any write.
+
+    One path for every backend: each tensor checks its own storage
+    (:meth:`Tensor.check_storage`) and gives its address range (:meth:`Tensor.memory_range`),
+    host and device tensors alike.
+
+    Args:
+        device: the address space, besides host memory, whose tensors this executable reads
+            and writes in place (a GPU executable's device runtime); None for host only.
 
     Raises:
         CallTypeError: ``outputs``/``inputs`` are not lists of Tensors, an element type is
-            wrong, or a buffer is not a C-contiguous array of exactly the declared dtype and
-            byte size (writeable, for results).
+            wrong, a buffer is not a C-contiguous array of exactly the declared dtype and
+            byte size (writeable, for results), or a tensor lives in memory this executable
+            cannot address.
         GraphError: a count or shape is wrong.
         AliasingError: a result tensor overlaps another result or an argument.
     """
     check_lists(outputs, inputs, fn_name)
     check_types(outputs, result_types, "output", "result", fn_name)
     check_types(inputs, parameter_types, "input", "parameter", fn_name)
-    for i, tensor in enumerate(inputs):
-        check_buffer(tensor, tensor.type, f"{fn_name}: input {i}", writeable=False)
-    for i, tensor in enumerate(outputs):
-        check_buffer(tensor, tensor.type, f"{fn_name}: output {i}", writeable=True)
-    check_aliasing(outputs, inputs, [host_span(t) for t in (*inputs, *outputs)], fn_name)
+    ranges: list[tuple[object, int, int]] = []
+    for what, tensors, writeable in (("input", inputs, False), ("output", outputs, True)):
+        for i, tensor in enumerate(tensors):
+            tensor.check_storage(f"{fn_name}: {what} {i}", writeable)
+            memory = tensor.memory_range()
+            if memory[0] is not HOST and memory[0] is not device:
+                raise CallTypeError(
+                    f"{fn_name}: {what} {i} is {tensor!r}, in memory this executable cannot "
+                    "address; read() copies it to the host, or use the backend that made it"
+                )
+            ranges.append(memory)
+    check_aliasing(outputs, inputs, ranges, fn_name)
 
 
 def check_lists(outputs: Any, inputs: Any, fn_name: str) -> None:
@@ -84,52 +101,16 @@ def check_types(
             )
 
 
-def check_buffer(tensor: Tensor, expected: TensorType, where: str, writeable: bool) -> None:
-    """The tensor's host buffer is a C-contiguous numpy array of exactly ``expected``'s dtype,
-    shape and byte size, and writeable when ``writeable`` (results). The array's metadata and
-    flags can be changed in place after the tensor was made, hence a check on every call."""
-    buffer = getattr(tensor, "_buffer", None)
-    dtype = expected.element_type.dtype
-    if not isinstance(buffer, np.ndarray):
-        raise CallTypeError(
-            f"{where}: its buffer must be a numpy array, found {type(buffer).__name__}"
-        )
-    if buffer.dtype != dtype:
-        raise CallTypeError(
-            f"{where}: buffer dtype is {buffer.dtype}, the tensor's type {expected} needs {dtype}"
-        )
-    if buffer.shape != expected.shape or buffer.nbytes != expected.nbytes:
-        raise CallTypeError(
-            f"{where}: buffer is {list(buffer.shape)} ({buffer.nbytes} bytes), the tensor's type "
-            f"{expected} needs {list(expected.shape)} ({expected.nbytes} bytes)"
-        )
-    if not buffer.flags.c_contiguous:
-        raise CallTypeError(
-            f"{where}: buffer is not C-contiguous (strides {buffer.strides}); wrap a contiguous "
-            "array (np.ascontiguousarray)"
-        )
-    if writeable and not buffer.flags.writeable:
-        raise CallTypeError(f"{where}: buffer is read-only, and a result tensor must be writeable")
-
-
-def host_span(tensor: Tensor) -> tuple[int, int]:
-    """``(address, bytes)`` of a validated host tensor's buffer (C-contiguous: exact)."""
-    buffer = tensor._buffer
-    return buffer.__array_interface__["data"][0], buffer.nbytes
-
-
 def check_aliasing(
     outputs: Sequence[Tensor],
     inputs: Sequence[Tensor],
-    spans: Sequence[tuple[int, int]],
+    ranges: Sequence[tuple[object, int, int]],
     fn_name: str,
-    spaces: Sequence[object] | None = None,
 ) -> None:
     """Raise AliasingError when a result tensor overlaps another result or an argument.
 
-    ``spans`` holds ``(address, bytes)`` for the inputs then the outputs. They share one
-    address space unless ``spaces`` names each one's (e.g. host memory or a device): only
-    spans in the same space can overlap."""
+    ``ranges`` holds each tensor's ``(space, address, bytes)`` (:meth:`Tensor.memory_range`),
+    the inputs then the outputs: only ranges in the same address space can overlap."""
     positions: dict[int, int] = {}
     tensors = (*inputs, *outputs)
     for k, tensor in enumerate(tensors):
@@ -138,11 +119,12 @@ def check_aliasing(
             _raise_aliasing(earlier, k, len(inputs), fn_name)
     num_inputs = len(inputs)
     groups: dict[object, list[int]] = {}
-    for k, space in enumerate(spaces if spaces is not None else [None] * len(spans)):
+    for k, (space, _, _) in enumerate(ranges):
         groups.setdefault(space, []).append(k)
     for members in groups.values():  # each in increasing order: its inputs come first
         inputs_here = sum(1 for k in members if k < num_inputs)
-        pair = overlapping_pair([spans[k] for k in members], inputs_here)
+        spans = [(ranges[k][1], ranges[k][2]) for k in members]
+        pair = overlapping_pair(spans, inputs_here)
         if pair is not None:
             _raise_aliasing(members[pair[0]], members[pair[1]], num_inputs, fn_name)
 

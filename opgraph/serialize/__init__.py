@@ -6,7 +6,7 @@ specified in ``docs/format.md``. Loading rebuilds every node through its op, so 
 is type-checked again, and loading a file can only ever build ops (no pickle, no eval).
 """
 
-from opgraph.serialize.api import deserialize, load, save, serialize
+from opgraph.serialize.api import MissingDirectoryError, deserialize, load, save, serialize
 from opgraph.serialize.schema import DEFAULT_LIMITS, FORMAT_VERSION, Limits
 from opgraph.serialize.upgrades import UPGRADES, register_upgrade
 
@@ -15,6 +15,7 @@ __all__ = [
     "FORMAT_VERSION",
     "UPGRADES",
     "Limits",
+    "MissingDirectoryError",
     "deserialize",
     "load",
     "register_upgrade",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import uuid
@@ -61,8 +62,11 @@ def save(fn: Function, path: PathLike) -> None:
     Raises:
         SerializationError: as :func:`serialize`, or ``path`` ends in ``.onnx`` (nothing is
             written then).
-        OSError: the file cannot be written; the message names ``path`` (and says when its
-            directory does not exist), never the temporary file.
+        MissingDirectoryError: the directory of ``path`` does not exist (a
+            ``FileNotFoundError`` and a ``SerializationError``); the message names it and says
+            to create it.
+        OSError: the file cannot be written otherwise; the message names ``path``, never the
+            temporary file.
     """
     target = os.fspath(path)
     if target.lower().endswith(".onnx"):
@@ -85,6 +89,14 @@ def save(fn: Function, path: PathLike) -> None:
         raise
 
 
+class MissingDirectoryError(FileNotFoundError, SerializationError):
+    """``og.save``'s target directory does not exist.
+
+    Both an ``OSError`` (``FileNotFoundError``, so ``except OSError`` keeps working) and a
+    ``SerializationError`` (so ``except og.OpgraphError`` catches every misuse of the library).
+    """
+
+
 def _create(temporary: str, target: str, directory: str) -> int:
     """Open the temporary file, or raise an OSError that names ``target``, not the temporary."""
     try:
@@ -92,8 +104,14 @@ def _create(temporary: str, target: str, directory: str) -> int:
         # mode, as for any file the user creates.
         return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as error:
+        if not os.path.lexists(directory):
+            raise MissingDirectoryError(
+                errno.ENOENT,
+                f"cannot save {target}: the directory {directory} does not exist; create it "
+                f"first (os.makedirs({directory!r}, exist_ok=True)) or save elsewhere",
+            ) from None
         if not os.path.isdir(directory):
-            problem = f"the directory {directory} does not exist"
+            problem = f"{directory} is not a directory"
         else:
             problem = f"cannot create a file in {directory}: {error.strerror}"
         raise type(error)(error.errno, f"cannot save {target}: {problem}") from None

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph._version import __version__
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError, SerializationError
 from opgraph.core.function import Function
@@ -46,8 +47,6 @@ def encode_function(fn: Function) -> Encoded:
     writer = _Writer()
     for function in _functions_callees_first(fn):
         writer.add(function)
-    from opgraph import __version__
-
     document = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,

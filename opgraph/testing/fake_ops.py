@@ -24,7 +24,7 @@ class SquarePlusOne(Op):
 
     num_inputs = 1
 
-    def decompose(self, x: Output) -> Output:  # type: ignore[override]
+    def decompose(self, x: Output) -> Output:
         from opgraph.ops import elementwise
 
         return elementwise.add(elementwise.multiply(x, x), x * 0 + 1)

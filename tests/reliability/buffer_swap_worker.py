@@ -43,14 +43,6 @@ def read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def restrided(array: np.ndarray) -> np.ndarray:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        view = array.reshape(-1)[: N // 2]
-        view.strides = (8,)  # in place: the same object, now strided over twice the span
-    return view
-
-
 #: name -> bad buffer for a tensor of SHAPE f32 (fresh each time). All hold sentinels.
 BAD_BUFFERS: dict[str, Callable[[], Any]] = {
     "short": lambda: sentinel(2),

@@ -3,7 +3,9 @@
 Two promises are checked (docs/onnx.md, "Strict import"):
 
 * every failure of ``import_model`` is an ``OpgraphError`` (in practice a ``ConversionError``):
-  no other exception type escapes, whatever the bytes or the structure;
+  no other exception type escapes, whatever the bytes or the structure; a model that imports is
+  compiled on INTERPRETER and, when its values are small, run on seeded random inputs, and
+  those stages too fail only with an ``OpgraphError``;
 * every structural mutation that onnxruntime rejects at session creation is rejected by
   ``import_model`` too, except the differences listed in docs/onnx.md (``_JUSTIFIED``).
 
@@ -13,7 +15,6 @@ runs ten times more cases; ``-s`` prints the counts.
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -26,6 +27,7 @@ onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed")
 from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
 
 import opgraph as og  # noqa: E402
+from opgraph.core.tensor_type import TensorType  # noqa: E402
 from opgraph.frontends.onnx import import_model  # noqa: E402
 
 # Keep mutated models small: no dimension above this, so no case can ask for huge work.
@@ -324,18 +326,48 @@ def mutated_bytes(seed: int, data: bytes) -> bytes:
 # ----------------------------------------------------------------------------------- the tests
 
 
-def _import(data: bytes) -> og.OpgraphError | None:
-    """None when ``data`` imports (and then compiles and runs, or fails with an OpgraphError);
-    the OpgraphError when it does not. Any other exception propagates."""
+RUN_ELEMENTS = 1 << 16  # run an imported graph only when all its values together are this small
+
+
+def _random_inputs(fn: og.Function, rng: np.random.Generator) -> list[np.ndarray]:
+    arrays = []
+    for t in fn.parameter_types:
+        assert isinstance(t, TensorType)
+        dtype = t.element_type.dtype
+        if t.element_type.is_boolean:
+            arrays.append(rng.integers(0, 2, t.shape).astype(dtype))
+        elif t.element_type.is_integral:
+            arrays.append(rng.integers(0, 4, t.shape).astype(dtype))
+        else:
+            arrays.append(rng.uniform(-3, 3, t.shape).astype(dtype))
+    return arrays
+
+
+def _small(fn: og.Function) -> bool:
+    total = 0
+    for node in fn.nodes:
+        for t in node.output_types:
+            if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
+                return False
+            total += int(np.prod(t.shape, dtype=object))
+    return total <= RUN_ELEMENTS
+
+
+def outcome(data: bytes, seed: int) -> str:
+    """Import ``data``, compile what imports on INTERPRETER and run it on random inputs when
+    small; the stage it stopped at. Any exception but an OpgraphError propagates."""
+    stage = "import"
     try:
         fn = import_model(data)
-    except og.OpgraphError as error:
-        return error
-    arguments = [np.ones(p.shape, p.element_type.dtype) for p in fn.parameters]
-    # A model may import and still fail at run time, but only with a graph-context error.
-    with contextlib.suppress(og.OpgraphError):
-        og.backend("INTERPRETER").compile(fn)(*arguments)
-    return None
+        stage = "compile"
+        executable = og.backend("INTERPRETER").compile(fn)
+        if not _small(fn):
+            return "compiled"
+        stage = "run"
+        executable(*_random_inputs(fn, np.random.default_rng(seed)))
+        return "ran"
+    except og.OpgraphError:
+        return f"refused at {stage}"
 
 
 def _onnxruntime_error(ort: Any, data: bytes) -> str | None:
@@ -351,12 +383,11 @@ def test_structural_mutations_fail_only_with_opgraph_errors(fuzz_cases):
     for seed in range(fuzz_cases(300)):
         model, what = mutant(seed)
         try:
-            outcome = _import(model.SerializeToString())
+            counts[outcome(model.SerializeToString(), seed)] += 1
         except Exception as error:
             pytest.fail(f"case {seed} ({what}) raised {type(error).__name__}: {error}")
-        counts["refused" if outcome else "imported"] += 1
     print(f"structural mutations: {dict(counts)}")
-    assert counts["refused"] and counts["imported"], "the mutator no longer covers both outcomes"
+    assert counts["refused at import"] and counts["ran"], f"the mutator lost an outcome: {counts}"
 
 
 def test_mutated_bytes_fail_only_with_opgraph_errors(fuzz_cases):
@@ -365,12 +396,11 @@ def test_mutated_bytes_fail_only_with_opgraph_errors(fuzz_cases):
     for seed in range(fuzz_cases(300)):
         mutated = mutated_bytes(seed, data)
         try:
-            outcome = _import(mutated)
+            counts[outcome(mutated, seed)] += 1
         except Exception as error:
             pytest.fail(f"byte case {seed} raised {type(error).__name__}: {error}")
-        counts["refused" if outcome else "imported"] += 1
     print(f"mutated bytes: {dict(counts)}")
-    assert counts["refused"], "no mutated model was refused"
+    assert counts["refused at import"], "no mutated model was refused"
 
 
 def test_every_model_onnxruntime_rejects_is_rejected(fuzz_cases):
@@ -383,9 +413,9 @@ def test_every_model_onnxruntime_rejects_is_rejected(fuzz_cases):
         model, what = mutant(seed)
         data = model.SerializeToString()
         ort_error = _onnxruntime_error(ort, data)
-        ours = _import(data)
-        counts[(ort_error is None, ours is None)] += 1
-        if ort_error is not None and ours is None:
+        imported = outcome(data, seed) != "refused at import"
+        counts[(ort_error is None, imported)] += 1
+        if ort_error is not None and imported:
             accepted.append(f"case {seed} ({what}): onnxruntime says {ort_error[:160]}")
     print(
         "onnxruntime accepts/opgraph accepts: "

@@ -186,6 +186,7 @@ def test_performance_counters(backend):
     exe(a, a, a)
     counters = exe.performance_counters()
     assert counters and all(c.calls == 2 and c.total_seconds >= 0 for c in counters)
+    assert all(c.average_seconds == c.total_seconds / 2 for c in counters)
     with pytest.raises(og.GraphError, match="profile=True"):
         backend.compile(seed_function()).performance_counters()
 

@@ -1,5 +1,6 @@
 """``og.save`` misuse: a missing directory and an ONNX path get errors that name the cause."""
 
+import errno
 import os
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.core.errors import SerializationError
+from opgraph.serialize import MissingDirectoryError
 
 
 def small() -> og.Function:
@@ -22,6 +24,20 @@ def test_missing_directory_is_named_not_the_temporary_file(tmp_path):
     assert f"cannot save {target}" in message
     assert f"the directory {tmp_path / 'missing'} does not exist" in message
     assert ".tmp" not in message
+    assert not (tmp_path / "missing").exists()
+
+
+def test_missing_directory_is_an_opgraph_error_and_an_os_error(tmp_path):
+    target = tmp_path / "missing" / "deeper" / "model.opgraph"
+    with pytest.raises(og.OpgraphError) as info:
+        og.save(small(), target)
+    error = info.value
+    assert isinstance(error, MissingDirectoryError)
+    assert isinstance(error, SerializationError)
+    assert isinstance(error, FileNotFoundError)  # `except OSError` keeps working
+    assert error.errno == errno.ENOENT
+    assert f"the directory {tmp_path / 'missing' / 'deeper'} does not exist" in str(error)
+    assert "os.makedirs(" in str(error)  # names the fix
     assert not (tmp_path / "missing").exists()
 
 

@@ -27,12 +27,13 @@ from opgraph.backends.gpu.device import DeviceBuffer, DeviceRuntime
 from opgraph.backends.gpu.host import REFERENCE_STEPS, run_host_step
 from opgraph.backends.gpu.placement import Placement, Side, Transfer, describe
 from opgraph.backends.gpu.steps import Action
-from opgraph.backends.gpu.tensor import DeviceTensor, check_call, wrap_device_array
+from opgraph.backends.gpu.tensor import DeviceTensor, wrap_device_array
 from opgraph.core.errors import ExecutionError
 from opgraph.core.function import Function
 from opgraph.core.printing import format_node, value_names
 from opgraph.runtime.backend import Executable
 from opgraph.runtime.tensor import Tensor
+from opgraph.runtime.validation import validate_call
 
 
 @dataclass
@@ -93,7 +94,14 @@ class GpuExecutable(Executable):
     # ----------------------------------------------------------------------- calling
     def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
         """Run: read ``inputs``, write ``outputs`` (host or device tensors, in any mix)."""
-        check_call(outputs, inputs, self.result_types, self.parameter_types, self.function.name)
+        validate_call(
+            outputs,
+            inputs,
+            self.result_types,
+            self.parameter_types,
+            self.function.name,
+            device=self.runtime,
+        )
         self._run(outputs, inputs)
 
     def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:

@@ -1,8 +1,7 @@
-"""Device tensors, and the call checks for calls that mix host and device tensors."""
+"""Device tensors: device memory that answers the call checks as host tensors do."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,14 +12,6 @@ from opgraph.core.errors import CallTypeError, GraphError
 from opgraph.core.shape import as_shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.runtime.tensor import Tensor
-from opgraph.runtime.validation import (
-    check_aliasing,
-    check_buffer,
-    check_lists,
-    check_types,
-    host_span,
-    validate_call,
-)
 
 
 class DeviceTensor(Tensor):
@@ -63,6 +54,14 @@ class DeviceTensor(Tensor):
     @property
     def nbytes(self) -> int:
         return self.type.nbytes
+
+    def check_storage(self, where: str, writeable: bool) -> None:
+        """Nothing to check: the device memory was allocated for exactly this type, or a
+        caller's device array was checked against it when wrapped, and neither can change."""
+
+    def memory_range(self) -> tuple[object, int, int]:
+        """``(runtime, address, bytes)``: device tensors overlap only within one device."""
+        return self.runtime, self.ptr, self.nbytes
 
     def write(self, value: Any) -> None:
         """Copy ``value`` (an array of exactly this type) from the host to the device."""
@@ -108,35 +107,3 @@ def wrap_device_array(
             f"create_tensor: device array shape {list(found_shape)} does not match {list(dims)}"
         )
     return DeviceTensor(runtime, element_type, dims, ptr=ptr, keep_alive=keep)
-
-
-def check_call(
-    outputs: Sequence[Tensor],
-    inputs: Sequence[Tensor],
-    result_types: Sequence[TensorType],
-    parameter_types: Sequence[TensorType],
-    fn_name: str,
-) -> None:
-    """The checks of ``runtime.validation.validate_call``, for host and device tensors:
-    counts, types and shapes, host buffers, then aliasing (by address range within host
-    memory and within each device; linear in the number of tensors)."""
-    check_lists(outputs, inputs, fn_name)
-    if not any(isinstance(t, DeviceTensor) for t in (*outputs, *inputs)):
-        validate_call(outputs, inputs, result_types, parameter_types, fn_name)
-        return
-    check_types(outputs, result_types, "output", "result", fn_name)
-    check_types(inputs, parameter_types, "input", "parameter", fn_name)
-    for what, tensors, writeable in (("input", inputs, False), ("output", outputs, True)):
-        for i, tensor in enumerate(tensors):
-            if not isinstance(tensor, DeviceTensor):
-                check_buffer(tensor, tensor.type, f"{fn_name}: {what} {i}", writeable)
-    spans: list[tuple[int, int]] = []
-    spaces: list[object] = []
-    for tensor in (*inputs, *outputs):
-        if isinstance(tensor, DeviceTensor):
-            spans.append((tensor.ptr, tensor.nbytes))
-            spaces.append(tensor.runtime)
-        else:
-            spans.append(host_span(tensor))
-            spaces.append(None)
-    check_aliasing(outputs, inputs, spans, fn_name, spaces)
