@@ -27,3 +27,37 @@ def test_the_declared_license_is_shipped() -> None:
     for name in project["license-files"]:
         text = (ROOT / name).read_text(encoding="utf-8")
         assert "Apache License" in text and "Version 2.0, January 2004" in text
+
+
+def test_metadata_names_authors_and_classifiers() -> None:
+    project = PROJECT["project"]
+    assert project["authors"], "pyproject.toml names no authors"
+    assert "Operating System :: POSIX :: Linux" in project["classifiers"]
+    for name in ("CHANGELOG.md", "CONTRIBUTING.md", "LICENSE"):
+        assert (ROOT / name).is_file(), f"{name} is missing"
+
+
+def test_peers_the_tests_compare_against_are_bounded_above() -> None:
+    # A new release of a peer on the package index must not fail a fresh install's tests.
+    extras = PROJECT["project"]["optional-dependencies"]
+    peers = ("onnxruntime", "openvino", "onnxscript", "transformers", "ruff", "mypy")
+    for requirement in (r for group in extras.values() for r in group):
+        name = re.split(r"[<>=!\[ ]", requirement, maxsplit=1)[0]
+        if name in peers:
+            assert "<" in requirement or "==" in requirement, f"{requirement} is unbounded"
+
+
+def test_the_test_run_never_uses_the_users_compile_cache() -> None:
+    from opgraph.backends.cpu.config import default_config
+
+    users = Path.home() / ".cache" / "opgraph"
+    cache = default_config().cache_dir.resolve()
+    assert not cache.is_relative_to(users.resolve()), f"tests write to the user's cache {cache}"
+
+
+def test_readme_states_the_system_requirements() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## System requirements", 1)[1].split("\n## ", 1)[0]
+    for needed in ("Linux", "glibc", "C compiler", "OPGRAPH_CC", "graphviz", "INTERPRETER"):
+        assert needed in section, f"README's system requirements do not mention {needed}"
+    assert "OpenMP" not in readme, "the CPU backend runs its own thread pool, not OpenMP"
