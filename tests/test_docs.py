@@ -164,3 +164,15 @@ def test_readme_example_computes() -> None:
     result, same = namespace["result"], namespace["same"]
     assert isinstance(result, np.ndarray) and result.shape == (32, 32)
     np.testing.assert_array_equal(same, result)
+
+
+def test_no_merge_conflict_markers_are_left() -> None:
+    """A Markdown or text file still parses with a merge's conflict markers in it."""
+    markers = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
+    found = [
+        str(path.relative_to(ROOT))
+        for pattern in ("*.md", "docs/*.md", "tests/*.txt")
+        for path in ROOT.glob(pattern)
+        if markers.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, f"merge conflict markers in {found}"
