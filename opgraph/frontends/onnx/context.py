@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.core.dim import is_symbolic
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, constant
@@ -160,6 +161,7 @@ def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> li
         for i, v in enumerate(values)
         if v is not None
         and not isinstance(v.node.op, Constant)
+        and not is_symbolic(v.tensor_type.size)  # a symbolic size depends on a Parameter
         and v.tensor_type.size <= FOLD_LIMIT
         and _static(v, boundary)
     ]

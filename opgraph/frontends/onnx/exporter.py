@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opgraph.core.dim import format_dim
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
@@ -152,4 +153,7 @@ def _identity(source: str, target: str) -> Any:
 def _value_info(name: str, value: Output) -> Any:
     from onnx import helper
 
-    return helper.make_tensor_value_info(name, onnx_type(value.element_type), list(value.shape))
+    # A symbolic dimension is written as a dim_param: a symbol by its name, an expression as
+    # it prints (``2*seq``), which onnxruntime treats as one more named dimension.
+    dims = [d if isinstance(d, int) else format_dim(d) for d in value.shape]
+    return helper.make_tensor_value_info(name, onnx_type(value.element_type), dims)

@@ -11,11 +11,13 @@ constants. See docs/onnx.md.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from opgraph.core.dim import Dim, dim
 from opgraph.core.errors import ConversionError, OpgraphError
 from opgraph.core.function import Function
 from opgraph.core.graph import rebuild_nodes
@@ -26,6 +28,7 @@ from opgraph.frontends.onnx import converters as _converters  # noqa: F401 - reg
 from opgraph.frontends.onnx.context import GraphContext, NodeContext, fold
 from opgraph.frontends.onnx.functions import function_converter
 from opgraph.frontends.onnx.registry import Converter, lookup
+from opgraph.frontends.onnx.symbolic import SymbolicValues
 from opgraph.frontends.onnx.tensors import TensorReader
 from opgraph.frontends.onnx.types import from_onnx
 from opgraph.frontends.onnx.validate import (
@@ -156,6 +159,9 @@ class Importer:
         self.opsets: dict[str, int] = {}
         self.declared: dict[str, Any] = {}  # value_info of the main graph, by name
         self.main: GraphContext | None = None
+        #: Shape values with symbolic dimensions (``symbolic.py``).
+        self.symbolic = SymbolicValues()
+        self.dim_names: dict[tuple[str, int], str] = {}  # (input, axis) -> symbol name
 
     def run(self) -> Function:
         self.tensors.check_locations(self.model)
@@ -166,9 +172,17 @@ class Importer:
         check_model(self.model)
         ctx = self.main = GraphContext(dict(self.opsets))
         self.declared = {v.name: v for v in graph.value_info}
+        self.dim_names = _dim_names(graph)
         params = self._bind_inputs(graph, ctx)
         self.convert_nodes(graph, ctx, count_progress=True)
         results = [_required(ctx, o.name, "graph output") for o in graph.output]
+        for info, value in zip(graph.output, results, strict=True):
+            if value in self.symbolic.arrays:
+                raise ConversionError(
+                    f"graph output {info.name!r} is a shape value with symbolic dimensions "
+                    f"{self.symbolic.describe(value)}; specialise the symbolic inputs with "
+                    "import_model(..., input_shapes={name: shape})"
+                )
         for info, value in zip(graph.output, results, strict=True):
             check_declared(info, value, "graph output")
         fn = Function(results, params, name=graph.name or "onnx_model")
@@ -214,8 +228,8 @@ class Importer:
                 params.append(value)
         if missing:
             raise ConversionError(
-                "static shapes are needed for these inputs; pass input_shapes="
-                "{name: shape}: " + "; ".join(missing)
+                "the rank of these inputs is unknown; pass input_shapes={name: shape}: "
+                + "; ".join(missing)
             )
         for name, value in initializers.items():
             if name not in ctx.values:
@@ -251,7 +265,7 @@ class Importer:
 
     def _shape(
         self, name: str, tensor_type: Any, initializer: Output | None, missing: list[str]
-    ) -> tuple[int, ...] | None:
+    ) -> tuple[Dim, ...] | None:
         dims = tensor_type.shape.dim if tensor_type.HasField("shape") else None
         given = self.input_shapes.get(name)
         if initializer is not None:
@@ -277,15 +291,12 @@ class Importer:
                     f"shape {shown}"
                 )
             return given
-        unknown = [
-            f"dim {i}" + (f" ({d.dim_param})" if d.dim_param else "")
-            for i, d in enumerate(dims)
-            if static[i] is None
-        ]
-        if unknown:
-            missing.append(f"{name}: {', '.join(unknown)}")
-            return None
-        return tuple(int(s) for s in static if s is not None)
+        # dim_param and unknown dimensions stay symbolic: og.dim named after the dim_param
+        # (one name, one symbol across inputs); unnamed ones get a fresh name (_dim_names).
+        return tuple(
+            int(s) if s is not None else dim(self.dim_names[(name, i)])
+            for i, s in enumerate(static)
+        )
 
     # ------------------------------------------------------------------------- nodes
     def convert_nodes(self, graph: Any, ctx: GraphContext, count_progress: bool = False) -> None:
@@ -313,6 +324,8 @@ class Importer:
             )
         node_ctx = NodeContext(node, inputs, ctx, self)
         check_input_types(node, inputs, ctx.version(node.domain), node_ctx.where)
+        if self.symbolic.any(inputs):
+            converter = self.symbolic.convert  # reads shape values with symbolic dimensions
         with provenance_scope(label):
             try:
                 produced = converter(node_ctx)
@@ -438,6 +451,54 @@ def _name_results(fn: Function, names: list[str]) -> Function:
 
     mapping = rebuild_nodes(fn.nodes, rename)
     return fn.with_outputs(mapping) if mapping else fn
+
+
+def _dim_names(graph: Any) -> dict[tuple[str, int], str]:
+    """The symbol name of each symbolic or unknown input dimension, by (input, axis).
+
+    A ``dim_param`` that is an identifier names its symbol (the same in every input); another
+    ``dim_param`` is made one (``batch size`` -> ``batch_size``); an unnamed unknown dimension
+    gets ``<input>_<axis>``. A made name that collides with another name gets a suffix.
+    """
+    params = {
+        d.dim_param
+        for info in graph.input
+        if info.type.tensor_type.HasField("shape")
+        for d in info.type.tensor_type.shape.dim
+        if not d.HasField("dim_value") and d.dim_param.isidentifier()
+    }
+    taken = set(params)
+    made: dict[str, str] = {}  # a non-identifier dim_param -> its name
+    names: dict[tuple[str, int], str] = {}
+    for info in graph.input:
+        if not info.type.tensor_type.HasField("shape"):
+            continue
+        for axis, d in enumerate(info.type.tensor_type.shape.dim):
+            if d.HasField("dim_value"):
+                continue
+            if d.dim_param in params:
+                names[(info.name, axis)] = d.dim_param
+                continue
+            if d.dim_param and d.dim_param in made:
+                names[(info.name, axis)] = made[d.dim_param]
+                continue
+            name = _identifier(d.dim_param or f"{info.name}_{axis}", taken)
+            if d.dim_param:
+                made[d.dim_param] = name
+            names[(info.name, axis)] = name
+    return names
+
+
+def _identifier(text: str, taken: set[str]) -> str:
+    """``text`` made an identifier not in ``taken`` (which it joins)."""
+    base = re.sub(r"\W", "_", text) or "dim"
+    if not base.isidentifier():
+        base = "d_" + base
+    name, suffix = base, 1
+    while name in taken:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    taken.add(name)
+    return name
 
 
 def _input_shapes(shapes: Any) -> dict[str, tuple[int, ...]]:

@@ -4,11 +4,13 @@
     (y,) = sess.run(None, {"x": x})                       # as onnxruntime.InferenceSession
     (y,) = sess(x)                                        # positional, in get_inputs() order
 
-opgraph shapes are static, so a session imports and compiles the model once per input
-signature (the shapes of the inputs, plus the values of shape-valued inputs a converter needs
-at import time) and keeps the last ``cache_size`` compiled signatures (least recently used
-evicted). A model with a symbolic batch axis thus runs at any batch size; each new size costs
-one import and compile.
+A model with symbolic dimensions (``dim_param`` or unknown) is imported once with those
+dimensions symbolic; where the backend runs symbolic Functions (INTERPRETER) that one compile
+serves every input signature. Otherwise (CPU and GPU compile static shapes; a model whose
+import needs input values or concrete sizes) a session imports and compiles the model once per
+input signature (the shapes of the inputs, plus the values of shape-valued inputs a converter
+needs at import time) and keeps the last ``cache_size`` compiled signatures (least recently
+used evicted); each new size then costs one import and compile.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.core.element_type import ElementType
-from opgraph.core.errors import CallTypeError, ConversionError, GraphError
+from opgraph.core.errors import CallTypeError, ConversionError, GraphError, UnsupportedOpError
 from opgraph.core.function import Function
 from opgraph.frontends.onnx.context import NeedsConstantError
 from opgraph.frontends.onnx.importer import (
@@ -218,6 +220,11 @@ class InferenceSession:
         self._constant_inputs: set[str] = set()  # inputs whose values import needs
         self._lock = threading.Lock()
         self._progress = progress
+        #: The one symbolic compile serving every signature: None until tried, False when
+        #: the model has no symbolic input, its import needs sizes, or the backend refuses it.
+        self._symbolic: Compiled | bool | None = None if _has_symbols(self._inputs) else False
+        #: How many imports and compiles the session has made.
+        self.compiles = 0
 
     # ---------------------------------------------------------------- onnxruntime API
     def get_inputs(self) -> list[NodeArg]:
@@ -355,6 +362,9 @@ class InferenceSession:
         return ", ".join(f"{i.name!r} {i.arg.type} {i.arg.shape}" for i in self._inputs) or "none"
 
     def _compiled(self, arrays: Mapping[str, np.ndarray]) -> Compiled:
+        symbolic = self._symbolic_entry()
+        if symbolic is not None:
+            return symbolic
         shapes = {name: array.shape for name, array in arrays.items()}
         while True:
             with self._lock:
@@ -382,6 +392,22 @@ class InferenceSession:
                 self._cache.popitem(last=False)
             return compiled
 
+    def _symbolic_entry(self) -> Compiled | None:
+        """The symbolic compile, made on first use; None where there is none (see __init__)."""
+        with self._lock:
+            if isinstance(self._symbolic, Compiled):
+                return self._symbolic
+            if self._symbolic is False:
+                return None
+            try:
+                self._symbolic = self._build({}, {})
+            except (ConversionError, UnsupportedOpError):
+                # The import needs sizes or input values, or the backend compiles static
+                # shapes only: specialise per signature instead.
+                self._symbolic = False
+                return None
+            return self._symbolic
+
     def _build(
         self, shapes: Mapping[str, tuple[int, ...]], constants: Mapping[str, np.ndarray]
     ) -> Compiled:
@@ -396,6 +422,7 @@ class InferenceSession:
         )
         imported = time.perf_counter()
         executable = _compile(get_backend(self.backend), function, progress)
+        self.compiles += 1
         return Compiled(function, executable, imported - started, time.perf_counter() - imported)
 
     def __repr__(self) -> str:
@@ -499,6 +526,13 @@ def _graph_inputs(graph: Any) -> list[_Input]:
         element_type = from_onnx(info.type.tensor_type.elem_type, f"graph input {info.name!r}")
         inputs.append(_Input(arg, element_type))
     return inputs
+
+
+def _has_symbols(inputs: Sequence[_Input]) -> bool:
+    """True when some input has a symbolic or unknown dimension of a known rank."""
+    return any(
+        i.arg.shape is not None and any(not isinstance(d, int) for d in i.arg.shape) for i in inputs
+    )
 
 
 def _check_symbols(inputs: Sequence[_Input], arrays: Mapping[str, np.ndarray], where: str) -> None:

@@ -1,9 +1,11 @@
 """Shape computation and layout: Shape, Size, ConstantOfShape, Range, Reshape, Transpose,
-Concat, Slice, Unsqueeze, Squeeze, Flatten, Expand. Shapes are static, so shape-valued
-inputs must be import-time constants (they fold)."""
+Concat, Slice, Unsqueeze, Squeeze, Flatten, Expand. Shape-valued inputs must be known at
+import time: constants (they fold), or shape values with symbolic dimensions (``Shape`` of a
+symbolic value; ``symbolic.py`` converts the nodes that read those)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -24,12 +26,13 @@ def _shape(ctx: NodeContext) -> Output:
     start = int(ctx.attr("start", 0))
     end = int(ctx.attr("end", rank))
     start, end = (max(0, min(rank, v + rank if v < 0 else v)) for v in (start, end))
-    return constant(np.array(shape[start:end], dtype=np.int64))
+    # A symbolic dimension makes a shape value only the importer holds (symbolic.py).
+    return ctx.importer.symbolic.make(np.array(shape[start:end], dtype=object))
 
 
 @onnx_op("Size", since=1)
 def _size(ctx: NodeContext) -> Output:
-    return constant(np.int64(ctx.input(0).tensor_type.size))
+    return ctx.importer.symbolic.make(np.array(ctx.input(0).tensor_type.size, dtype=object))
 
 
 @onnx_op("ConstantOfShape", since=9)
@@ -176,8 +179,7 @@ def _flatten(ctx: NodeContext) -> Output:
     x = ctx.input(0)
     axis = int(ctx.attr("axis", 1))
     axis = axis + x.rank if axis < 0 else axis
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    return ops.reshape(x, [outer, int(np.prod(x.shape[axis:], dtype=np.int64))])
+    return ops.reshape(x, [math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])
 
 
 @onnx_op("Expand", since=8)
