@@ -13,6 +13,8 @@ CASES = [pytest.param(r, t, id=f"{r.name}-{t.name}") for r in RECORDS for t in r
 @pytest.mark.parametrize("backend_name", og.backends())
 @pytest.mark.parametrize(("record", "element_type"), CASES)
 def test_record(backend_name, record, element_type):
+    if "data_dependent" in record.tags and backend_name != "INTERPRETER":
+        pytest.skip(f"{backend_name} refuses data-dependent output sizes (non_zero)")
     fn = record.function(element_type)
     args = record.arguments(element_type)
     got = og.backend(backend_name).compile(fn)(*args)

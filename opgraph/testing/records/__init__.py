@@ -7,6 +7,7 @@ from opgraph.testing.records import (
     collective,
     convolution,
     core_ops,
+    dynamic,
     elementwise,
     indexing,
     linalg,
@@ -44,6 +45,7 @@ RECORDS: list[OpRecord] = [
     *pooling.RECORDS,
     *convolution.RECORDS,
     *ordering.RECORDS,
+    *dynamic.RECORDS,
 ]
 
 __all__ = ["RECORDS", "In", "OpRecord"]
