@@ -5,9 +5,13 @@ import pytest
 import opgraph as og
 from opgraph.testing.compare import assert_close
 from opgraph.testing.oracle import evaluate
-from opgraph.testing.records import RECORDS
+from opgraph.testing.records import DATA_DEPENDENT_RECORDS, RECORDS
 
-CASES = [pytest.param(r, t, id=f"{r.name}-{t.name}") for r in RECORDS for t in r.element_types]
+CASES = [
+    pytest.param(r, t, id=f"{r.name}-{t.name}")
+    for r in (*RECORDS, *DATA_DEPENDENT_RECORDS)
+    for t in r.element_types
+]
 
 
 @pytest.mark.parametrize("backend_name", og.backends())
@@ -26,5 +30,5 @@ def test_record(backend_name, record, element_type):
 
 
 def test_record_names_are_unique():
-    names = [r.name for r in RECORDS]
+    names = [r.name for r in (*RECORDS, *DATA_DEPENDENT_RECORDS)]
     assert len(names) == len(set(names))

@@ -48,4 +48,9 @@ RECORDS: list[OpRecord] = [
     *dynamic.RECORDS,
 ]
 
-__all__ = ["RECORDS", "In", "OpRecord"]
+#: Records whose output size the input values decide (tag ``data_dependent``): they run on
+#: INTERPRETER only (CPU and GPU refuse them, format 1 cannot store them), so they are kept
+#: out of ``RECORDS``, which every backend and the serializer round trip iterate.
+DATA_DEPENDENT_RECORDS: list[OpRecord] = [*dynamic.DATA_DEPENDENT]
+
+__all__ = ["DATA_DEPENDENT_RECORDS", "RECORDS", "In", "OpRecord"]

@@ -1,7 +1,8 @@
 """Records for shape_of (ranks 0 to 3, an empty axis) and non_zero (random values, fixed
 zeros, all zero, none zero, NaN). Neither is differentiable (integer results). non_zero
-records are tagged ``data_dependent``: backends that refuse data-dependent output sizes
-(CPU, GPU) skip them."""
+records are tagged ``data_dependent`` and listed apart (``DATA_DEPENDENT``): CPU and GPU
+refuse data-dependent output sizes, and file format 1 stores static shapes only, so they run
+on INTERPRETER only."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ from opgraph.testing.records.base import ALL, FLOATS, In, OpRecord
 _DATA = frozenset({"data_dependent"})
 _ZEROS = [[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, 4, 5]]
 
+#: Records every backend runs.
 RECORDS: list[OpRecord] = [
     OpRecord("shape_of", ops.shape_of, (In((2, 3, 4)),), ALL, differentiable=False),
     OpRecord("shape_of_scalar", ops.shape_of, (In(()),), ALL, differentiable=False),
     OpRecord("shape_of_empty_axis", ops.shape_of, (In((3, 0)),), ALL, differentiable=False),
+]
+
+#: Records with a data-dependent output size (INTERPRETER only, see the module doc).
+DATA_DEPENDENT: list[OpRecord] = [
     OpRecord(
         "non_zero_random",
         ops.non_zero,
