@@ -15,7 +15,7 @@ from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.op import OP_REGISTRY
 from opgraph.testing.oracle import ORACLE
-from opgraph.testing.records import RECORDS
+from opgraph.testing.records import DATA_DEPENDENT_RECORDS, RECORDS
 
 LEAVES = {Parameter, Constant}
 TEST_ONLY_MODULE = "opgraph.testing.fake_ops"
@@ -24,7 +24,7 @@ OPS = sorted(OP_REGISTRY.items())
 
 def _ops_in_records() -> set[type]:
     seen: set[type] = set()
-    for record in RECORDS:
+    for record in (*RECORDS, *DATA_DEPENDENT_RECORDS):
         fn = record.function(record.element_types[0])
         stack = list(fn.nodes)
         while stack:

@@ -20,6 +20,7 @@ This is the design of JAX's shape polymorphism (``_DimExpr``), small and without
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ __all__ = [
     "floor_div",
     "format_dim",
     "free_symbols",
+    "fresh_dim",
     "is_symbolic",
     "bounds",
 ]
@@ -239,6 +241,18 @@ def dim(name: str, min: int = 0, max: int | None = None) -> DimExpr:  # noqa: A0
     if min < 0 or (max is not None and max < min):
         raise OpTypeError(f"dim {name!r}: bounds must satisfy 0 <= min <= max, got {min}..{max}")
     return DimExpr.atom(Symbol(name, min, max))
+
+
+_FRESH = itertools.count(1)
+
+
+def fresh_dim(prefix: str, max: int | None = None) -> DimExpr:  # noqa: A002
+    """A new *data-dependent* symbol ``_{prefix}{n}`` (``n`` from a process-wide counter),
+    ``0 <= value <= max``: the size of an output that only the input values decide
+    (``non_zero``'s count). The op that makes it stores it as an attribute and names it in
+    ``Op.bound_symbols()``; the interpreter binds it when that node runs.
+    """
+    return dim(f"_{prefix}{next(_FRESH)}", 0, max)
 
 
 # ------------------------------------------------------------------------- polynomial core

@@ -85,6 +85,12 @@ class Op:
             return result.type
         return tuple(o.type for o in result)
 
+    def bound_symbols(self) -> tuple[Any, ...]:
+        """The data-dependent symbols (``core.dim.Symbol``) a node of this op binds when it
+        runs: output sizes only the input values decide (``non_zero``'s count). Each is a
+        fresh symbol (``core.dim.fresh_dim``) held in an attribute. Default: none."""
+        return ()
+
     def decompose(self, *inputs: Any) -> Output | tuple[Output, ...]:
         """Build this op from core ops (framework-level ops). Not every op has one.
 

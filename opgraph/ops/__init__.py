@@ -14,6 +14,7 @@ from opgraph.ops.broadcasting import *
 from opgraph.ops.collective import *
 from opgraph.ops.conversion import *
 from opgraph.ops.convolution import *
+from opgraph.ops.dynamic import *
 from opgraph.ops.elementwise import *
 from opgraph.ops.indexing import *
 from opgraph.ops.linalg import *
@@ -53,4 +54,5 @@ FAMILIES = (
     "trigonometric",
     "rearrange",
     "collective",
+    "dynamic",
 )

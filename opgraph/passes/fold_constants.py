@@ -100,6 +100,11 @@ def _fold(
     op = node.op
     if isinstance(op, Parameter | Constant | Broadcast) or not op.foldable:
         return None
+    from_types = getattr(op, "value_from_types", None)  # ShapeOf: the types decide the value
+    if from_types is not None:
+        value = from_types(*(i.type for i in inputs))
+        if value is not None:
+            return [_constant(value, node.output_types[0], node)]
     kernel = REFERENCE_KERNELS.get(type(op))
     if kernel is None:
         return None

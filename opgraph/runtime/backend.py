@@ -14,7 +14,7 @@ from opgraph.core.errors import CallTypeError, GraphError, RegistryError
 from opgraph.core.function import Function
 from opgraph.core.tensor_type import TensorType
 from opgraph.runtime.arguments import bind_arguments
-from opgraph.runtime.binding import Binding, ShapeBinder
+from opgraph.runtime.binding import Binding, ShapeBinder, node_symbols
 from opgraph.runtime.tensor import Tensor
 from opgraph.runtime.validation import check_lists, validate_call
 
@@ -47,7 +47,12 @@ class Executable(ABC):
         self._counters: dict[str, list[float]] = {}
         self._counter_lock = threading.Lock()
         #: Binds the symbols of a symbolic Function per call (None when it is static).
-        self.binder = ShapeBinder.create(self.parameter_types, self.result_types, function.name)
+        self.binder = ShapeBinder.create(
+            self.parameter_types,
+            self.result_types,
+            function.name,
+            node_symbols(function).values(),
+        )
 
     def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
         """Run: read ``inputs``, write ``outputs`` (outputs first, as in nGraph).

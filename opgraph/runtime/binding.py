@@ -9,11 +9,12 @@ is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opgraph.core.dim import DimExpr, Symbol, evaluate, free_symbols
 from opgraph.core.errors import CallTypeError, GraphError
+from opgraph.core.function import Function
 from opgraph.core.shape import format_shape
 from opgraph.core.tensor_type import TensorType
 
@@ -29,11 +30,20 @@ class ShapeBinder:
         parameter_types: Sequence[TensorType],
         result_types: Sequence[TensorType],
         fn_name: str,
+        node_bound: Iterable[Symbol] = (),
     ) -> None:
         self.parameter_types = tuple(parameter_types)
         self.result_types = tuple(result_types)
         self.fn_name = fn_name
         self.symbols = _symbols(parameter_types, fn_name)
+        #: Data-dependent symbols, bound when their node runs (not from the arguments).
+        self.node_bound = frozenset(node_bound)
+        clash = sorted(s.name for s in self.node_bound if s.name in self.symbols)
+        if clash:
+            raise GraphError(
+                f"{fn_name}: symbol(s) {', '.join(clash)} are bound by a node at run time and "
+                "also appear in parameter shapes; a data-dependent symbol is the node's own"
+            )
         bare = {_bare_symbol(d) for t in parameter_types for d in t.shape}
         hidden = sorted(s.name for s in self.symbols.values() if s not in bare)
         if hidden:
@@ -42,8 +52,10 @@ class ShapeBinder:
                 "inside expressions; a call binds a symbol from a dimension that is the symbol "
                 "itself"
             )
-        unbound = free_symbols(d for t in result_types for d in t.shape) - set(
-            self.symbols.values()
+        unbound = (
+            free_symbols(d for t in result_types for d in t.shape)
+            - set(self.symbols.values())
+            - self.node_bound
         )
         if unbound:
             names = ", ".join(sorted(s.name for s in unbound))
@@ -54,13 +66,22 @@ class ShapeBinder:
 
     @staticmethod
     def create(
-        parameter_types: Sequence[TensorType], result_types: Sequence[TensorType], fn_name: str
+        parameter_types: Sequence[TensorType],
+        result_types: Sequence[TensorType],
+        fn_name: str,
+        node_bound: Iterable[Symbol] = (),
     ) -> ShapeBinder | None:
-        """A binder, or None when every type is static."""
+        """A binder, or None when every parameter and result type is static."""
         types = (*parameter_types, *result_types)
         if all(type(d) is int for t in types for d in t.shape):
             return None
-        return ShapeBinder(parameter_types, result_types, fn_name)
+        return ShapeBinder(parameter_types, result_types, fn_name, node_bound)
+
+    @property
+    def data_dependent(self) -> bool:
+        """True when a result size is decided by a node's values (``types`` leaves it
+        symbolic until that node has run)."""
+        return bool(free_symbols(d for t in self.result_types for d in t.shape) & self.node_bound)
 
     def bind(self, shapes: Sequence[tuple[int, ...]], what: str = "argument") -> Binding:
         """The binding the argument ``shapes`` give.
@@ -135,6 +156,49 @@ class ShapeBinder:
             tuple(_static(t, binding) for t in self.parameter_types),
             tuple(_static(t, binding) for t in self.result_types),
         )
+
+
+def node_symbols(fn: Function) -> dict[str, Symbol]:
+    """The data-dependent symbols the nodes of ``fn`` bind when they run
+    (``Op.bound_symbols``), by name.
+
+    Raises:
+        GraphError: two nodes claim one symbol name (one symbol is one node's output size).
+    """
+    found: dict[str, Symbol] = {}
+    for node in fn.nodes:
+        for symbol in node.op.bound_symbols():
+            if symbol.name in found:
+                raise GraphError(
+                    f"{fn.name}: two nodes bind the data-dependent symbol {symbol.name}; "
+                    "each node needs a fresh one (core.dim.fresh_dim)"
+                )
+            found[symbol.name] = symbol
+    return found
+
+
+def bind_node_result(
+    binding: Binding, symbols: Sequence[Symbol], t: TensorType, shape: tuple[int, ...], what: str
+) -> None:
+    """Bind the data-dependent ``symbols`` from one node result's ``shape`` (its type ``t``).
+
+    Raises:
+        CallTypeError: a value outside its symbol's bounds, or one symbol bound twice to
+            different values.
+    """
+    for axis, d in enumerate(t.shape):
+        symbol = _bare_symbol(d)
+        if symbol is None or symbol not in symbols or axis >= len(shape):
+            continue
+        n = shape[axis]
+        if n < symbol.min or (symbol.max is not None and n > symbol.max):
+            raise CallTypeError(
+                f"{what}: data-dependent symbol {symbol.name} is {n}, outside its bounds "
+                f"{symbol.min}..{'' if symbol.max is None else symbol.max}"
+            )
+        seen = binding.setdefault(symbol.name, n)
+        if seen != n:
+            raise CallTypeError(f"{what}: symbol {symbol.name} is {seen} and {n}")
 
 
 def _static(t: TensorType, binding: Binding) -> TensorType:

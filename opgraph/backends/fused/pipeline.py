@@ -94,6 +94,13 @@ class FusedProgram:
 def require_static(function: Function, backend: str) -> None:
     """Raise ``UnsupportedOpError`` when ``function`` has symbolic dimensions: the fused
     backends compile static shapes only (so far)."""
+    data = sorted({n.op.name for n in function.nodes if n.op.bound_symbols()})
+    if data:
+        raise UnsupportedOpError(
+            f"{backend} cannot run {', '.join(data)} in {function.name}: its output size is "
+            "decided by the input values at run time (a data-dependent symbol), and the "
+            f"{backend} memory plan needs sizes known before the call. Run it on INTERPRETER"
+        )
     if not is_symbolic(function):
         return
     types = ", ".join(str(t) for t in function.parameter_types)

@@ -18,6 +18,7 @@ from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import (
     CallTypeError,
     ExecutionError,
+    GraphError,
     OpgraphError,
     OpTypeError,
     UnsupportedOpError,
@@ -29,10 +30,19 @@ from opgraph.core.printing import format_node, value_names
 from opgraph.core.tensor_type import TensorType
 from opgraph.passes.decompose import decompose
 from opgraph.passes.inline_calls import inline_calls
-from opgraph.passes.specialize_shapes import is_symbolic, specialize_shapes
+from opgraph.passes.specialize_shapes import (
+    is_symbolic,
+    specialize_op,
+    specialize_shapes,
+    specialize_type,
+)
 from opgraph.passes.unbox_tuples import unbox_tuples
 from opgraph.runtime.backend import Backend, Executable
+from opgraph.runtime.backend import _as_tensor as as_tensor
+from opgraph.runtime.backend import _shape_of as shape_of
+from opgraph.runtime.binding import Binding, bind_node_result, node_symbols
 from opgraph.runtime.tensor import Tensor
+from opgraph.runtime.validation import validate_call
 
 
 def lower_for_interpreter(fn: Function) -> Function:
@@ -48,6 +58,8 @@ class InterpreterBackend(Backend):
     name = "INTERPRETER"
 
     def compile(self, function: Function, profile: bool = False) -> InterpreterExecutable:
+        if node_symbols(function):
+            return DataDependentExecutable(function, profile)
         if is_symbolic(function):
             return SymbolicExecutable(function, profile)
         return InterpreterExecutable(function, _lowered(function), profile)
@@ -169,3 +181,82 @@ class SymbolicExecutable(InterpreterExecutable):
     def evaluate(self, arguments: Sequence[np.ndarray]) -> list[np.ndarray]:
         binding = self.bind([a.shape for a in arguments])
         return self.specialized(binding).evaluate(arguments)
+
+
+class DataDependentExecutable(InterpreterExecutable):
+    """A Function with nodes whose output sizes their input values decide (``non_zero``).
+
+    The symbolic Function is lowered once; each call binds the argument symbols, then walks
+    the nodes, each op's dimension attributes evaluated under the binding so far; a node that
+    binds data-dependent symbols (``Op.bound_symbols``) adds them from its result's shape
+    (checked against their bounds). Every result is checked against its type evaluated under
+    the binding. Result shapes are known only after the run: ``call`` runs into fresh arrays,
+    then checks the caller's result tensors and copies, so nothing is written on an error.
+    """
+
+    def __init__(self, function: Function, profile: bool) -> None:
+        super().__init__(function, _lowered(function), profile)
+        self._bound = tuple(node_symbols(self.lowered).values())
+
+    def evaluate(self, arguments: Sequence[np.ndarray]) -> list[np.ndarray]:
+        binding: Binding = dict(self.bind([a.shape for a in arguments]))
+        env: dict[Output, np.ndarray] = dict(zip(self.lowered.parameters, arguments, strict=True))
+        with np.errstate(all="ignore"):
+            for node in self._steps:
+                self._execute_bound(node, env, binding)
+        return [env[r] for r in self.lowered.results]
+
+    def _execute_bound(self, node: Node, env: dict[Output, np.ndarray], binding: Binding) -> None:
+        started = time.perf_counter() if self.profile else 0.0
+        where = f"{format_node(node, self._names)} (built at {node.provenance})"
+        try:
+            op = node.op if isinstance(node.op, Constant) else specialize_op(node.op, binding)
+            raw: Any = (
+                op.value
+                if isinstance(op, Constant)
+                else KERNELS[type(op)](op, *(env[i] for i in node.inputs))
+            )
+        except (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError) as error:
+            raise ExecutionError(f"while executing {where}: {error}") from error
+        results = list(raw) if isinstance(raw, tuple | list) else [raw]
+        for r, t in zip(results, node.output_types, strict=True):
+            assert isinstance(t, TensorType)
+            if node.op.bound_symbols():
+                bind_node_result(binding, node.op.bound_symbols(), t, np.shape(r), where)
+        for i, (r, t) in enumerate(zip(results, node.output_types, strict=True)):
+            try:
+                expected = specialize_type(t, binding)
+                env[node.outputs[i]] = _checked(np.asarray(r), expected, i)
+            except ExecutionError as error:
+                raise ExecutionError(f"while executing {where}: {error}") from None
+        if self.profile:
+            self._record(format_node(node, self._names), time.perf_counter() - started)
+
+    def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        parameter_types = (
+            self.parameter_types if self.binder is None else self.bound_types(outputs, inputs)[0]
+        )
+        values = self.evaluate([t.buffer for t in inputs])
+        result_types = [
+            TensorType(t.element_type, v.shape)
+            for t, v in zip(self.result_types, values, strict=True)
+        ]
+        validate_call(outputs, inputs, result_types, parameter_types, self.function.name)
+        for tensor, result in zip(outputs, values, strict=True):
+            np.copyto(tensor.buffer, result)
+
+    def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
+        if len(arrays) != len(self.parameter_types):
+            raise GraphError(
+                f"{self.function.name}: expected {len(self.parameter_types)} argument(s), "
+                f"got {len(arrays)}"
+            )
+        parameter_types = self.parameter_types
+        if self.binder is not None:
+            shapes = [shape_of(a, i) for i, a in enumerate(arrays)]
+            parameter_types = self.binder.types(self.binder.bind(shapes))[0]
+        inputs = [
+            as_tensor(a, t, i) for i, (a, t) in enumerate(zip(arrays, parameter_types, strict=True))
+        ]
+        values = self.evaluate([t.buffer for t in inputs])
+        return [np.array(v, copy=True) for v in values]

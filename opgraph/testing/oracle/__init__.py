@@ -11,6 +11,7 @@ from opgraph.testing.oracle import (  # noqa: F401 - importing registers entries
     collective,
     conversion,
     convolution,
+    dynamic,
     elementwise,
     indexing,
     linalg,

@@ -5,6 +5,7 @@ from opgraph.backends.interpreter.kernels import (  # noqa: F401 - importing reg
     collective,
     conversion,
     convolution,
+    dynamic,
     elementwise,
     indexing,
     linalg,
