@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import onnx
+from onnx import helper, numpy_helper
+
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
@@ -22,6 +25,7 @@ from opgraph.frontends.onnx.exporters.base import (
     exporter_for,
     onnx_type,
 )
+from opgraph.passes import decompose, inline_calls, unbox_tuples
 
 #: The oldest opset the exporters target (axes and split sizes as inputs, Softmax on one axis).
 OLDEST_EXPORT_OPSET = 13
@@ -47,7 +51,6 @@ def export_model(fn: Function, opset: int = 17, name: str | None = None) -> Any:
         >>> model = export_model(fn, opset=17)
         >>> onnx.save(model, "model.onnx")
     """
-    import onnx
 
     newest = int(onnx.defs.onnx_opset_version())
     if not OLDEST_EXPORT_OPSET <= opset <= newest:
@@ -71,7 +74,6 @@ def export_model(fn: Function, opset: int = 17, name: str | None = None) -> Any:
 
 def lower_for_export(fn: Function, opset: int) -> Function:
     """Tuples and calls removed, and the ops without an exporter decomposed."""
-    from opgraph.passes import decompose, inline_calls, unbox_tuples
 
     lowered = unbox_tuples(inline_calls(fn))
     return decompose(lowered, lambda op: exporter_for(op, opset) is not None)
@@ -93,7 +95,6 @@ def _check_exportable(fn: Function, opset: int) -> None:
 
 
 def _write_graph(fn: Function, ctx: ExportContext, name: str) -> Any:
-    from onnx import helper, numpy_helper
 
     names: dict[Output, str] = {}
     inputs = []
@@ -144,12 +145,10 @@ def _graph_output(ctx: ExportContext, fn: Function, index: int, names: dict[Outp
 
 
 def _identity(source: str, target: str) -> Any:
-    from onnx import helper
 
     return helper.make_node("Identity", [source], [target])
 
 
 def _value_info(name: str, value: Output) -> Any:
-    from onnx import helper
 
     return helper.make_tensor_value_info(name, onnx_type(value.element_type), list(value.shape))

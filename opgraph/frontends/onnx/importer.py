@@ -116,6 +116,7 @@ def _load(model: Any, base_dir: str | os.PathLike[str] | None = None) -> Any:
 
 def _load_lazily(model: Any) -> tuple[Any, str | None]:
     """The ModelProto and, for a path, its directory (external data is read only there)."""
+    # onnx is optional; kept local though this package's __init__ already loads it
     import onnx
 
     if isinstance(model, onnx.ModelProto):
@@ -372,6 +373,7 @@ def _required(ctx: GraphContext, name: str, where: str) -> Output:
 def _opsets(model: Any) -> dict[str, int]:
     """Opset version per domain ("" for ai.onnx); a model importing only other domains runs
     their ops at the newest default opset this onnx knows."""
+    # onnx is optional; kept local though this package's __init__ already loads it
     import onnx.defs
 
     opsets: dict[str, int] = {}
@@ -408,6 +410,7 @@ def _check_supported(graph: Any, opsets: dict[str, int]) -> None:
 
 
 def _all_nodes(graph: Any) -> list[Any]:
+    # onnx is optional; kept local though this package's __init__ already loads it
     from onnx import AttributeProto
 
     nodes = []

@@ -75,6 +75,7 @@ def default_backend() -> str:
     found), else ``"INTERPRETER"``."""
     if "CPU" not in backends():
         return "INTERPRETER"
+    # no cycle and nothing heavy: may move to module level (kept local for now)
     from opgraph.backends.cpu.config import default_config
 
     return "CPU" if default_config().compiler is not None else "INTERPRETER"
@@ -464,6 +465,7 @@ def _typed_outputs(proto: Any) -> list[Any]:
     outputs = list(proto.graph.output)
     if all(o.type.tensor_type.HasField("shape") for o in outputs):
         return outputs
+    # onnx is optional; kept local though this package's __init__ already loads it
     import onnx
 
     try:
@@ -479,6 +481,7 @@ def _typed_outputs(proto: Any) -> list[Any]:
 def _without_invented_dims(info: Any) -> Any:
     """A copy of ``info`` whose dimensions named by shape inference (``unk__0``…) are unknown,
     as onnxruntime shows them."""
+    # onnx is optional; kept local though this package's __init__ already loads it
     import onnx
 
     copy = onnx.ValueInfoProto()
