@@ -10,6 +10,8 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
     exe = og.backend("INTERPRETER").compile(f)
 """
 
+import importlib
+
 from opgraph import autodiff, builders, distributed, ops, optim, passes, pattern
 from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
 from opgraph import logs as _logs
@@ -72,8 +74,6 @@ _logs.configure_from_environment()  # a NullHandler; a stderr handler when OPGRA
 def __getattr__(name: str) -> object:
     """``og.onnx`` is the ONNX bridge, imported on first use (onnx is an optional extra)."""
     if name == "onnx":
-        import importlib
-
         return importlib.import_module("opgraph.frontends.onnx")
     raise AttributeError(f"module 'opgraph' has no attribute {name!r}")
 

@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 from typing import Any
 
+from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.op import OP_REGISTRY, Op
 
 
@@ -34,7 +35,6 @@ def _summary(cls: type[Op]) -> str:
 
 
 def _implementation(cls: type[Op]) -> str:
-    from opgraph.backends.interpreter.kernels import KERNELS
 
     parts = []
     if cls.lowered_by:

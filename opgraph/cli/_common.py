@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import opgraph as og
 from opgraph.core.errors import OpgraphError
 
 
@@ -108,7 +109,6 @@ def check_writable_directory(path: str, flag: str) -> None:
 
 def cpu_note() -> str | None:
     """A one-line note when the CPU backend cannot run here (no C compiler), else None."""
-    import opgraph as og
 
     status = og.backend_status().get("CPU")
     if status is None or status.available:

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from opgraph.backends.cpu.cache import CacheError, cache_info, clear_cache
+from opgraph.backends.cpu.config import CpuConfigError, default_config
+
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
@@ -23,8 +26,6 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opgraph.backends.cpu.cache import CacheError, cache_info, clear_cache
-    from opgraph.backends.cpu.config import CpuConfigError, default_config
 
     try:
         config = default_config()

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from typing import Any
+
+from opgraph.core.errors import SerializationError
+from opgraph.serialize.api import read_file
 
 
 def register(commands: Any) -> None:
@@ -17,10 +21,6 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
-    from opgraph.core.errors import SerializationError
-    from opgraph.serialize.api import read_file
 
     try:
         loaded = read_file(args.file)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import opgraph  # noqa: F401 - registers every op
+from opgraph.opdocs import markdown, op_classes
+
 
 def register(commands: Any) -> None:
     parser = commands.add_parser("ops", help="list the registered ops (--markdown: docs/ops.md)")
@@ -13,8 +16,6 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import opgraph  # noqa: F401 - registers every op
-    from opgraph.opdocs import markdown, op_classes
 
     if args.markdown:
         print(markdown())

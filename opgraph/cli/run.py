@@ -33,6 +33,7 @@ from opgraph.cli._common import (
     positive_int,
     shape_item,
 )
+from opgraph.core.errors import OpgraphError
 
 
 def register(commands: Any) -> None:
@@ -89,6 +90,7 @@ class Progress:
         if not self.enabled:
             return
         try:
+            # deferred: tqdm is slow to import, and a plain bar stands in without it
             from tqdm import tqdm
         except ImportError:
             self._bar = None
@@ -237,6 +239,7 @@ def random_input(element_type: Any, shape: tuple[int, ...], rng: np.random.Gener
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: the ONNX bridge needs onnx, an optional dependency
     from opgraph.frontends.onnx.session import InferenceSession, default_backend, numpy_dtype
 
     if args.save:
@@ -274,7 +277,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _prepare(session: Any, feed: Mapping[str, np.ndarray], given: set[str]) -> Any:
     """Import and compile; says so when an input whose value decides shapes was random."""
-    from opgraph.core.errors import OpgraphError
 
     try:
         compiled = session.prepare(feed)

@@ -16,6 +16,9 @@ from opgraph.cli._common import (
     positive_int,
     shape_item,
 )
+from opgraph.passes.pipeline import optimize
+from opgraph.serialize import load
+from opgraph.visualize import visualize
 
 #: The built-in demo models ``opgraph viz`` accepts by name.
 DEMO_MODELS = ("seed", "mlp")
@@ -59,8 +62,6 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opgraph.passes.pipeline import optimize
-    from opgraph.visualize import visualize
 
     fn = load_model(args.model, dict(args.shape))
     if args.optimize:
@@ -86,8 +87,6 @@ def load_model(model: str, shapes: Mapping[str, tuple[int, ...]] | None = None) 
     if shapes:
         raise CliError("--shape applies to ONNX models (a .onnx file) only")
     if os.path.exists(model):
-        from opgraph.serialize import load
-
         return load(model)
     raise CliError(
         f"unknown model {model!r}: expected a demo model ({', '.join(DEMO_MODELS)}), a .onnx "
@@ -97,6 +96,7 @@ def load_model(model: str, shapes: Mapping[str, tuple[int, ...]] | None = None) 
 
 def _load_onnx(path: str, shapes: dict[str, tuple[int, ...]]) -> Any:
     """The imported Function; symbolic dimensions without a --shape are 1 (said on stderr)."""
+    # deferred: the ONNX bridge needs onnx, an optional dependency
     from opgraph.frontends.onnx import InferenceSession, import_model
 
     inputs = InferenceSession(path, backend="INTERPRETER").get_inputs()

@@ -66,6 +66,7 @@ def progress_bar(total: int, desc: str, enabled: bool = True, stream: TextIO | N
         return _Silent()
     out = stream if stream is not None else sys.stderr
     try:
+        # deferred: tqdm is slow to import, and a plain bar stands in without it
         from tqdm import tqdm
     except ImportError:
         return ProgressBar(total, desc, out)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from opgraph.core.errors import GraphError, OpgraphError
 from opgraph.core.function import Function
 from opgraph.core.printing import format_node, value_names
+from opgraph.visualize import to_dot
 
 __all__ = ["Pass", "PassManager", "PassTiming", "pass_name", "verify_function"]
 
@@ -139,7 +140,6 @@ class PassManager:
     def _trace(self, position: int, name: str, fn: Function) -> None:
         if self.trace_dir is None:
             return
-        from opgraph.visualize import to_dot
 
         self.trace_dir.mkdir(parents=True, exist_ok=True)
         stem = f"{position:03d}_{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"

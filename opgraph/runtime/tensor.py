@@ -8,6 +8,7 @@ import numpy as np
 
 from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.errors import CallTypeError, GraphError
+from opgraph.core.literals import check_fits
 from opgraph.core.shape import Shape, as_shape
 from opgraph.core.tensor_type import TensorType
 
@@ -132,7 +133,6 @@ class Tensor:
 
 
 def _from_python(value: Any, et: ElementType) -> np.ndarray:
-    from opgraph.core.literals import check_fits
 
     array = np.asarray(value)
     check_fits(array, et)

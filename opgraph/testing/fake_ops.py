@@ -5,6 +5,7 @@ from __future__ import annotations
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops import elementwise
 
 
 @opclass
@@ -25,6 +26,5 @@ class SquarePlusOne(Op):
     num_inputs = 1
 
     def decompose(self, x: Output) -> Output:
-        from opgraph.ops import elementwise
 
         return elementwise.add(elementwise.multiply(x, x), x * 0 + 1)

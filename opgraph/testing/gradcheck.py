@@ -10,6 +10,7 @@ from opgraph.autodiff import backprop
 from opgraph.core import element_type as et
 from opgraph.core.function import Function
 from opgraph.core.tensor_type import TensorType
+from opgraph.runtime.backend import backend
 from opgraph.testing.records.base import OpRecord
 
 
@@ -44,7 +45,6 @@ def check_gradients(
 
     Random seeds weight each f64 result, so the checked quantity is ``Σ seed·result``.
     """
-    from opgraph.runtime.backend import backend
 
     interpreter = backend("INTERPRETER")
     rng = np.random.default_rng(seed)

@@ -74,6 +74,7 @@ class Blas:
 def blas() -> Blas:
     """scipy-openblas32's location; its thread count is set to 1 once (kernels parallelize
     BLAS calls themselves, so one OpenMP pool serves everything: no oversubscription)."""
+    # deferred: scipy_openblas32 is located and set up only when a kernel first needs BLAS
     import scipy_openblas32
 
     info = Blas(

@@ -15,6 +15,7 @@ def probe() -> tuple[bool, str]:
     if importlib.util.find_spec("cupy") is None:
         return False, "CuPy is not installed (pip install 'opgraph[gpu]')"
     try:
+        # deferred: cupy is an optional dependency (and slow to import)
         import cupy
 
         count = int(cupy.cuda.runtime.getDeviceCount())

@@ -14,6 +14,7 @@ from opgraph.backends.fused.program import BufferKind, Program, Step
 from opgraph.backends.gpu.availability import available, unavailable_reason
 from opgraph.backends.gpu.config import GpuConfig
 from opgraph.backends.gpu.cuda.module import assemble
+from opgraph.backends.gpu.cupy_device import cupy_device
 from opgraph.backends.gpu.device import DeviceBuffer, DeviceRuntime, GpuUnavailableError
 from opgraph.backends.gpu.executable import Compiled, GpuExecutable
 from opgraph.backends.gpu.placement import Placement, Side, Transfer, place_steps
@@ -58,7 +59,6 @@ class GpuBackend(Backend):
         if device is None:
             if not available():
                 raise GpuUnavailableError(f"the GPU backend is unavailable: {unavailable_reason()}")
-            from opgraph.backends.gpu.cupy_device import cupy_device
 
             device = cupy_device(self.config.device_id)
         self.device: DeviceRuntime = device

@@ -61,6 +61,7 @@ class CupyDevice:
 
     def __init__(self, device_id: int = 0) -> None:
         try:
+            # deferred: cupy is an optional dependency (and slow to import)
             import cupy
         except ImportError as error:
             raise GpuUnavailableError(

@@ -18,7 +18,7 @@ import numpy as np
 
 from opgraph.backends.gpu.cuda.kernel import CudaKernel
 from opgraph.core.element_type import ElementType
-from opgraph.core.errors import OpgraphError
+from opgraph.core.errors import GraphError, OpgraphError
 
 
 class GpuUnavailableError(OpgraphError, RuntimeError):
@@ -129,7 +129,6 @@ class DeviceRuntime(Protocol):
 def cuda_array_interface(obj: Any) -> tuple[int, tuple[int, ...], np.dtype[Any]]:
     """Address, shape and dtype from an object's ``__cuda_array_interface__`` (version 2 or
     3); raises unless the array is C-contiguous."""
-    from opgraph.core.errors import GraphError
 
     info = getattr(obj, "__cuda_array_interface__", None)
     if not isinstance(info, dict):

@@ -31,6 +31,7 @@ import opgraph.backends.gpu.interpret as interpret
 from opgraph.backends.fused.program import LoopKernel
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, Im2Col, IntGemm, Pool
 from opgraph.backends.gpu.device import Strided, TransferStats, cuda_array_interface
+from opgraph.core import element_type
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import ExecutionError, OpgraphError
 from opgraph.core.registry import Registry
@@ -271,7 +272,6 @@ FAKE_KERNELS.add(IntGemm, _fake_int_gemm)
 
 
 def _element(name: str) -> ElementType:
-    from opgraph.core import element_type
 
     return element_type.from_name(name)
 

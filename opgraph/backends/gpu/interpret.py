@@ -23,6 +23,7 @@ from opgraph.backends.fused.views import Literal, View
 from opgraph.backends.gpu.cuda.kernel import Im2Col, IntGemm, Pool
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import ExecutionError
+from opgraph.core.literals import Constant
 from opgraph.core.tensor_type import TensorType
 
 
@@ -185,7 +186,6 @@ def matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
 # ---------------------------------------------------------------- reference kernels
 def run_reference(node: Any, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
     """Run ``node``'s reference kernel on ``inputs`` and write ``outputs`` (checked types)."""
-    from opgraph.core.literals import Constant
 
     with np.errstate(all="ignore"):
         raw = (

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from onnx import helper
 
 from opgraph.core.dim import is_symbolic
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
+from opgraph.runtime.backend import backend
 
 #: Values computed only from constants are folded at import time up to this many elements.
 FOLD_LIMIT = 1 << 24
@@ -90,7 +92,6 @@ class NodeContext:
 
     def attr(self, name: str, default: Any = None) -> Any:
         """Attribute ``name`` as a Python value (bytes decoded), or ``default``."""
-        from onnx import helper
 
         for attribute in self.node.attribute:
             if attribute.name == name:
@@ -153,7 +154,6 @@ def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> li
     ``inputs`` are the converter's inputs (already folded when they could be), so the walk
     stays inside the nodes the converter just built.
     """
-    from opgraph.runtime.backend import backend
 
     boundary = {v for v in inputs if v is not None}
     todo = [

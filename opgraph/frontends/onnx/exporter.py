@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import onnx
+from onnx import helper, numpy_helper
+
 from opgraph.core.dim import format_dim
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
@@ -23,6 +26,7 @@ from opgraph.frontends.onnx.exporters.base import (
     exporter_for,
     onnx_type,
 )
+from opgraph.passes import decompose, inline_calls, unbox_tuples
 
 #: The oldest opset the exporters target (axes and split sizes as inputs, Softmax on one axis).
 OLDEST_EXPORT_OPSET = 13
@@ -48,7 +52,6 @@ def export_model(fn: Function, opset: int = 17, name: str | None = None) -> Any:
         >>> model = export_model(fn, opset=17)
         >>> onnx.save(model, "model.onnx")
     """
-    import onnx
 
     newest = int(onnx.defs.onnx_opset_version())
     if not OLDEST_EXPORT_OPSET <= opset <= newest:
@@ -72,7 +75,6 @@ def export_model(fn: Function, opset: int = 17, name: str | None = None) -> Any:
 
 def lower_for_export(fn: Function, opset: int) -> Function:
     """Tuples and calls removed, and the ops without an exporter decomposed."""
-    from opgraph.passes import decompose, inline_calls, unbox_tuples
 
     lowered = unbox_tuples(inline_calls(fn))
     return decompose(lowered, lambda op: exporter_for(op, opset) is not None)
@@ -94,7 +96,6 @@ def _check_exportable(fn: Function, opset: int) -> None:
 
 
 def _write_graph(fn: Function, ctx: ExportContext, name: str) -> Any:
-    from onnx import helper, numpy_helper
 
     names: dict[Output, str] = {}
     inputs = []
@@ -145,14 +146,11 @@ def _graph_output(ctx: ExportContext, fn: Function, index: int, names: dict[Outp
 
 
 def _identity(source: str, target: str) -> Any:
-    from onnx import helper
 
     return helper.make_node("Identity", [source], [target])
 
 
 def _value_info(name: str, value: Output) -> Any:
-    from onnx import helper
-
     # A symbolic dimension is written as a dim_param: a symbol by its name, an expression as
     # it prints (``2*seq``), which onnxruntime treats as one more named dimension.
     dims = [d if isinstance(d, int) else format_dim(d) for d in value.shape]

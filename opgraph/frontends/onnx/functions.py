@@ -13,6 +13,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import onnx
+import onnx.defs
+from onnx import TypeProto, helper
+
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import GraphContext, NeedsConstantError, NodeContext
 from opgraph.frontends.onnx.registry import Converter
@@ -41,7 +45,6 @@ def function_converter(op_type: str, domain: str, opset: int) -> Converter | Non
 
 @functools.cache
 def _schema(op_type: str, domain: str, opset: int) -> Any:
-    import onnx.defs
 
     try:
         return onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
@@ -50,7 +53,6 @@ def _schema(op_type: str, domain: str, opset: int) -> Any:
 
 
 def _expand(schema: Any, version: int, contextual: bool, ctx: NodeContext) -> list[Output | None]:
-    import onnx
 
     body = onnx.FunctionProto()
     if contextual:
@@ -84,7 +86,6 @@ def _expand(schema: Any, version: int, contextual: bool, ctx: NodeContext) -> li
 
 
 def _type_proto(value: Output | None) -> Any:
-    from onnx import TypeProto, helper
 
     if value is None:
         return TypeProto()

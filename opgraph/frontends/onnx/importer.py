@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
+import onnx.defs
+from onnx import AttributeProto
 
 from opgraph.core.dim import Dim, dim
 from opgraph.core.errors import ConversionError, OpgraphError
@@ -119,7 +122,6 @@ def _load(model: Any, base_dir: str | os.PathLike[str] | None = None) -> Any:
 
 def _load_lazily(model: Any) -> tuple[Any, str | None]:
     """The ModelProto and, for a path, its directory (external data is read only there)."""
-    import onnx
 
     if isinstance(model, onnx.ModelProto):
         return model, None
@@ -385,7 +387,6 @@ def _required(ctx: GraphContext, name: str, where: str) -> Output:
 def _opsets(model: Any) -> dict[str, int]:
     """Opset version per domain ("" for ai.onnx); a model importing only other domains runs
     their ops at the newest default opset this onnx knows."""
-    import onnx.defs
 
     opsets: dict[str, int] = {}
     for entry in model.opset_import:
@@ -421,7 +422,6 @@ def _check_supported(graph: Any, opsets: dict[str, int]) -> None:
 
 
 def _all_nodes(graph: Any) -> list[Any]:
-    from onnx import AttributeProto
 
     nodes = []
     for node in graph.node:

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import onnx
 
+from opgraph.backends.cpu import config as cpu_config
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import CallTypeError, ConversionError, GraphError, UnsupportedOpError
 from opgraph.core.function import Function
@@ -77,9 +79,8 @@ def default_backend() -> str:
     found), else ``"INTERPRETER"``."""
     if "CPU" not in backends():
         return "INTERPRETER"
-    from opgraph.backends.cpu.config import default_config
 
-    return "CPU" if default_config().compiler is not None else "INTERPRETER"
+    return "CPU" if cpu_config.default_config().compiler is not None else "INTERPRETER"
 
 
 def numpy_dtype(type_name: str) -> np.dtype:
@@ -491,7 +492,6 @@ def _typed_outputs(proto: Any) -> list[Any]:
     outputs = list(proto.graph.output)
     if all(o.type.tensor_type.HasField("shape") for o in outputs):
         return outputs
-    import onnx
 
     try:
         inferred = onnx.shape_inference.infer_shapes(proto).graph.output
@@ -506,7 +506,6 @@ def _typed_outputs(proto: Any) -> list[Any]:
 def _without_invented_dims(info: Any) -> Any:
     """A copy of ``info`` whose dimensions named by shape inference (``unk__0``…) are unknown,
     as onnxruntime shows them."""
-    import onnx
 
     copy = onnx.ValueInfoProto()
     copy.CopyFrom(info)

@@ -26,6 +26,7 @@ from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import NodeContext, constant_value
 from opgraph.frontends.onnx.converters.common import axes_list
+from opgraph.frontends.onnx.types import from_onnx
 
 #: What a handler sees per input: the dimensions of a shape value (object array), the array of
 #: an import-time constant, or None for a tensor known only at run time (or an omitted input).
@@ -106,8 +107,6 @@ def unsupported(ctx: NodeContext, values: SymbolicValues, why: str) -> Conversio
 
 def _element_type(ctx: NodeContext) -> et.ElementType:
     if ctx.node.op_type == "Cast":
-        from opgraph.frontends.onnx.types import from_onnx
-
         return from_onnx(int(ctx.attr("to")), ctx.where)
     first = next((v for v in ctx.inputs if v is not None), None)
     return et.i64 if first is None else first.element_type

@@ -24,6 +24,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
 from opgraph.core.errors import ConversionError
 
@@ -40,7 +41,6 @@ class TensorReader:
 
     def array(self, tensor: Any, where: str) -> np.ndarray:
         """The value of ``tensor`` (a TensorProto) as an array of its declared shape."""
-        from onnx import numpy_helper
 
         label = f"{where}: tensor {tensor.name!r}" if tensor.name else f"{where}: tensor"
         dims = _dims(tensor.dims, label)
@@ -123,7 +123,6 @@ class TensorReader:
 
     def _inline(self, tensor: Any, dims: tuple[int, ...], label: str) -> Any:
         """A copy of ``tensor`` with its external bytes read into ``raw_data``."""
-        from onnx import TensorProto, helper
 
         path = self.resolve(tensor, label)
         entries = _entries(tensor, label)

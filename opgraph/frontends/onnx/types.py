@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import onnx
+
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import ConversionError
@@ -51,8 +53,6 @@ def onnx_type_name(code: int) -> str:
 
 def _name(code: int) -> str:
     try:
-        import onnx
-
         return str(onnx.TensorProto.DataType.Name(code))
     except (ImportError, ValueError):
         return str(code)

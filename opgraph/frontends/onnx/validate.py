@@ -18,6 +18,10 @@ import functools
 import re
 from typing import Any
 
+import onnx.checker
+import onnx.defs
+from onnx import AttributeProto
+
 from opgraph.core.errors import ConversionError
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.tensors import EXTERNAL, protos_of
@@ -39,7 +43,6 @@ def check_header(model: Any) -> None:
 
 def check_model(model: Any) -> None:
     """Refuse a model ``onnx.checker`` refuses (the message names the node); ConversionError."""
-    import onnx.checker
 
     try:
         onnx.checker.check_model(_for_checker(model))
@@ -48,7 +51,6 @@ def check_model(model: Any) -> None:
 
 
 def _check_opsets(model: Any) -> None:
-    import onnx.defs
 
     newest = onnx.defs.C.schema_version_map()
     for entry in model.opset_import:
@@ -137,7 +139,6 @@ def _empty(tensor: Any) -> None:
 
 def check_names(graph: Any) -> None:
     """Protobuf hands invalid UTF-8 in string fields back as bytes: refuse such models."""
-    from onnx import AttributeProto
 
     named = [*graph.input, *graph.output, *graph.initializer, *graph.value_info]
     if not all(isinstance(item.name, str) for item in named) or not isinstance(graph.name, str):
@@ -160,7 +161,6 @@ def check_names(graph: Any) -> None:
 @functools.cache
 def schema(op_type: str, domain: str, version: int) -> Any:
     """The ONNX schema of ``op_type`` at ``version`` of ``domain``, or None (custom ops)."""
-    import onnx.defs
 
     try:
         return onnx.defs.get_schema(op_type, version, "" if domain == "ai.onnx" else domain)

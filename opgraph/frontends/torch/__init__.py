@@ -20,6 +20,8 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "the PyTorch bridge needs torch: pip install -e '.[torch]' (torch==2.13.0)"
     ) from error
 
+from importlib.metadata import entry_points
+
 from opgraph.frontends.torch.dynamo import BackendOptions, FallbackWarning, backend
 from opgraph.frontends.torch.importer import import_exported
 from opgraph.frontends.torch.registry import aten_op, registered
@@ -31,7 +33,6 @@ BACKEND_NAME = "opgraph"
 def _register_backend() -> None:
     """Register :func:`backend` with dynamo as ``"opgraph"`` unless an installed
     ``torch_dynamo_backends`` entry point already provides it (dynamo loads that lazily)."""
-    from importlib.metadata import entry_points
 
     if any(ep.name == BACKEND_NAME for ep in entry_points(group="torch_dynamo_backends")):
         return

@@ -200,6 +200,7 @@ def _off_cpu(args: Sequence[Any]) -> bool:
 def _weight_positions(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> frozenset[int]:
     """Positions of the arguments that are module parameters or buffers."""
     try:
+        # deferred: torch._dynamo is slow to import, and some torch versions lack this helper
         from torch._dynamo.source import is_from_unspecialized_param_buffer_source
     except ImportError:  # pragma: no cover - other torch versions
         is_from_unspecialized_param_buffer_source = None  # type: ignore[assignment]

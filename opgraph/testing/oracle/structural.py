@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from opgraph.core.tensor_type import TupleType
 from opgraph.ops import structural as st
-from opgraph.testing.oracle.registry import ORACLE
+from opgraph.testing.oracle.registry import ORACLE, evaluate
 
 
 @ORACLE.register(st.Tuple)
@@ -20,8 +21,6 @@ def _get(op: st.GetTupleElement, value: tuple[Any, ...], out: Any) -> Any:
 
 @ORACLE.register(st.Call)
 def _call(op: st.Call, *args: Any, out: Any) -> Any:
-    from opgraph.core.tensor_type import TupleType
-    from opgraph.testing.oracle.registry import evaluate
 
     # Evaluate the callee without flattening: results keep their tuple structure.
     fn = op.function

@@ -17,6 +17,7 @@ from opgraph.frontends.onnx.registry import onnx_op
 def _image_decoder(ctx: NodeContext) -> Output:
     encoded = ctx.const(0, "encoded_stream (the decoded shape depends on it)")
     try:
+        # deferred: Pillow is an optional dependency
         import PIL.Image
     except ImportError as error:
         raise ctx.fail("decoding images needs Pillow (pip install pillow)") from error

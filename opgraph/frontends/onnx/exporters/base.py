@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from onnx import helper, numpy_helper
 
 from opgraph.core.errors import ConversionError
 from opgraph.core.node import Node
@@ -66,7 +67,6 @@ class ExportContext:
         self, op_type: str, inputs: Sequence[str], outputs: int = 1, **attributes: Any
     ) -> list[str]:
         """Append an ONNX node; returns its output names."""
-        from onnx import helper
 
         names = [self.fresh(op_type.lower()) for _ in range(outputs)]
         kept = {k: v for k, v in attributes.items() if v is not None}
@@ -79,7 +79,6 @@ class ExportContext:
 
     def constant(self, array: Any, hint: str = "const") -> str:
         """An initializer holding ``array`` (its dtype kept)."""
-        from onnx import numpy_helper
 
         name = self.fresh(hint)
         self.initializers.append(numpy_helper.from_array(np.asarray(array), name))

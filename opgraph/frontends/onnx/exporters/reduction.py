@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+import opgraph as og
 from opgraph import ops
 from opgraph.core import element_type as et
+from opgraph.core.function import Function
+from opgraph.core.literals import parameter
 from opgraph.core.node import Node
 from opgraph.frontends.onnx.exporters.base import ExportContext, Exporter, exports, unsupported
 
@@ -53,9 +56,6 @@ def empty_result(ctx: ExportContext, op: ops.Reduction, node: Node) -> str | Non
     x = node.inputs[0]
     if all(x.shape[a] for a in op.axes):
         return None
-    import opgraph as og
-    from opgraph.core.function import Function
-    from opgraph.core.literals import parameter
 
     param = parameter(x.element_type, x.shape)
     fn = Function([op(param)], [param])
