@@ -14,7 +14,8 @@ import numpy as np
 import opgraph as og
 from opgraph import ops
 from opgraph.core.literals import Constant
-from opgraph.serialize import FORMAT_VERSION, save
+from opgraph.serialize import save
+from opgraph.serialize.schema import STATIC_FORMAT_VERSION
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -64,7 +65,7 @@ ARGUMENTS = [
 
 
 def main() -> None:
-    assert FORMAT_VERSION == 1, "write a new fixture file for a new format version"
+    assert STATIC_FORMAT_VERSION == 1, "write a new fixture file for a new format version"
     DATA.mkdir(exist_ok=True)
     fn = build()
     save(fn, DATA / "v1_small.opgraph")

@@ -192,7 +192,7 @@ def test_top_level_must_be_an_object():
         ("1", "format_version: must be an integer, got a string"),
         (True, "format_version: must be an integer, got a boolean"),
         (0, "format_version: must be >= 1, got 0"),
-        (2, "the file has format version 2, newer than this opgraph reads (up to 1)"),
+        (3, "the file has format version 3, newer than this opgraph reads (up to 2)"),
     ],
 )
 def test_format_version(value, fragment):
