@@ -15,7 +15,16 @@ from serialize_ops import Grown, Scaled, document, node, with_document
 
 import opgraph as og
 from opgraph.core.errors import RegistryError, SerializationError
-from opgraph.serialize import UPGRADES, decode, deserialize, load, register_upgrade, serialize
+from opgraph.core.registry import Registry
+from opgraph.serialize import (
+    UPGRADES,
+    decode,
+    deserialize,
+    load,
+    register_upgrade,
+    serialize,
+    upgrades,
+)
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURE = DATA / "v1_small.opgraph"
@@ -40,8 +49,11 @@ def test_the_v1_fixture_computes_as_the_graph_it_was_made_from():
 
 
 def test_readers_accept_older_format_versions(monkeypatch):
+    steps = Registry("format upgrade")  # a future version 3: one more step after 1 -> 2
+    steps.add(1, upgrades.FORMAT_UPGRADES[1])
+    steps.add(2, lambda doc: {**doc, "format_version": 3})
+    monkeypatch.setattr(upgrades, "FORMAT_UPGRADES", steps)
     monkeypatch.setattr(decode, "FORMAT_VERSION", 3)
-    monkeypatch.setitem(upgrades.FORMAT_UPGRADES._items, 2, lambda doc: {**doc, "format_version": 3})
     assert str(load(FIXTURE)) + "\n" == (DATA / "v1_small.txt").read_text()
 
 
