@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 import opgraph.ops  # noqa: F401 - registers every op family, so the file's ops can be found
+from opgraph.core.dim import Dim
 from opgraph.core.errors import GraphError, OpTypeError
 from opgraph.core.function import Function
 from opgraph.core.node import Node, Output
 from opgraph.core.op import OP_REGISTRY, Op
 from opgraph.core.tensor_type import TensorType, TupleType, ValueType
 from opgraph.serialize.container import Archive
-from opgraph.core.dim import Dim
 from opgraph.serialize.dims import DimReader, read_symbols
 from opgraph.serialize.schema import FORMAT_NAME, FORMAT_VERSION, Limits, fail
 from opgraph.serialize.upgrades import UpgradeMissing, upgrade_attributes, upgrade_document

@@ -157,11 +157,12 @@ class DimReader:
             )
         if type(raw) is int:
             if abs(raw) > MAX_INT:
-                raise ValueProblem(f"integer {str(raw):.40} in a dimension is beyond 2**63-1")
+                raise ValueProblem(f"integer {raw!s:.40} in a dimension is beyond 2**63-1")
             return raw
         if type(raw) is not dict or len(raw) != 1:
-            raise ValueProblem(f"a dimension expression is an integer or a one-key object, got "
-                               f"{raw!r:.60}")
+            raise ValueProblem(
+                f"a dimension expression is an integer or a one-key object, got {raw!r:.60}"
+            )
         ((op, args),) = raw.items()
         if op == "sym":
             return self._symbol(args)
@@ -226,7 +227,8 @@ def _check_magnitude(value: Dim) -> None:
         d = pending.pop()
         if isinstance(d, int):
             if abs(d) > MAX_INT:
-                raise ValueProblem(f"a dimension coefficient is beyond 2**63-1 ({d.bit_length()} bits)")
+                bits = d.bit_length()
+                raise ValueProblem(f"a dimension coefficient is beyond 2**63-1 ({bits} bits)")
             continue
         for monomial, coefficient in d.terms:
             pending.append(coefficient)

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import DimExpr
 from opgraph.core.errors import OpTypeError, SerializationError
 from opgraph.core.function import Function
 from opgraph.core.node import Node
 from opgraph.core.op import OP_REGISTRY
 from opgraph.core.tensor_type import TensorType, ValueType
-from opgraph.core.dim import DimExpr
 from opgraph.serialize.dims import SymbolWriter
 from opgraph.serialize.schema import (
     DEFAULT_LIMITS,

@@ -597,7 +597,10 @@ def test_constant_attributes_must_agree_with_the_data():
         ([["f32", [3, 2]]], "records output type(s) (f32[3,2]) but the op infers (f32[2,3])"),
         ([["f32", [2, 3]], ["f32", [2, 3]]], "records output type(s) (f32[2,3], f32[2,3])"),
         ([], "records output type(s) ()"),
-        ([["f32", [2, True]]], "types: a dimension is a non-negative integer or {\"dim\": expression}, got True"),
+        (
+            [["f32", [2, True]]],
+            'types: a dimension is a non-negative integer or {"dim": expression}, got True',
+        ),
         ([["f32"]], 'a type is ["f32", [2, 3]] or {"tuple": [...]}'),
         ([{"tuple": "x"}], 'a type is ["f32", [2, 3]]'),
         ("f32[2,3]", "types: must be an array, got a string"),
