@@ -18,14 +18,16 @@ from typing import Any
 import numpy as np
 
 import opgraph.ops  # noqa: F401 - registers every op family, so the file's ops can be found
+from opgraph.core.dim import Dim
 from opgraph.core.errors import GraphError, OpTypeError
 from opgraph.core.function import Function
 from opgraph.core.node import Node, Output
 from opgraph.core.op import OP_REGISTRY, Op
 from opgraph.core.tensor_type import TensorType, TupleType, ValueType
 from opgraph.serialize.container import Archive
+from opgraph.serialize.dims import DimReader, read_symbols
 from opgraph.serialize.schema import FORMAT_NAME, FORMAT_VERSION, Limits, fail
-from opgraph.serialize.upgrades import UpgradeMissing, upgrade_attributes
+from opgraph.serialize.upgrades import UpgradeMissing, upgrade_attributes, upgrade_document
 from opgraph.serialize.values import (
     ValueProblem,
     check_text,
@@ -36,7 +38,7 @@ from opgraph.serialize.values import (
 )
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
-_TOP_KEYS = {"format", "format_version", "producer", "functions"}
+_TOP_KEYS = {"format", "format_version", "producer", "symbols", "functions"}
 _FUNCTION_KEYS = {"name", "parameters", "results", "nodes"}
 _NODE_REQUIRED = {"op", "version", "types"}
 _NODE_OPTIONAL = {"attributes", "inputs", "name", "provenance"}
@@ -63,7 +65,15 @@ def read_archive(archive: Archive, limits: Limits) -> Loaded:
     """Parse, check and rebuild the archive's graph (the last stored Function)."""
     document = parse_json(archive.graph(), archive.source)
     version = check_header(document, archive.source)
-    reader = _Reader(archive, limits)
+    try:
+        document = upgrade_document(document, version, FORMAT_VERSION)
+    except (UpgradeMissing, ValueError) as error:
+        raise fail(archive.source, "format_version", str(error)) from None
+    try:
+        symbols = read_symbols(document.get("symbols"))
+    except ValueProblem as problem:
+        raise fail(archive.source, "symbols", str(problem)) from None
+    reader = _Reader(archive, limits, DimReader(symbols, limits.max_depth))
     for index, raw in enumerate(document["functions"]):
         reader.functions.append(reader.read_function(raw, index))
     producer = document.get("producer")
@@ -173,8 +183,9 @@ def _kind(value: Any) -> str:
 class _Reader:
     """Rebuilds Functions in file order (implements ``values.Decoder``)."""
 
-    def __init__(self, archive: Archive, limits: Limits) -> None:
+    def __init__(self, archive: Archive, limits: Limits, dims: DimReader) -> None:
         self.archive = archive
+        self.dims = dims
         self.source = archive.source
         self.limits = limits
         self.functions: list[Function] = []
@@ -374,7 +385,7 @@ class _Reader:
         if depth > self.limits.max_depth:
             raise ValueProblem(f"type is nested deeper than {self.limits.max_depth} levels")
         if type(raw) is list and len(raw) == 2 and type(raw[0]) is str and type(raw[1]) is list:
-            return TensorType(element_type_named(raw[0]), _shape(raw[1]))
+            return TensorType(element_type_named(raw[0]), tuple(map(self.dims.decode, raw[1])))
         if type(raw) is dict and raw.keys() == {"tuple"} and type(raw["tuple"]) is list:
             return TupleType(tuple(self._decode_type(e, depth + 1) for e in raw["tuple"]))
         raise ValueProblem(f'a type is ["f32", [2, 3]] or {{"tuple": [...]}}, got {raw!r:.60}')
@@ -387,6 +398,9 @@ class _Reader:
                 f"(0..{len(self.functions) - 1}; callees are stored before their callers)"
             )
         return self.functions[payload]
+
+    def dim(self, payload: Any) -> Dim:
+        return self.dims.expression(payload)
 
     def array(self, payload: Any) -> np.ndarray:
         if type(payload) is not dict or payload.keys() != _ARRAY_KEYS:

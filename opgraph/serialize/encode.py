@@ -17,12 +17,19 @@ import numpy as np
 
 from opgraph._version import __version__
 from opgraph.core import element_type as et
+from opgraph.core.dim import DimExpr
 from opgraph.core.errors import OpTypeError, SerializationError
 from opgraph.core.function import Function
 from opgraph.core.node import Node
 from opgraph.core.op import OP_REGISTRY
 from opgraph.core.tensor_type import TensorType, ValueType
-from opgraph.serialize.schema import DEFAULT_LIMITS, FORMAT_NAME, FORMAT_VERSION
+from opgraph.serialize.dims import SymbolWriter
+from opgraph.serialize.schema import (
+    DEFAULT_LIMITS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    STATIC_FORMAT_VERSION,
+)
 from opgraph.serialize.values import ValueProblem, check_text, encode_value, field_specs
 
 
@@ -47,12 +54,15 @@ def encode_function(fn: Function) -> Encoded:
     writer = _Writer()
     for function in _functions_callees_first(fn):
         writer.add(function)
-    document = {
+    symbols = writer.symbols.table  # a static graph is written as format version 1, unchanged
+    document: dict[str, Any] = {
         "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION if symbols else STATIC_FORMAT_VERSION,
         "producer": f"opgraph {__version__}",
-        "functions": writer.functions,
     }
+    if symbols:
+        document["symbols"] = symbols
+    document["functions"] = writer.functions
     return Encoded(_dump(document).encode("utf-8"), writer.blobs)
 
 
@@ -112,6 +122,7 @@ class _Writer:
         self.blobs: dict[str, np.ndarray] = {}
         self._function_index: dict[Function, int] = {}
         self._array_refs: dict[int, tuple[np.ndarray, dict[str, Any]]] = {}
+        self.symbols = SymbolWriter()
 
     def add(self, fn: Function) -> None:
         index_of = {node: i for i, node in enumerate(fn.nodes)}
@@ -151,7 +162,7 @@ class _Writer:
         if attributes:
             entry["attributes"] = attributes
         entry["inputs"] = [[index_of[i.node], i.index] for i in node.inputs]
-        entry["types"] = [encode_type(t) for t in node.output_types]
+        entry["types"] = [encode_type(t, self.symbols) for t in node.output_types]
         if node.name is not None:
             _check_text(node.name, where, "the node name")
             entry["name"] = node.name
@@ -178,6 +189,9 @@ class _Writer:
         self._array_refs[id(array)] = (array, ref)  # the array is kept alive with its id
         return ref
 
+    def dim_ref(self, value: DimExpr) -> Any:
+        return self.symbols.encode(value)["dim"]
+
 
 def little_endian_bytes(array: np.ndarray) -> np.ndarray:
     """The array's elements, row-major and little-endian, as a flat uint8 array (no copy on a
@@ -190,11 +204,12 @@ def little_endian_bytes(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(words).view(np.uint8)
 
 
-def encode_type(t: ValueType) -> Any:
-    """``["f32", [2, 3]]`` for a tensor type, ``{"tuple": [...]}`` for a tuple type."""
+def encode_type(t: ValueType, symbols: SymbolWriter) -> Any:
+    """``["f32", [2, 3]]`` for a tensor type (a symbolic dimension as ``{"dim": ...}``),
+    ``{"tuple": [...]}`` for a tuple type."""
     if isinstance(t, TensorType):
-        return [t.element_type.name, list(t.shape)]
-    return {"tuple": [encode_type(e) for e in t.elements]}
+        return [t.element_type.name, [symbols.encode(d) for d in t.shape]]
+    return {"tuple": [encode_type(e, symbols) for e in t.elements]}
 
 
 def _check_text(text: str, where: str, what: str) -> None:

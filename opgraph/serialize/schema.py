@@ -7,8 +7,13 @@ from dataclasses import dataclass
 
 from opgraph.core.errors import SerializationError
 
-#: The version this opgraph writes. Readers accept every version up to it and refuse newer ones.
-FORMAT_VERSION = 1
+#: The newest format version this opgraph reads and writes. Readers accept every version up to
+#: it (older ones through ``upgrades.FORMAT_UPGRADES``) and refuse newer ones.
+FORMAT_VERSION = 2
+
+#: The version a writer puts in a file without symbolic dimensions: such a file is exactly a
+#: version-1 file, so opgraph releases that read only version 1 still read it.
+STATIC_FORMAT_VERSION = 1
 
 #: The value of the top-level ``format`` key: tells an opgraph file from any other zip of JSON.
 FORMAT_NAME = "opgraph"

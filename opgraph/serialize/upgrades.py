@@ -6,6 +6,10 @@ they are in the file (the JSON form of :mod:`opgraph.serialize.values`, a fresh 
 change) and returns the attributes for ``from version + 1``. Reading chains the steps up to the
 op's current version and then decodes as usual, so the rebuilt node is re-validated.
 
+The file format itself is upgraded the same way, one step per format version
+(:data:`FORMAT_UPGRADES`, keyed by the version a step reads): reading a file first chains the
+document from its format version to the current one, then reads it as current.
+
 Example:
     >>> @register_upgrade("Pad", from_version=1)
     ... def _pad_v1(attributes):
@@ -40,6 +44,47 @@ def register_upgrade(op_name: str, from_version: int) -> Callable[[Upgrade], Upg
         RegistryError: an upgrade for this op and version is already registered.
     """
     return UPGRADES.register((op_name, from_version))
+
+
+DocumentUpgrade = Callable[[dict[str, Any]], dict[str, Any]]
+
+#: Upgrade steps of the whole ``graph.json`` document, by the format version they read.
+FORMAT_UPGRADES: Registry[int, DocumentUpgrade] = Registry("format upgrade")
+
+
+def register_format_upgrade(from_version: int) -> Callable[[DocumentUpgrade], DocumentUpgrade]:
+    """Register the upgrade of a ``graph.json`` document from ``from_version`` to the next.
+
+    Raises:
+        RegistryError: a step from this version is already registered.
+    """
+    return FORMAT_UPGRADES.register(from_version)
+
+
+def upgrade_document(document: dict[str, Any], version: int, current: int) -> dict[str, Any]:
+    """``document`` (of format ``version``) upgraded step by step to format ``current``.
+
+    Raises:
+        UpgradeMissing: a step is not registered.
+        ValueError: a step found something the older format cannot hold.
+    """
+    while version < current:
+        step = FORMAT_UPGRADES.get(version)
+        if step is None:
+            raise UpgradeMissing(f"no upgrade from format version {version} is registered")
+        document = step(dict(document))
+        version += 1
+    return document
+
+
+@register_format_upgrade(1)
+def _format_v1(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added symbolic dimensions (the ``symbols`` table and ``{"dim": ...}`` values);
+    every version-1 document is a version-2 document without them."""
+    if "symbols" in document:
+        raise ValueError("a format-version-1 file has no 'symbols' (format version 2 added them)")
+    document["format_version"] = 2
+    return document
 
 
 class UpgradeMissing(Exception):

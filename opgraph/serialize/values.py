@@ -11,11 +11,15 @@ enum member                 ``{"enum": ["ClassName", "MEMBER_NAME"]}``
 ElementType                 ``{"element_type": "f32"}``
 Function                    ``{"function": <index in the file's function table>}``
 numpy array                 ``{"array": {"data": <sha256>, "element_type": "f32", "shape": [..]}}``
+DimExpr (format 2)          ``{"dim": <expression tree>}`` over the file's symbol table
+                            (:mod:`opgraph.serialize.dims`)
 ==========================  ==================================================================
 
 Decoding is exact by construction (the encoding is tagged), and :func:`conform` then checks each
 value against the dataclass field's annotation, so an int stays an int, a bool never passes for
-an int, and an enum tag resolves to the member of the enum class the field names.
+an int, and an enum tag resolves to the member of the enum class the field names. A symbolic
+dimension passes where the annotation says ``int`` (shape-valued attributes are annotated with
+ints, ``ShapeAttr``); an op whose field may not be symbolic refuses it when the node is rebuilt.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from opgraph.core import element_type as et
-from opgraph.core.dim import DimExpr
+from opgraph.core.dim import Dim, DimExpr
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.function import Function
@@ -69,6 +73,8 @@ class Encoder(Protocol):
 
     def array_ref(self, array: np.ndarray) -> dict[str, Any]: ...
 
+    def dim_ref(self, value: DimExpr) -> Any: ...
+
 
 class Decoder(Protocol):
     """What decoding needs from the reader: the Functions built so far and the array data."""
@@ -77,9 +83,14 @@ class Decoder(Protocol):
 
     def array(self, payload: Any) -> np.ndarray: ...
 
+    def dim(self, payload: Any) -> Dim: ...
+
 
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-SUPPORTED = "None, bool, int, float, str, tuple, enum members, ElementType, Function, numpy arrays"
+SUPPORTED = (
+    "None, bool, int, float, str, tuple, enum members, ElementType, Function, numpy arrays, "
+    "symbolic dimensions"
+)
 
 
 # ----------------------------------------------------------------------------------- encode
@@ -109,10 +120,7 @@ def encode_value(value: Any, encoder: Encoder, max_depth: int = 64, depth: int =
     if kind is np.ndarray:
         return {"array": encoder.array_ref(value)}
     if kind is DimExpr:
-        raise ValueProblem(
-            f"the symbolic dimension {value} cannot be stored by this file format version; "
-            "specialise the Function first (og.passes.specialize_shapes(fn, {name: value}))"
-        )
+        return {"dim": encoder.dim_ref(value)}
     raise ValueProblem(
         f"a value of type {kind.__module__}.{kind.__qualname__} ({value!r:.60}) cannot be "
         f"serialized; supported kinds: {SUPPORTED} (normalise it in the op's __post_init__)"
@@ -160,8 +168,11 @@ def decode_value(raw: Any, decoder: Decoder, max_depth: int, depth: int = 0) -> 
         return decoder.function(payload)
     if tag == "array":
         return decoder.array(payload)
+    if tag == "dim":
+        return decoder.dim(payload)
     raise ValueProblem(
-        f"unknown value tag {tag!r:.40}; expected one of float, enum, element_type, function, array"
+        f"unknown value tag {tag!r:.40}; expected one of float, enum, element_type, function, "
+        "array, dim"
     )
 
 
@@ -280,7 +291,9 @@ def _conform(value: Any, ann: Any, namespace: Mapping[str, Any]) -> Any:
         return _require(value, value is None)
     if ann is float:  # PEP 484: an int is acceptable where a float is expected
         return _require(value, type(value) is float or type(value) is int)
-    if ann is int or ann is bool or ann is str:
+    if ann is int:  # a shape-valued attribute may hold a symbolic dimension
+        return _require(value, type(value) is int or type(value) is DimExpr)
+    if ann is bool or ann is str:
         return _require(value, type(value) is ann)
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
         return _conform_enum(value, (ann,))

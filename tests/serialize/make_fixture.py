@@ -1,8 +1,10 @@
-"""Write ``data/v1_small.opgraph`` and ``data/v1_small.txt``: a file of format version 1 pinned
-in the repository, so a change that stops old files from loading fails ``test_compat.py``.
+"""Write ``data/v1_small.opgraph`` / ``.txt`` (format version 1, a static graph) and
+``data/v2_symbolic.opgraph`` / ``.txt`` (format version 2, symbolic dimensions): files pinned in
+the repository, so a change that stops old files from loading fails ``test_compat.py``.
 
-Run once per format version (``python tests/serialize/make_fixture.py``) and commit both files;
-never regenerate an existing version's fixture to make a test pass.
+Run once per format version (``python tests/serialize/make_fixture.py``; it writes only the
+fixtures that are missing) and commit the files; never regenerate an existing version's
+fixture to make a test pass.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import numpy as np
 import opgraph as og
 from opgraph import ops
 from opgraph.core.literals import Constant
-from opgraph.serialize import FORMAT_VERSION, save
+from opgraph.serialize import save
+from opgraph.serialize.schema import FORMAT_VERSION, STATIC_FORMAT_VERSION
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -63,13 +66,34 @@ ARGUMENTS = [
 ]
 
 
+def build_symbolic() -> og.Function:
+    """A symbolic graph: bounded and unbounded symbols in parameter shapes, a symbolic
+    reshape attribute, concat and slice sizes that are expressions, a convolution window."""
+    batch, seq = og.dim("batch"), og.dim("seq", min=1, max=64)
+    x = fixed(ops.Parameter(og.f32, (batch, seq, 4)), name="x", line=1)
+    flat = fixed(ops.Reshape((batch, seq * 4)), x, line=2)
+    joined = fixed(ops.Concat(1), flat, flat, line=3)
+    tail = fixed(ops.Slice((0, 1), (batch, seq * 8), (1, 3)), joined, line=4)
+    image = fixed(ops.Reshape((batch, 1, seq, 4)), x, line=5)
+    kernel = fixed(ops.Constant(og.f32, (2, 1, 2, 2), np.ones((2, 1, 2, 2), np.float32)), line=6)
+    made = ops.convolution(image, kernel, strides=(2, 1), padding_below=(1, 0))
+    conv = fixed(made.node.op, image, kernel, line=7)  # the op, with a stable provenance
+    return og.Function([tail, conv], [x], name="v2_symbolic")
+
+
+SYMBOLIC_BINDINGS = ({"batch": 2, "seq": 3}, {"batch": 1, "seq": 8})
+
+
 def main() -> None:
-    assert FORMAT_VERSION == 1, "write a new fixture file for a new format version"
+    assert STATIC_FORMAT_VERSION == 1, "write a new fixture file for a new format version"
+    assert FORMAT_VERSION == 2, "write a new fixture file for a new format version"
     DATA.mkdir(exist_ok=True)
-    fn = build()
-    save(fn, DATA / "v1_small.opgraph")
-    (DATA / "v1_small.txt").write_text(str(fn) + "\n")
-    print(f"wrote {DATA / 'v1_small.opgraph'}")
+    for name, fn in (("v1_small", build()), ("v2_symbolic", build_symbolic())):
+        if (DATA / f"{name}.opgraph").exists():
+            continue
+        save(fn, DATA / f"{name}.opgraph")
+        (DATA / f"{name}.txt").write_text(str(fn) + "\n")
+        print(f"wrote {DATA / name}.opgraph")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from make_fixture import ARGUMENTS, build
+from make_fixture import ARGUMENTS, SYMBOLIC_BINDINGS, build, build_symbolic
 from serialize_ops import Grown, Scaled, document, node, with_document
 
 import opgraph as og
 from opgraph.core.errors import RegistryError, SerializationError
-from opgraph.serialize import UPGRADES, decode, deserialize, load, register_upgrade, serialize
+from opgraph.core.registry import Registry
+from opgraph.serialize import (
+    UPGRADES,
+    decode,
+    deserialize,
+    load,
+    register_upgrade,
+    serialize,
+    upgrades,
+)
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURE = DATA / "v1_small.opgraph"
@@ -39,8 +48,42 @@ def test_the_v1_fixture_computes_as_the_graph_it_was_made_from():
     np.testing.assert_array_equal(got[-1], ARGUMENTS[0])
 
 
+FIXTURE_V2 = DATA / "v2_symbolic.opgraph"
+
+
+def test_the_v2_fixture_is_format_version_2_with_symbols():
+    doc = document(FIXTURE_V2.read_bytes())
+    assert doc["format_version"] == 2
+    assert doc["symbols"] == [
+        {"name": "batch", "min": 0, "max": None},
+        {"name": "seq", "min": 1, "max": 64},
+    ]
+
+
+def test_the_v2_fixture_loads_and_prints_as_written():
+    loaded = load(FIXTURE_V2)
+    assert str(loaded) + "\n" == (DATA / "v2_symbolic.txt").read_text()
+    want = build_symbolic()
+    assert [p.type for p in loaded.parameters] == [p.type for p in want.parameters]
+    assert [hash(r.type) for r in loaded.results] == [hash(r.type) for r in want.results]
+
+
+def test_the_v2_fixture_computes_as_the_graph_it_was_made_from():
+    backend = og.backend("INTERPRETER")
+    got, want = backend.compile(load(FIXTURE_V2)), backend.compile(build_symbolic())
+    for binding in SYMBOLIC_BINDINGS:
+        shape = (binding["batch"], binding["seq"], 4)
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        for g, w in zip(got(x), want(x), strict=True):
+            assert g.shape == w.shape and g.tobytes() == w.tobytes()
+
+
 def test_readers_accept_older_format_versions(monkeypatch):
-    monkeypatch.setattr(decode, "FORMAT_VERSION", 2)
+    steps = Registry("format upgrade")  # a future version 3: one more step after 1 -> 2
+    steps.add(1, upgrades.FORMAT_UPGRADES[1])
+    steps.add(2, lambda doc: {**doc, "format_version": 3})
+    monkeypatch.setattr(upgrades, "FORMAT_UPGRADES", steps)
+    monkeypatch.setattr(decode, "FORMAT_VERSION", 3)
     assert str(load(FIXTURE)) + "\n" == (DATA / "v1_small.txt").read_text()
 
 
