@@ -45,11 +45,31 @@ def _window(ctx: NodeContext, x: Output) -> dict[str, Any]:
     return attributes
 
 
-def _average(ctx: NodeContext, x: Output, include_padding: bool) -> Output:
+def _clamp_overhanging(x: Output, window: dict[str, Any]) -> dict[str, Any]:
+    """In ceil mode an undilated window larger than the padded data still gives one output,
+    over all of it (``AvgPool2d(1280, ceil_mode=True)``, transformers' EfficientNet pooler):
+    that window is the padded data itself, which the ops accept. Larger windows with more
+    outputs stay as they are (the op rejects them)."""
+    if not window["ceil_mode"] or window["auto_pad"] != "explicit":
+        return window
+    kernel = list(window["window_shape"])
+    below, above, strides = window["padding_below"], window["padding_above"], window["strides"]
+    for i, size in enumerate(x.shape[2:]):
+        padded = size + below[i] + above[i]
+        if kernel[i] > padded and _pooled_size(padded, kernel[i], strides[i], True) == 1:
+            kernel[i] = padded
+    return {**window, "window_shape": kernel}
+
+
+def _average(ctx: NodeContext, x: Output, include_padding: bool, clamp: bool = False) -> Output:
+    """AveragePool; ``clamp`` shrinks an overhanging ceil-mode window (LpPool scales the
+    average by the kernel size, so it keeps the window as given)."""
     window = _window(ctx, x)
     dilations = [int(d) for d in ctx.attr("dilations", [1] * (x.rank - 2))]
     if any(d != 1 for d in dilations):
         return _dilated_average(x, window, dilations, include_padding)
+    if clamp:
+        window = _clamp_overhanging(x, window)
     return ops.avg_pool(x, include_padding=include_padding, **window)
 
 
@@ -98,7 +118,7 @@ def _pooled_size(padded: int, span: int, stride: int, ceil_mode: bool) -> int:
 @onnx_op("AveragePool", since=1)
 def _average_pool(ctx: NodeContext) -> Output:
     x = ctx.input(0)
-    return _average(ctx, x, bool(ctx.attr("count_include_pad", 0)))
+    return _average(ctx, x, bool(ctx.attr("count_include_pad", 0)), clamp=True)
 
 
 @onnx_op("MaxPool", since=1)
@@ -107,6 +127,8 @@ def _max_pool(ctx: NodeContext) -> Any:
     window = _window(ctx, x)
     dilations = [int(d) for d in ctx.attr("dilations", [1] * (x.rank - 2))]
     wants_indices = len(ctx.node.output) > 1 and bool(ctx.node.output[1])
+    if all(d == 1 for d in dilations):
+        window = _clamp_overhanging(x, window)
     if not wants_indices:
         return [ops.max_pool(x, dilations=dilations, **window)]
     values, indices = ops.max_pool_with_indices(x, dilations=dilations, **window)
