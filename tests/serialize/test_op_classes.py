@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 import opgraph.ops  # noqa: F401 - registers every op family
+from opgraph.core.dim import DimExpr
 from opgraph.core.element_type import ElementType
 from opgraph.core.function import Function
 from opgraph.core.op import OP_REGISTRY
 from opgraph.serialize.values import UNKNOWN, describe_annotation, field_specs
 
-LEAVES = (type(None), bool, int, float, str, ElementType, Function, np.ndarray)
+# DimExpr: format version 2 stores symbolic dimensions (docs/format.md).
+LEAVES = (type(None), bool, int, float, str, ElementType, Function, np.ndarray, DimExpr)
 PACKAGE_OPS = sorted(
     (name, cls) for name, cls in OP_REGISTRY.items() if cls.__module__.startswith("opgraph.")
 )
