@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed")
+from fuzzing import random_inputs, small  # noqa: E402
 from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
 
 import opgraph as og  # noqa: E402
-from opgraph.core.tensor_type import TensorType  # noqa: E402
 from opgraph.frontends.onnx import import_model  # noqa: E402
 
 # Keep mutated models small: no dimension above this, so no case can ask for huge work.
@@ -329,30 +329,6 @@ def mutated_bytes(seed: int, data: bytes) -> bytes:
 RUN_ELEMENTS = 1 << 16  # run an imported graph only when all its values together are this small
 
 
-def _random_inputs(fn: og.Function, rng: np.random.Generator) -> list[np.ndarray]:
-    arrays = []
-    for t in fn.parameter_types:
-        assert isinstance(t, TensorType)
-        dtype = t.element_type.dtype
-        if t.element_type.is_boolean:
-            arrays.append(rng.integers(0, 2, t.shape).astype(dtype))
-        elif t.element_type.is_integral:
-            arrays.append(rng.integers(0, 4, t.shape).astype(dtype))
-        else:
-            arrays.append(rng.uniform(-3, 3, t.shape).astype(dtype))
-    return arrays
-
-
-def _small(fn: og.Function) -> bool:
-    total = 0
-    for node in fn.nodes:
-        for t in node.output_types:
-            if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
-                return False
-            total += int(np.prod(t.shape, dtype=object))
-    return total <= RUN_ELEMENTS
-
-
 def outcome(data: bytes, seed: int) -> str:
     """Import ``data``, compile what imports on INTERPRETER and run it on random inputs when
     small; the stage it stopped at. Any exception but an OpgraphError propagates."""
@@ -361,10 +337,10 @@ def outcome(data: bytes, seed: int) -> str:
         fn = import_model(data)
         stage = "compile"
         executable = og.backend("INTERPRETER").compile(fn)
-        if not _small(fn):
+        if not small(fn, RUN_ELEMENTS):
             return "compiled"
         stage = "run"
-        executable(*_random_inputs(fn, np.random.default_rng(seed)))
+        executable(*random_inputs(fn, np.random.default_rng(seed)))
         return "ran"
     except og.OpgraphError:
         return f"refused at {stage}"

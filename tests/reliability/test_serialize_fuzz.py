@@ -22,12 +22,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fuzzing import random_inputs, small
 
 import opgraph as og
 from opgraph import ops
 from opgraph.core.errors import OpgraphError
-from opgraph.core.shape import is_static
-from opgraph.core.tensor_type import TensorType
 from opgraph.serialize import Limits
 from opgraph.testing.records import RECORDS
 
@@ -94,28 +93,6 @@ def rezip(graph: bytes, data: dict[str, bytes]) -> bytes:
 
 
 # ------------------------------------------------------------------------------ the check
-def random_inputs(fn: og.Function, rng: np.random.Generator) -> list[np.ndarray]:
-    arrays = []
-    for t in fn.parameter_types:
-        assert isinstance(t, TensorType)
-        dtype = t.element_type.dtype
-        if t.element_type.is_boolean:
-            arrays.append(rng.integers(0, 2, t.shape).astype(dtype))
-        elif t.element_type.is_integral:
-            arrays.append(rng.integers(0, 4, t.shape).astype(dtype))
-        else:
-            arrays.append(rng.uniform(-3, 3, t.shape).astype(dtype))
-    return arrays
-
-
-def small(fn: og.Function) -> bool:
-    total = 0
-    for node in fn.nodes:
-        for t in node.output_types:
-            if not isinstance(t, TensorType) or not is_static(t.shape):
-                return False  # a symbolic Function is compiled, not run (no binding to pick)
-            total += int(np.prod(t.shape, dtype=object))
-    return total <= RUN_ELEMENTS
 
 
 def outcome(data: bytes, case: str) -> str:
@@ -125,7 +102,7 @@ def outcome(data: bytes, case: str) -> str:
         fn = og.deserialize(data, limits=LIMITS)
         stage = "compile"
         executable = og.backend("INTERPRETER").compile(fn)
-        if not small(fn):
+        if not small(fn, RUN_ELEMENTS):
             return "compiled"
         stage = "run"
         executable(*random_inputs(fn, np.random.default_rng(len(data))))
