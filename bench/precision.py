@@ -26,9 +26,9 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-import openvino as ov  # noqa: E402
 
 import opgraph as og  # noqa: E402
+from bench import runners  # noqa: E402
 from bench.models import Case  # noqa: E402
 from bench.run import fmt, measure  # noqa: E402
 from bench.runners import Prepared  # noqa: E402
@@ -58,29 +58,6 @@ def opgraph_cpu(case: Case, cache: Path, precision: str) -> Prepared:
     return Prepared(run, read, seconds, {})
 
 
-def openvino(case: Case, precision: str) -> Prepared:
-    core = ov.Core()
-    config = {
-        "INFERENCE_NUM_THREADS": THREADS,
-        "INFERENCE_PRECISION_HINT": precision,
-        "PERFORMANCE_HINT": "LATENCY",
-    }
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.onnx"
-        path.write_bytes(case.onnx.SerializeToString())
-        started = time.perf_counter()
-        compiled = core.compile_model(str(path), "CPU", config)
-        seconds = time.perf_counter() - started
-    request = compiled.create_infer_request()
-    feeds = {i: a.copy() for i, a in enumerate(case.inputs)}
-
-    def read() -> list[np.ndarray]:
-        result = request.infer(feeds)
-        return [np.array(result[o]) for o in compiled.outputs]
-
-    return Prepared(lambda: request.infer(feeds, share_inputs=True), read, seconds, {})
-
-
 def relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     """max |got - want| / max |want| over all outputs."""
     worst = 0.0
@@ -95,8 +72,8 @@ def run_case(case: Case, rounds: int, block: float, repeat: int) -> str:
         prepared = {
             "opgraph f32": opgraph_cpu(case, Path(tmp), "f32"),
             "opgraph bf16": opgraph_cpu(case, Path(tmp), "bf16"),
-            "OpenVINO f32": openvino(case, "f32"),
-            "OpenVINO bf16": openvino(case, "bf16"),
+            "OpenVINO f32": runners.openvino(case, THREADS, "f32"),
+            "OpenVINO bf16": runners.openvino(case, THREADS, "bf16"),
         }
         reference = prepared["opgraph f32"].outputs()
         errors = {n: relative_error(p.outputs(), reference) for n, p in prepared.items()}

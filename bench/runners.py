@@ -86,11 +86,12 @@ def onnxruntime(case: Case, threads: int) -> Prepared:
     return Prepared(lambda: session.run(None, feeds), lambda: session.run(None, feeds), seconds, {})
 
 
-def openvino(case: Case, threads: int) -> Prepared:
+def openvino(case: Case, threads: int, precision: str = "f32") -> Prepared:
+    """OpenVINO on the CPU; ``precision`` is its ``INFERENCE_PRECISION_HINT`` (f32 or bf16)."""
     core = ov.Core()
     config = {
         "INFERENCE_NUM_THREADS": threads,
-        "INFERENCE_PRECISION_HINT": "f32",
+        "INFERENCE_PRECISION_HINT": precision,
         "PERFORMANCE_HINT": "LATENCY",
     }
     with tempfile.TemporaryDirectory() as tmp:

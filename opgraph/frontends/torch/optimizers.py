@@ -27,7 +27,6 @@ from opgraph.core import element_type as et
 from opgraph.core.errors import ConversionError
 from opgraph.core.literals import parameter
 from opgraph.core.node import Output
-from opgraph.frontends.torch.context import literal
 
 
 @dataclass
@@ -76,8 +75,9 @@ class Rule(ABC):
 
 def _scaled(value: Output | float, x: Output) -> Output:
     """``value`` (a rank-0 value or a Python number) broadcast to ``x``'s shape."""
-    scalar = value if isinstance(value, Output) else literal(value, x.element_type)
-    return ops.broadcast(scalar, x.shape, tuple(range(x.rank))) if x.rank else scalar
+    if isinstance(value, Output):
+        return ops.broadcast_to(value, x.shape)
+    return ops.scalar_like(value, x)
 
 
 def _add(x: Output, y: Output, alpha: Output | float = 1.0) -> Output:
