@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
-from torch_bridge_helpers import ExecutionCounter, assert_close  # noqa: E402
+from torch_bridge_helpers import assert_close  # noqa: E402
 from torch_bridge_models import make  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -15,18 +15,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 import opgraph as og  # noqa: E402
 import opgraph.frontends.torch as og_torch  # noqa: E402
 from opgraph.frontends.torch import dynamo  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def counter(monkeypatch):
-    return ExecutionCounter(monkeypatch)
 
 
 class WithUnsupported(torch.nn.Module):

@@ -16,13 +16,6 @@ import opgraph as og  # noqa: E402
 from opgraph.frontends.torch import import_exported  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_torch_compile_matches_eager(name, monkeypatch):
     model, args = make(name)

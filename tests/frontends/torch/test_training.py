@@ -8,7 +8,6 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
-from torch_bridge_helpers import ExecutionCounter  # noqa: E402
 from torch_train_models import MODELS, make  # noqa: E402
 
 import opgraph.frontends.torch as og_torch  # noqa: E402
@@ -23,18 +22,6 @@ OPTIMIZERS = {
     "sgd": lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9),
     "adamw": lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1),
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def counter(monkeypatch):
-    return ExecutionCounter(monkeypatch)
 
 
 def _loss(model, x, y):
