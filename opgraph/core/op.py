@@ -42,6 +42,8 @@ class Op:
             such ops need no kernel.
         foldable: False for ops whose result is not a function of their inputs alone
             (collectives talk to other processes); they are never evaluated at compile time.
+        contracting: each output element reads many input elements (products, windows,
+            recurrences): constant folding bounds its work as outputs x inputs.
     """
 
     __slots__ = ()
@@ -53,6 +55,7 @@ class Op:
     version: ClassVar[int] = 1
     lowered_by: ClassVar[str | None] = None
     foldable: ClassVar[bool] = True
+    contracting: ClassVar[bool] = False
 
     @property
     def name(self) -> str:

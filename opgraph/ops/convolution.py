@@ -153,6 +153,8 @@ class ConvolutionBase(Op):
     (strides, dilations and data dilations default to ones, padding to zeros).
     """
 
+    contracting = True  # each output element reads many input elements
+
     __slots__ = ()
     num_inputs = 2
     strides: Ints | None

@@ -44,6 +44,8 @@ class Dot(Op):
     ones of ``b`` (``numpy.tensordot(a, b, n)``). Default count: 0 if either operand is a
     scalar, else 1."""
 
+    contracting = True  # each output element reads many input elements
+
     reduction_axes_count: int | None = None
     num_inputs = 2
 
@@ -111,6 +113,8 @@ class MatMul(Op):
     Decomposes into ``Dot``: one ``Dot`` when only one operand has a batch, otherwise one per
     batch element joined by ``Concat``. The type rule and the adjoint are stated directly.
     """
+
+    contracting = True  # each output element reads many input elements
 
     num_inputs = 2
 
@@ -266,6 +270,8 @@ class Gemm(Op):
         trans_a: transpose ``a`` first.
         trans_b: transpose ``b`` first.
     """
+
+    contracting = True  # each output element reads many input elements
 
     alpha: float = 1.0
     beta: float = 1.0

@@ -307,6 +307,8 @@ class LRN(Op):
     (``c - size/2 .. c + size/2 - 1``); odd sizes agree.
     """
 
+    contracting = True  # each output element reads many input elements
+
     alpha: float
     beta: float
     bias: float

@@ -163,6 +163,8 @@ class Pool(Op):
     explicit padding.
     """
 
+    contracting = True  # each output element reads many input elements
+
     __slots__ = ()
     num_inputs = 1
     accepted: ClassVar[tuple[ElementType, ...]] = et.NUMERIC

@@ -113,6 +113,8 @@ def _parameters(
 class RecurrentCell(Op):
     """Family base: activations, their parameters and ``clip``; shape checks."""
 
+    contracting = True  # each output element reads many input elements
+
     __slots__ = ()
     gates: ClassVar[int]
     defaults: ClassVar[tuple[RnnActivation, ...]]

@@ -13,15 +13,9 @@ from opgraph.core.function import Function
 from opgraph.core.kernels import REFERENCE_KERNELS
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
-from opgraph.core.op import Op
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.convolution import ConvolutionBase
 from opgraph.ops.elementwise import BinaryElementwise, Select, UnaryElementwise
-from opgraph.ops.linalg import Dot, Gemm, MatMul
 from opgraph.ops.movement import Broadcast
-from opgraph.ops.nn import LRN
-from opgraph.ops.pooling import Pool
-from opgraph.ops.rnn import RecurrentCell
 from opgraph.passes._rewrite_nodes import rewrite_nodes
 from opgraph.pattern.pattern import constant_value
 
@@ -37,10 +31,6 @@ DEFAULT_MAX_ELEMENTS = 1 << 20
 #: run time instead of keeping the compiler busy for hours.
 DEFAULT_MAX_WORK = 1 << 24
 
-#: Ops whose reference kernel reads input elements many times over (contractions, windows):
-#: their work is counted as output elements x input elements, an upper bound (``Dot`` of
-#: ``[m, k]`` by ``[k, n]`` does m*n*k multiply-adds, less than m*n * (m*k + k*n)).
-_CONTRACTING: tuple[type[Op], ...] = (Dot, MatMul, Gemm, ConvolutionBase, Pool, RecurrentCell, LRN)
 
 #: Ops that compute element ``i`` of the output from element ``i`` of each input: folding them
 #: on broadcast constants can work on the small sources and broadcast the result.
@@ -169,7 +159,7 @@ def _work(node: Node, inputs: tuple[Output, ...]) -> int:
     """An upper bound on the elements folding ``node`` reads (see ``fold_constants``)."""
     read = sum(_elements(i.type) for i in inputs)
     written = sum(_elements(t) for t in node.output_types)
-    if isinstance(node.op, _CONTRACTING):
+    if node.op.contracting:  # e.g. Dot of [m, k] by [k, n]: m*n*k multiply-adds, an upper bound
         return written * max(read, 1) + read
     return read + written
 
