@@ -13,6 +13,7 @@ Constant again. A node with no handler raises a ConversionError that names it an
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -105,9 +106,17 @@ def unsupported(ctx: NodeContext, values: SymbolicValues, why: str) -> Conversio
     )
 
 
+#: Element types of the results of ops whose result type is not their first input's, by ONNX
+#: op type.
+RESULT_TYPES: dict[str, Callable[[NodeContext], et.ElementType]] = {
+    "Cast": lambda ctx: from_onnx(int(ctx.attr("to")), ctx.where),
+}
+
+
 def _element_type(ctx: NodeContext) -> et.ElementType:
-    if ctx.node.op_type == "Cast":
-        return from_onnx(int(ctx.attr("to")), ctx.where)
+    rule = RESULT_TYPES.get(ctx.node.op_type)
+    if rule is not None:
+        return rule(ctx)
     first = next((v for v in ctx.inputs if v is not None), None)
     return et.i64 if first is None else first.element_type
 
@@ -219,14 +228,16 @@ def _arithmetic(ctx: NodeContext, operands: list[Operand]) -> list[np.ndarray]:
     if not _element_type(ctx).is_integral:
         raise ctx.fail("arithmetic on symbolic shape values needs integer operands")
     a, b = (np.asarray(v, dtype=object) for v in _need(ctx, operands, 0, 1))
-    operation = ctx.node.op_type
-    if operation == "Add":
-        return [a + b]
-    if operation == "Sub":
-        return [a - b]
-    if operation == "Mul":
-        return [a * b]
-    return [a // b]  # shape sizes are non-negative: floor and truncating division agree
+    return [_ARITHMETIC[ctx.node.op_type](a, b)]
+
+
+#: Shape sizes are non-negative, so floor and truncating division agree for Div.
+_ARITHMETIC: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "Add": operator.add,
+    "Sub": operator.sub,
+    "Mul": operator.mul,
+    "Div": operator.floordiv,
+}
 
 
 @handles("Reshape")
