@@ -28,6 +28,7 @@ import opgraph as og
 from opgraph import ops
 from opgraph.core.errors import OpgraphError
 from opgraph.serialize import Limits
+from opgraph.testing.json_edits import apply_edit, paths
 from opgraph.testing.records import RECORDS
 
 pytestmark = pytest.mark.timeout(600)
@@ -180,21 +181,13 @@ def random_value(rng: random.Random, depth: int = 0) -> Any:
     return {rng.choice(["op", "shape", "x", "tuple"]): random_value(rng, depth + 1)}
 
 
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += paths(item, (*prefix, i))
-    return found
-
-
 def edit(doc: Any, rng: random.Random) -> Any:
     path = rng.choice(paths(doc))
     if not path:
         return doc
+    action = rng.choice(["replace", "replace", "replace", "delete", "insert", "duplicate"])
+    key = rng.choice(["op", "version", "attributes", "inputs", "x"])
+    return apply_edit(doc, path, action, random_value(rng), key)
     parent = doc
     for step in path[:-1]:
         parent = parent[step]

@@ -7,11 +7,9 @@ derandomized, so the suite is reproducible; for a longer campaign raise ``max_ex
 ``derandomize`` locally.
 """
 
-import copy
 import functools
 import json
 import math
-from typing import Any
 
 import numpy as np
 import pytest
@@ -23,6 +21,7 @@ import opgraph as og
 from opgraph import ops
 from opgraph.core.errors import SerializationError
 from opgraph.serialize import Limits, deserialize, serialize
+from opgraph.testing.json_edits import apply_edit, paths
 
 FUZZ = settings(
     max_examples=250,
@@ -125,39 +124,6 @@ json_values = st.recursive(
     ),
     max_leaves=8,
 )
-
-
-def paths(value: Any, prefix: tuple = ()) -> list[tuple]:
-    """Every path into a JSON value (the root included)."""
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += paths(item, (*prefix, i))
-    return found
-
-
-def apply_edit(doc: Any, path: tuple, action: str, value: Any, key: str) -> Any:
-    value = copy.deepcopy(value)  # drawn values are shared: never alias them into the document
-    if not path:
-        return value if action == "replace" else doc
-    parent = doc
-    for step in path[:-1]:
-        parent = parent[step]
-    last = path[-1]
-    if action == "replace":
-        parent[last] = value
-    elif action == "delete":
-        del parent[last]
-    elif action == "insert" and isinstance(parent, dict):
-        parent[key] = value
-    elif action == "insert":
-        parent.insert(last, value)
-    elif action == "duplicate" and isinstance(parent, list):
-        parent.insert(last, copy.deepcopy(parent[last]))
-    return doc
 
 
 @FUZZ
