@@ -93,8 +93,8 @@ def _input_cotangents(
         )
     if op.has_vjp():
         return op.vjp(node.inputs, node.outputs, cts)
-    if op.has_decomposition():
-        decomposed = op.decompose(*node.inputs)
+    decomposed = op.decompose(*node.inputs) if op.has_decomposition() else None
+    if decomposed is not None:
         outs = (decomposed,) if isinstance(decomposed, Output) else tuple(decomposed)
         float_inputs = [i for i in node.inputs if _is_float(i)]
         grads = iter(gradients(outs, float_inputs, cts))

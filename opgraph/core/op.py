@@ -84,6 +84,8 @@ class Op:
 
         placeholders = [Parameter(t.element_type, t.shape)() for t in inputs]
         result = self.decompose(*placeholders)
+        if result is None:
+            raise NotImplementedError(f"{self.name}: decompose() gave None; define infer()")
         if isinstance(result, Output):
             return result.type
         return tuple(o.type for o in result)
@@ -94,11 +96,13 @@ class Op:
         fresh symbol (``core.dim.fresh_dim``) held in an attribute. Default: none."""
         return ()
 
-    def decompose(self, *inputs: Any) -> Output | tuple[Output, ...]:
+    def decompose(self, *inputs: Any) -> Output | tuple[Output, ...] | None:
         """Build this op from core ops (framework-level ops). Not every op has one.
 
         Subclasses name their inputs (``decompose(self, x, w)``), as :meth:`infer` does; the
-        inputs are Outputs.
+        inputs are Outputs. An op whose type rule is :meth:`infer` may return None for inputs
+        it cannot decompose (``matmul`` of two batched operands with a symbolic batch: one
+        ``Dot`` per matrix needs the count); the ``decompose`` pass then keeps the op.
         """
         raise NotImplementedError(f"{self.name} has no decomposition")
 

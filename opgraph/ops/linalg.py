@@ -9,6 +9,7 @@ import numpy as np
 
 import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
+from opgraph.core.dim import is_symbolic
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
@@ -134,11 +135,13 @@ class MatMul(Op):
         )
         return TensorType(a.element_type, _matmul_result(a.shape, b.shape, _batch(a2, b2)))
 
-    def decompose(self, a: Output, b: Output) -> Output:
+    def decompose(self, a: Output, b: Output) -> Output | None:
         a2s, b2s = _as_matrices(a.shape, b.shape)
         a2 = reshape(a, a2s) if a2s != a.shape else a
         b2 = reshape(b, b2s) if b2s != b.shape else b
         product = _batched_dot(a2, b2)
+        if product is None:
+            return None
         shape = _matmul_result(a.shape, b.shape, _batch(a2s, b2s))
         return reshape(product, shape) if product.shape != shape else product
 
@@ -185,8 +188,9 @@ def _batch(a2: DimShape, b2: DimShape) -> DimShape:
         ) from None
 
 
-def _batched_dot(a: Output, b: Output) -> Output:
-    """``matmul`` of operands of rank >= 2 with core ops."""
+def _batched_dot(a: Output, b: Output) -> Output | None:
+    """``matmul`` of operands of rank >= 2 with core ops; None when both operands are batched
+    and the batch is symbolic (one ``Dot`` per matrix needs the count)."""
     (n, k), m = a.shape[-2:], b.shape[-1]
     batch_a, batch_b = a.shape[:-2], b.shape[:-2]
     batch = numpy_broadcast_shape(batch_a, batch_b)
@@ -198,6 +202,8 @@ def _batched_dot(a: Output, b: Output) -> Output:
         columns = reshape(b, (k, size_b, m), _move_axis_first(b.rank, b.rank - 2))
         product = dot(reshape(a, (n, k)), columns)
         return reshape(product, (*batch, n, m), (1, 0, 2))
+    if any(is_symbolic(d) for d in batch):
+        return None
     return _per_batch_dot(a, b, batch)
 
 

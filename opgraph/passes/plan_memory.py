@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
 
+from opgraph.core.dim import evaluate, free_symbols, is_symbolic
 from opgraph.core.errors import GraphError
 from opgraph.core.function import Function
 from opgraph.core.node import Node, Output
@@ -127,6 +128,7 @@ def plan_memory(
     alignment: int = 64,
     in_place: bool | InPlaceRule = True,
     live: Liveness | None = None,
+    binding: Mapping[str, int] | None = None,
 ) -> MemoryPlan:
     """Assign every temporary of ``fn`` an offset in one arena.
 
@@ -143,12 +145,15 @@ def plan_memory(
             callable giving ``(output index, input index)`` pairs for a node (for a backend's
             own kernels).
         live: a precomputed :func:`liveness` of ``fn``, to avoid recomputing it.
+        binding: symbol values (``{"batch": 8}``) for a Function with symbolic dimensions:
+            the plan is made for those sizes (one Function, one liveness, a plan per binding).
 
     Returns:
         A frozen :class:`MemoryPlan`.
 
     Raises:
-        GraphError: bad alignment, or a temporary is tuple-typed.
+        GraphError: bad alignment, a temporary is tuple-typed, or a temporary's size is
+            symbolic and ``binding`` does not give its symbols.
     """
     if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
         raise GraphError(f"plan_memory: alignment must be a positive int, got {alignment!r}")
@@ -156,7 +161,7 @@ def plan_memory(
         raise GraphError(f"plan_memory: alignment must be a power of two, got {alignment}")
     live = live if live is not None else liveness(fn)
     rule = _rule(in_place)
-    sizes = {v: _nbytes(v, fn) for v in live.temporaries}
+    sizes = {v: _nbytes(v, fn, binding or {}) for v in live.temporaries}
 
     def pairs(node: Node) -> list[tuple[Output, Output]]:
         n_in, n_out = len(node.inputs), len(node.outputs)
@@ -256,10 +261,18 @@ def _rule(in_place: bool | InPlaceRule) -> InPlaceRule:
     )
 
 
-def _nbytes(value: Output, fn: Function) -> int:
+def _nbytes(value: Output, fn: Function, binding: Mapping[str, int]) -> int:
     if isinstance(value.type, TupleType):
         raise GraphError(
             f"plan_memory: {fn.name} has a tuple-typed value {value.type} made by "
             f"{value.node.op.name} (built at {value.node.provenance}); run unbox_tuples first"
         )
-    return value.tensor_type.nbytes
+    nbytes = evaluate(value.tensor_type.nbytes, binding)
+    if is_symbolic(nbytes):
+        missing = ", ".join(sorted(s.name for s in free_symbols(nbytes)))
+        raise GraphError(
+            f"plan_memory: {value.node.op.name} (built at {value.node.provenance}) in "
+            f"{fn.name} has the symbolic size {value.tensor_type}; give binding= values for "
+            f"{missing} (a plan is made per binding)"
+        )
+    return int(nbytes)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.core.dim import is_symbolic
 from opgraph.core.errors import OpgraphError
 from opgraph.core.literals import Constant
 from opgraph.core.node import Output
@@ -313,7 +314,11 @@ class _Const(Pattern):
             return False
         if self.value is None:
             return True
-        return value.tensor_type.size > 0 and bool(np.all(source.value == self.value))
+        # An empty value matches no element value; a symbolic size may be empty at some
+        # bindings, where every rewrite of an empty value is still exact.
+        size = value.tensor_type.size
+        nonempty = source.value.size > 0 if is_symbolic(size) else size > 0
+        return nonempty and bool(np.all(source.value == self.value))
 
     def _match_here(self, value: Output, bound: Bindings) -> Iterator[Bindings]:
         yield bound
@@ -377,8 +382,8 @@ def constant_value(value: Output) -> np.ndarray | None:
         return op.value
     if isinstance(op, Broadcast):
         source = constant_value(value.node.inputs[0])
-        if source is None:
-            return None
+        if source is None or any(is_symbolic(d) for d in op.shape):
+            return None  # a symbolic broadcast has no array until its size is bound
         expanded = source.reshape(
             tuple(1 if axis in op.broadcast_axes else d for axis, d in enumerate(op.shape))
         )
