@@ -220,7 +220,9 @@ def test_unique_one_compile_many_counts():
 def test_nms_with_computed_limit_and_thresholds():
     boxes, scores = _boxes(n=3, c=1)
     limit, iou = p((), og.i64), p((), og.f32)
-    fn = og.Function([ops.non_max_suppression(boxes, scores, limit, iou)], [boxes, scores, limit, iou])
+    fn = og.Function(
+        [ops.non_max_suppression(boxes, scores, limit, iou)], [boxes, scores, limit, iou]
+    )
     exe = INTERPRETER.compile(fn)
     b = np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 5, 1, 6]]], np.float32)
     s = np.array([[[0.9, 0.8, 0.7]]], np.float32)
