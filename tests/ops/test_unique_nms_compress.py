@@ -4,6 +4,10 @@ against central differences on INTERPRETER, serializer round trips (format 2), p
 the visualizer showing the fresh symbols. The numerics of every record against the oracle are
 in tests/numerics/test_op_records.py (DATA_DEPENDENT_RECORDS)."""
 
+import io
+import json
+import zipfile
+
 import numpy as np
 import pytest
 
@@ -234,6 +238,24 @@ def test_nms_with_computed_limit_and_thresholds():
     assert kept.shape == (0, 3)  # a negative limit selects nothing, as in ONNX
 
 
+def test_nms_over_many_boxes_works_row_by_row():
+    """The kernel compares each kept box with all boxes (memory O(N)), never all pairs: 20000
+    boxes would need 400 million pairwise IoUs."""
+    boxes, scores = _boxes(n=20000, c=2)
+    exe = INTERPRETER.compile(
+        og.Function([ops.non_max_suppression(boxes, scores, 50, 0.5, 0.05)], [boxes, scores])
+    )
+    rng = np.random.default_rng(0)
+    corner = rng.uniform(0, 100, (1, 20000, 2))
+    b = np.concatenate([corner, corner + 5], axis=-1).astype(np.float32)
+    s = rng.uniform(0, 1, (1, 2, 20000)).astype(np.float32)
+    (kept,) = exe(b, s)
+    assert kept.shape == (100, 3)
+    for c in range(2):
+        picked = kept[kept[:, 1] == c, 2]
+        assert np.all(np.diff(s[0, c, picked]) <= 0)  # best first
+
+
 def test_compress_followed_by_elementwise_and_result_shape():
     x, keep = p((4, 2)), p((4,), og.boolean)
     y = ops.compress(x, keep, axis=0)
@@ -291,6 +313,9 @@ def test_round_trip_keeps_fresh_symbols(record):
     element_type = record.element_types[0]
     fn = record.function(element_type)
     data = serialize(fn)
+    document = json.loads(zipfile.ZipFile(io.BytesIO(data)).read("graph.json"))
+    assert document["format_version"] == 2
+    assert any(entry["name"].startswith("_") for entry in document["symbols"])
     loaded = deserialize(data)
     assert str(loaded) == str(fn)
     assert serialize(loaded) == data

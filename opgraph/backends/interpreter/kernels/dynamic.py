@@ -81,19 +81,38 @@ def _corners(boxes: np.ndarray, center: bool) -> tuple[np.ndarray, ...]:
     )
 
 
-def _suppresses(boxes: np.ndarray, center: bool, threshold: float) -> np.ndarray:
-    """``[N, N]``: True where the IoU of boxes i and j is above ``threshold`` (boxes that do
-    not overlap, or have no area, never suppress each other)."""
-    y0, x0, y1, x1 = _corners(boxes, center)
-    width = np.minimum(x1[:, None], x1[None]) - np.maximum(x0[:, None], x0[None])
-    height = np.minimum(y1[:, None], y1[None]) - np.maximum(y0[:, None], y0[None])
+def _suppressed_by(corners: tuple[np.ndarray, ...], k: int, threshold: float) -> np.ndarray:
+    """``[N]``: True where a box's IoU with box ``k`` is above ``threshold`` (boxes that do not
+    overlap it, or have no area, are never suppressed). One row at a time: memory O(N)."""
+    y0, x0, y1, x1 = corners
+    width = np.minimum(x1, x1[k]) - np.maximum(x0, x0[k])
+    height = np.minimum(y1, y1[k]) - np.maximum(y0, y0[k])
     inter = width * height
     area = (x1 - x0) * (y1 - y0)
-    union = area[:, None] + area[None] - inter
-    valid = (width > 0) & (height > 0) & (area[:, None] > 0) & (area[None] > 0) & (union > 0)
+    union = area + area[k] - inter
+    valid = (width > 0) & (height > 0) & (area > 0) & (area[k] > 0) & (union > 0)
     with np.errstate(all="ignore"):
         iou = inter / np.where(valid, union, 1.0)
     return valid & (iou > threshold)
+
+
+def _select(
+    corners: tuple[np.ndarray, ...], row: np.ndarray, most: int, iou: float, floor: float | None
+) -> list[int]:
+    """Greedy selection in one (batch, class): best score first (ties: lower index); a kept
+    box suppresses every box whose IoU with it is above ``iou`` (IoU is symmetric, so marking
+    from each kept box equals testing each candidate against the kept ones)."""
+    candidates = np.arange(row.size) if floor is None else np.flatnonzero(row > floor)
+    order = candidates[np.lexsort((candidates, -row[candidates]))]
+    suppressed = np.zeros(row.size, dtype=bool)
+    kept: list[int] = []
+    for i in order.tolist():
+        if len(kept) == most:
+            break
+        if not suppressed[i]:
+            kept.append(i)
+            suppressed |= _suppressed_by(corners, i, iou)
+    return kept
 
 
 @KERNELS.register(dy.NonMaxSuppression)
@@ -109,17 +128,9 @@ def _non_max_suppression(
     floor = _first(score, -np.inf) if score.size else None
     selected: list[tuple[int, int, int]] = []
     for b in range(boxes.shape[0] if most else 0):
-        overlap = _suppresses(boxes[b], op.center_point_box, _first(iou, 0.0))
+        corners = _corners(boxes[b], op.center_point_box)
         for c in range(scores.shape[1]):
-            row = scores[b, c].astype(np.float64)
-            candidates = np.arange(row.size) if floor is None else np.flatnonzero(row > floor)
-            order = candidates[np.lexsort((candidates, -row[candidates]))]
-            kept: list[int] = []
-            for i in order:
-                if len(kept) == most:
-                    break
-                if not overlap[i, kept].any():
-                    kept.append(int(i))
+            kept = _select(corners, scores[b, c].astype(np.float64), most, _first(iou, 0.0), floor)
             selected.extend((b, c, k) for k in kept)
     return np.array(selected, dtype=np.int64).reshape(-1, 3)
 
