@@ -1,5 +1,6 @@
 """unique, non_max_suppression, compress and boolean_mask: type rules (fresh bounded symbols,
-one test per error), runs at several data-decided sizes of one compile, the compress gradient
+one test per error), runs at several data-decided sizes of one compile and at two bindings of
+symbolic inputs, the compress gradient
 against central differences on INTERPRETER, serializer round trips (format 2), printing and
 the visualizer showing the fresh symbols. The numerics of every record against the oracle are
 in tests/numerics/test_op_records.py (DATA_DEPENDENT_RECORDS)."""
@@ -15,10 +16,13 @@ import opgraph as og
 from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.dim import free_symbols
+from opgraph.passes import specialize_shapes
 from opgraph.serialize import deserialize, serialize
+from opgraph.testing.compare import assert_close
 from opgraph.testing.gradcheck import check_gradients
 from opgraph.testing.oracle import evaluate
 from opgraph.testing.records import DATA_DEPENDENT_RECORDS
+from opgraph.testing.symbolic import symbolic_case
 from opgraph.visualize import to_dot
 
 NEW = ("unique", "nms", "compress", "boolean_mask")
@@ -273,6 +277,30 @@ def test_compress_symbolic_condition_longer_than_axis_fails_at_run_time():
     exe = INTERPRETER.compile(og.Function([ops.compress(x, keep, axis=0)], [x, keep]))
     with pytest.raises(og.OpgraphError, match="condition has 4 entries, more than the 3"):
         exe(np.zeros(3, np.float32), np.ones(4, bool))
+
+
+#: Records without a symbolic form: a scalar input, and NMS records whose boxes hold fixed
+#: values (the last axis must stay 4, and fixed values give no other scheme to try).
+STATIC_ONLY = frozenset(
+    {"unique_scalar", "nms_thresholds_as_values"}
+    | {r.name for r in RECORDS if r.name.startswith("nms_") and r.inputs[0].values is not None}
+)
+
+
+@pytest.mark.parametrize("record", [pytest.param(r, id=r.name) for r in RECORDS])
+def test_record_at_two_bindings_of_symbolic_inputs(record):
+    element_type = record.element_types[0]
+    case = symbolic_case(record, element_type)
+    if case is None:
+        assert record.name in STATIC_ONLY, f"{record.name} no longer builds symbolically"
+        return
+    assert record.name not in STATIC_ONLY
+    exe = INTERPRETER.compile(case.function)
+    for binding in case.bindings:
+        args = case.arguments(element_type, binding)
+        want = evaluate(specialize_shapes(case.function, binding), args)
+        for i, (g, w) in enumerate(zip(exe(*args), want, strict=True)):
+            assert_close(g, w, 0.0, 0.0, f"{record.name} with {binding}: result {i}")
 
 
 # ---------------------------------------------------------------------------- gradients
