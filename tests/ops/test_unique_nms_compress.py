@@ -1,9 +1,9 @@
 """unique, non_max_suppression, compress and boolean_mask: type rules (fresh bounded symbols,
 one test per error), runs at several data-decided sizes of one compile and at two bindings of
-symbolic inputs, the compress gradient
-against central differences on INTERPRETER, serializer round trips (format 2), printing and
-the visualizer showing the fresh symbols. The numerics of every record against the oracle are
-in tests/numerics/test_op_records.py (DATA_DEPENDENT_RECORDS)."""
+symbolic inputs, the compress gradient against central differences on INTERPRETER,
+serializer round trips (format 2), printing and the visualizer showing the fresh symbols. The
+numerics of every record against the oracle are in tests/numerics/test_op_records.py
+(DATA_DEPENDENT_RECORDS)."""
 
 import io
 import json
