@@ -363,3 +363,16 @@ def test_printing_and_dot_show_the_fresh_symbols():
     for name in names:
         assert f"f32[{name}]" in text and name in dot
     assert f"Unique[count={names[0]}," in text
+
+
+def test_compress_gradient_with_symbolic_data_and_condition_lengths():
+    x, keep = p((og.dim("d"), 2), og.f64), p((og.dim("k"),), og.boolean)
+    y = ops.compress(x, keep, axis=0)
+    loss = ops.reduce_sum(y * y, [0, 1])
+    exe = INTERPRETER.compile(og.autodiff.backprop(og.Function([loss], [x, keep]), wrt=[x]))
+    data = np.arange(10, dtype=np.float64).reshape(5, 2)
+    for rows, mask in ((5, [1, 0, 1]), (3, [0, 1, 1])):  # a short condition drops the rest
+        kept = np.zeros(rows, bool)
+        kept[: len(mask)] = mask
+        _, dx = exe(data[:rows], np.array(mask, bool))
+        np.testing.assert_array_equal(dx, np.where(kept[:, None], 2 * data[:rows], 0.0))
