@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
-from opgraph.core.dim import is_symbolic
+from opgraph.core.dim import bounds
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, constant
@@ -161,8 +161,9 @@ def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> li
         for i, v in enumerate(values)
         if v is not None
         and not isinstance(v.node.op, Constant)
-        and not is_symbolic(v.tensor_type.size)  # a symbolic size depends on a Parameter
-        and v.tensor_type.size <= FOLD_LIMIT
+        # A symbolic size depends on a Parameter (then _static is False) or on the data
+        # (non_zero, unique…: folded when that data is constant, up to the symbol's bound).
+        and bounds(v.tensor_type.size)[1] <= FOLD_LIMIT
         and _static(v, boundary)
     ]
     folded = list(values)

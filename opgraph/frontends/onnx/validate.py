@@ -22,8 +22,10 @@ import onnx.checker
 import onnx.defs
 from onnx import AttributeProto
 
+from opgraph.core.dim import DimExpr, Symbol, free_symbols
 from opgraph.core.errors import ConversionError
 from opgraph.core.node import Output
+from opgraph.core.shape import maybe_equal
 from opgraph.frontends.onnx.tensors import EXTERNAL, protos_of
 from opgraph.frontends.onnx.types import onnx_type_name, to_onnx
 
@@ -226,8 +228,33 @@ def check_declared(info: Any, value: Output, where: str) -> None:
         d.HasField("dim_value") and d.dim_value != s
         for d, s in zip(dims, value.shape, strict=False)
     )
-    if mismatch:
+    if mismatch and not _data_decided(dims, value):
         raise ConversionError(
             f"{label} is declared with shape {shown} but the model computes {list(value.shape)} "
             f"({value.type})"
         )
+
+
+def _data_decided(dims: Any, value: Output) -> bool:
+    """True when every dimension that differs from its declared size is decided by the data
+    (made only of symbols that nodes upstream of ``value`` bind when they run, such as
+    ``non_zero``'s count) and may take that size: a model's declared output shape of a
+    ``NonZero`` or ``Unique`` is one example run's size, which nothing checks at run time."""
+    if len(dims) != value.rank:
+        return False
+    differing = [
+        (s, d.dim_value)
+        for d, s in zip(dims, value.shape, strict=True)
+        if d.HasField("dim_value") and d.dim_value != s
+    ]
+    if not all(isinstance(s, DimExpr) and maybe_equal(s, size) for s, size in differing):
+        return False
+    bound: set[Symbol] = set()
+    stack, seen = [value.node], set()
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            bound.update(node.op.bound_symbols())
+            stack.extend(i.node for i in node.inputs)
+    return all(free_symbols(s) <= bound for s, _ in differing)

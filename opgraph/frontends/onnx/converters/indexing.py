@@ -1,6 +1,6 @@
 """Indexing: Gather, GatherElements, GatherND, ScatterElements (and the older Scatter),
-ScatterND, TensorScatter, OneHot, and the data-dependent Compress and NonZero (import-time
-constants only, apart from Compress of a constant condition)."""
+ScatterND, TensorScatter, OneHot, and the data-dependent Compress and NonZero (``ops.compress``
+and ``ops.non_zero``: fresh symbols bound at run time; constant data folds at import)."""
 
 from __future__ import annotations
 
@@ -98,17 +98,17 @@ def _one_hot(ctx: NodeContext) -> Output:
 
 @onnx_op("Compress", since=9)
 def _compress(ctx: NodeContext) -> Output:
-    x = ctx.input(0)
-    condition = ctx.const(1, "condition (Compress's output shape depends on it)")
-    chosen = np.nonzero(np.asarray(condition).reshape(-1))[0].astype(np.int64)
-    axis = ctx.attr("axis")
+    x, condition, axis = ctx.input(0), ctx.input(1), ctx.attr("axis")
+    known = constant_value(condition)
+    if known is None:
+        return ops.compress(x, condition, None if axis is None else int(axis))
+    # A constant condition: a gather of constant positions keeps the result's size static.
+    chosen = np.flatnonzero(np.asarray(known).reshape(-1)).astype(np.int64)
     if axis is None:
         x, axis = ops.reshape(x, [prod(x.shape)]), 0
-    axis = axis_of(int(axis), x.rank)
-    return ops.gather(x, constant(chosen), axis=axis)
+    return ops.gather(x, constant(chosen), axis=axis_of(int(axis), x.rank))
 
 
 @onnx_op("NonZero", since=9)
 def _non_zero(ctx: NodeContext) -> Output:
-    x = ctx.const(0, "X (NonZero's output shape depends on the data)")
-    return constant(np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1))
+    return ops.non_zero(ctx.input(0))

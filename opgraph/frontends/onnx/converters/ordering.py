@@ -1,15 +1,12 @@
 """ArgMax/ArgMin, TopK (k as an attribute before opset 10, an input after), CumSum, CumProd
-(a log-depth scan of products) and Unique (import-time constants only: its output shape
-depends on the data)."""
+(a log-depth scan of products) and Unique (``ops.unique``: its output size is decided by the
+data; constant data folds at import)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from opgraph import ops
-from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import axis_of, full
@@ -88,29 +85,8 @@ def _shifted(x: Output, axis: int, shift: int) -> Output:
 
 @onnx_op("Unique", since=11)
 def _unique(ctx: NodeContext) -> list[Output]:
-    x = ctx.const(0, "X (Unique's output shape depends on the data)")
     axis = ctx.attr("axis")
-    ordered = bool(ctx.attr("sorted", 1))
-    values, first, inverse, counts = _numpy_unique(x, None if axis is None else int(axis), ordered)
-    return [
-        constant(values, ctx.input(0).element_type),
-        constant(first.astype(np.int64)),
-        constant(inverse.astype(np.int64)),
-        constant(counts.astype(np.int64)),
-    ]
-
-
-def _numpy_unique(
-    x: np.ndarray, axis: int | None, ordered: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    values, first, inverse, counts = np.unique(
-        x, return_index=True, return_inverse=True, return_counts=True, axis=axis
+    values = ops.unique(
+        ctx.input(0), None if axis is None else int(axis), bool(ctx.attr("sorted", 1))
     )
-    inverse = inverse.reshape(-1)
-    if not ordered:  # order of first occurrence
-        order = np.argsort(first, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        values = np.take(values, order, axis=0 if axis is None else axis)
-        first, counts, inverse = first[order], counts[order], rank[inverse]
-    return values, first, inverse, counts
+    return list(values)

@@ -3,6 +3,7 @@
 from opgraph.frontends.onnx.exporters import (  # noqa: F401 - importing registers exporters
     conversion,
     convolution,
+    dynamic,
     elementwise,
     indexing,
     linalg,
