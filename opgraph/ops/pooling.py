@@ -23,7 +23,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from opgraph.core import element_type as et
-from opgraph.core.dim import Dim
+from opgraph.core.dim import Dim, dim_min
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
@@ -32,6 +32,7 @@ from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import (
     DimShape,
     as_int_tuple,
+    dims_max,
     is_static,
     known_at_least,
     known_less,
@@ -83,16 +84,14 @@ def _pool_output_size(
     if type(out) is int and type(d) is int:
         return out - 1 if (out - 1) * stride >= d + below else out
     # Ceil mode drops a last window starting in the padding above: (out - 1) * stride lies in
-    # [padded - window, padded - window + stride - 1], so the bounds decide unless the
-    # padding above is close to the window.
+    # [padded - window, padded - window + stride - 1], so the bounds often decide; otherwise
+    # the drop is the indicator [(out - 1) * stride >= d + below] = min(max(gap + 1, 0), 1).
     if known_at_least(padded - window, d + below):
         return out - 1
     if known_less(padded - window + stride - 1, d + below):
         return out
-    raise OpTypeError(
-        f"spatial axis {axis}: ceil mode on the symbolic size {d} with padding above {above} "
-        f"and window {window} drops a last window depending on the size; use floor mode"
-    )
+    gap = (out - 1) * stride - (d + below)
+    return out - dim_min(dims_max(gap + 1, 0), 1)
 
 
 def _tap_count(start: int, f: int, dilation: int, low: int, high: int) -> int:

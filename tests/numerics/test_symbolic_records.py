@@ -16,13 +16,9 @@ from opgraph.testing.symbolic import has_dimensions, symbolic_case
 #: needs a static axis (arg_max/top_k ties). Pinned: it may only shrink (docs/dynamic-shapes.md).
 STATIC_ONLY = frozenset(
     {
-        "reduce_mean_all",
-        "reduce_mean_negative",
-        "reduce_mean_keep_dims",
         "range_integral",
         "range_negative_step",
         "range_empty",
-        "layer_norm_plain_all_axes",
         "resize_nearest_downsample_floor_asymmetric",
         "resize_nearest_ceil_align_corners",
         "resize_nearest_pytorch_half_pixel_to_one",

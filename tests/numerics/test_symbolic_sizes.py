@@ -1,0 +1,149 @@
+"""Sizes that used to need static shapes, run on symbolic ones: element counts computed at run
+time (mean, normalizations, batch-norm gradient), same padding with strides and ceil-mode
+pooling on symbolic axes. Each symbolic run is compared with a static build of the same sizes
+(on INTERPRETER, against the oracle)."""
+
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.autodiff import backprop
+from opgraph.backends.interpreter.backend import lower_for_interpreter
+from opgraph.passes import fold_constants, specialize_shapes
+from opgraph.passes.decompose import decompose
+from opgraph.testing.oracle import evaluate
+
+RUN_TIME_COUNT_OPS = {"ShapeOf", "Gather", "ReduceProd"}
+
+
+def _statistics(x, h, c):
+    return [
+        ops.reduce_mean(x, (0, 2)),
+        ops.reduce_mean(x, (2,), keep_dims=True),
+        ops.layer_norm(h, axis=1),
+        ops.group_norm(h, c, c, 3),
+        ops.instance_norm(h, c, c),
+    ]
+
+
+def _statistics_function(n, m):
+    x = og.parameter(og.f16, (n, 3, m), name="x")
+    h = og.parameter(og.f32, (n, 6, m), name="h")
+    c = og.parameter(og.f32, (6,), name="c")
+    return og.Function(_statistics(x, h, c), [x, h, c])
+
+
+def _arguments(rng, n, m):
+    return [
+        rng.uniform(-2, 2, (n, 3, m)).astype(np.float16),
+        rng.uniform(-2, 2, (n, 6, m)).astype(np.float32),
+        rng.uniform(0.5, 2, (6,)).astype(np.float32),
+    ]
+
+
+def _op_names(fn):
+    return {type(node.op).__name__ for node in fn.nodes}
+
+
+def test_counts_of_symbolic_axes_are_computed_at_run_time():
+    symbolic = decompose(_statistics_function(og.dim("n"), og.dim("m")))
+    assert _op_names(symbolic) >= RUN_TIME_COUNT_OPS
+    exe = og.backend("INTERPRETER").compile(symbolic)  # the decomposed graph: shape_of runs
+    rng = np.random.default_rng(0)
+    for n, m in ((2, 5), (3, 700)):  # 3·700·... counts past f16's exact integers
+        args = _arguments(rng, n, m)
+        want = evaluate(_statistics_function(n, m), args)
+        for i, (got, expected) in enumerate(zip(exe(*args), want, strict=True)):
+            tol = 2e-2 if got.dtype == np.float16 else 1e-5
+            np.testing.assert_allclose(got, expected, rtol=tol, atol=tol, err_msg=f"result {i}")
+
+
+def test_counts_fold_to_constants_once_specialised():
+    symbolic = decompose(_statistics_function(og.dim("n"), og.dim("m")))
+    folded = fold_constants(specialize_shapes(symbolic, {"n": 2, "m": 5}))
+    assert not RUN_TIME_COUNT_OPS & _op_names(folded)
+
+
+def test_static_graphs_keep_constant_counts():
+    lowered = lower_for_interpreter(_statistics_function(2, 5))
+    assert not RUN_TIME_COUNT_OPS & _op_names(lowered)
+
+
+def test_a_large_run_time_count_does_not_overflow_f16():
+    n = og.dim("n")
+    x = og.parameter(og.f16, (n,), name="x")
+    exe = og.backend("INTERPRETER").compile(decompose(og.Function([ops.reduce_mean(x, (0,))], [x])))
+    values = np.zeros(70000, np.float16)  # 70000 > 65504, the largest f16
+    values[7] = 7000
+    (mean,) = exe(values)
+    assert mean == np.float16(0.1)
+
+
+def test_batch_norm_training_gradient_on_a_symbolic_batch():
+    def loss(x, s, b):
+        y, mean, var = ops.batch_norm_training(x, s, b, epsilon=1e-3)
+        terms = [ops.reduce_sum(ops.multiply(v, v), tuple(range(v.rank))) for v in (y, mean, var)]
+        return ops.add(ops.add(terms[0], terms[1]), terms[2])
+
+    def function(n):
+        x = og.parameter(og.f32, (n, 3, 4), name="x")
+        s, b = og.parameter(og.f32, (3,), name="s"), og.parameter(og.f32, (3,), name="b")
+        return og.Function([loss(x, s, b)], [x, s, b])
+
+    exe = og.backend("INTERPRETER").compile(backprop(function(og.dim("n"))))
+    rng = np.random.default_rng(1)
+    for n in (2, 5):
+        args = [rng.standard_normal(s).astype(np.float32) for s in ((n, 3, 4), (3,), (3,))]
+        want = evaluate(backprop(function(n)), args)
+        for got, expected in zip(exe(*args), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def _windows(x, w, w1):
+    return [
+        ops.convolution(x, w, strides=(2,), auto_pad="same_upper"),
+        ops.convolution(x, w, strides=(3,), auto_pad="same_lower"),
+        ops.convolution(x, w1, strides=(2,), auto_pad="same_upper"),  # window < stride
+        ops.max_pool(x, (3,), strides=(2,), auto_pad="same_upper"),
+        ops.avg_pool(x, (2,), strides=(3,), auto_pad="same_lower"),
+        ops.max_pool(x, (3,), strides=(2,), ceil_mode=True),
+        ops.avg_pool(x, (2,), strides=(3,), padding_below=(1,), padding_above=(1,), ceil_mode=True),
+        ops.max_pool(x, (3,), strides=(3,), padding_below=(1,), padding_above=(1,), ceil_mode=True),
+    ]
+
+
+def _window_function(size):
+    x = og.parameter(og.f32, (1, 2, size), name="x")
+    w = og.parameter(og.f32, (3, 2, 3), name="w")
+    w1 = og.parameter(og.f32, (3, 2, 1), name="w1")
+    return og.Function(_windows(x, w, w1), [x, w, w1])
+
+
+def test_same_padding_and_ceil_mode_on_a_symbolic_axis():
+    exe = og.backend("INTERPRETER").compile(_window_function(og.dim("m")))
+    rng = np.random.default_rng(2)
+    for size in range(3, 14):  # every residue of the strides, both ceil-mode outcomes
+        args = [rng.standard_normal(s).astype(np.float32) for s in ((1, 2, size), (3, 2, 3))]
+        args.append(rng.standard_normal((3, 2, 1)).astype(np.float32))
+        want = evaluate(_window_function(size), args)
+        for i, (got, expected) in enumerate(zip(exe(*args), want, strict=True)):
+            assert got.shape == expected.shape, f"result {i} at size {size}"
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower"])
+def test_strided_same_convolution_gradient_on_a_symbolic_axis(auto_pad):
+    def function(size):
+        x = og.parameter(og.f32, (2, 2, size), name="x")
+        w = og.parameter(og.f32, (3, 2, 3), name="w")
+        y = ops.convolution(x, w, strides=(2,), auto_pad=auto_pad)
+        return og.Function([ops.reduce_sum(ops.multiply(y, y), (0, 1, 2))], [x, w])
+
+    exe = og.backend("INTERPRETER").compile(backprop(function(og.dim("m"))))
+    rng = np.random.default_rng(3)
+    for size in (5, 8):
+        args = [rng.standard_normal(s).astype(np.float32) for s in ((2, 2, size), (3, 2, 3))]
+        want = evaluate(backprop(function(size)), args)
+        for got, expected in zip(exe(*args), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
