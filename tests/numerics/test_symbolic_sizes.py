@@ -147,3 +147,28 @@ def test_strided_same_convolution_gradient_on_a_symbolic_axis(auto_pad):
         want = evaluate(backprop(function(size)), args)
         for got, expected in zip(exe(*args), want, strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def _resized(x):
+    return [
+        ops.resize(x, output_shape=(1, 2, 5, 4), mode="linear"),
+        ops.resize(x, output_shape=(1, 2, 3, x.shape[3]), mode="nearest"),
+        ops.resize(x, scales=(1, 1, 2, 1), mode="nearest"),
+    ]
+
+
+def test_resize_to_given_sizes_from_symbolic_axes():
+    h, w = og.dim("h"), og.dim("w")
+    x = og.parameter(og.f32, (1, 2, h, w), name="x")
+    fn = og.Function(_resized(x), [x])
+    assert fn.results[0].node.op.scales is None  # known at a binding: output size / length
+    exe = og.backend("INTERPRETER").compile(fn)
+    rng = np.random.default_rng(4)
+    for size in ((3, 4), (7, 2)):
+        (arg,) = args = [rng.standard_normal((1, 2, *size)).astype(np.float32)]
+        static = og.parameter(og.f32, arg.shape, name="x")
+        want = evaluate(og.Function(_resized(static), [static]), args)
+        for got, expected in zip(exe(arg), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    with pytest.raises(og.OpTypeError, match="specialise the Function to a binding first"):
+        decompose(fn)

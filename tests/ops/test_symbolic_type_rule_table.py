@@ -79,6 +79,7 @@ SHAPES = [
         lambda: ops.resize(p(1, 3, n, m), scales=(1.0, 1.0, 2.0, 3.0)),
         (1, 3, 2 * n, 3 * m),
     ),
+    ("resize", lambda: ops.resize(p(n, 3, m), output_shape=(n, 3, 7)), (n, 3, 7)),
     ("rnn", lambda: first(ops.lstm_cell(p(n, 4), p(n, 3), p(n, 3), p(12, 4), p(12, 3))), (n, 3)),
     ("rnn", lambda: ops.gru_cell(p(n, 4), p(n, 3), p(9, 4), p(9, 3)), (n, 3)),
     ("rnn", lambda: ops.rnn_cell(p(n, 4), p(n, 3), p(3, 4), p(3, 3)), (n, 3)),
