@@ -563,6 +563,12 @@ def _avg_pool_adjoint(op: AvgPool, x: Output, ct: Output) -> Output:
     if x.tensor_type.size == 0:
         return broadcast(constant(0, x.element_type), x.shape, tuple(range(x.rank)))
     spatial, out = x.shape[2:], ct.shape[2:]
+    if not (is_static(spatial) and is_static(out)):
+        raise OpTypeError(
+            f"avg_pool's gradient needs static spatial sizes, got data {x.type}: its divisor "
+            "(the taps of each window) is a Constant built per window; specialise the Function "
+            "first (og.passes.specialize_shapes)"
+        )
     divisor = constant(op.divisor(spatial, out), x.element_type)
     scaled = divide(ct, broadcast(divisor, ct.shape, (0, 1)))
     channels = x.shape[1]
