@@ -12,6 +12,7 @@ from opgraph.autodiff import backprop
 from opgraph.backends.interpreter.backend import lower_for_interpreter
 from opgraph.passes import fold_constants, specialize_shapes
 from opgraph.passes.decompose import decompose
+from opgraph.serialize.api import load, save
 from opgraph.testing.oracle import evaluate
 
 RUN_TIME_COUNT_OPS = {"ShapeOf", "Gather", "ReduceProd"}
@@ -172,3 +173,19 @@ def test_resize_to_given_sizes_from_symbolic_axes():
             np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
     with pytest.raises(og.OpTypeError, match="specialise the Function to a binding first"):
         decompose(fn)
+
+
+def test_size_expressions_round_trip_through_the_file_format(tmp_path):
+    x = og.parameter(og.f32, (og.dim("n"), 2, og.dim("m")), name="x")
+    w = og.parameter(og.f32, (3, 2, 3), name="w")
+    fn = og.Function([*_windows(x, w, w), ops.resize(x, output_shape=(x.shape[0], 2, 5))], [x, w])
+    save(fn, tmp_path / "sizes.json")
+    loaded = load(tmp_path / "sizes.json")
+    assert loaded.flat_result_types == fn.flat_result_types
+    args = [np.ones((2, 2, 9), np.float32), np.ones((3, 2, 3), np.float32)]
+    for a, b in zip(
+        og.backend("INTERPRETER").compile(loaded)(*args),
+        evaluate(specialize_shapes(fn, {"n": 2, "m": 9}), args),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

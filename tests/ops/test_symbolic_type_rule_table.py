@@ -3,6 +3,8 @@ sizes as expressions over the symbols ``n``, ``m``, and mismatches that are an `
 naming both dimensions. ``tests/ops/test_symbolic_type_rules.py`` holds the narrative cases
 (deferred checks, windows, counts)."""
 
+import pkgutil
+
 import pytest
 
 import opgraph as og
@@ -153,12 +155,8 @@ def test_symbolic_mismatch_is_a_type_error_naming_the_dimensions(build, names):
 
 
 def test_every_op_family_has_a_symbolic_case():
-    import pkgutil
-
-    from opgraph.ops import __path__ as ops_path
-
     families = {
-        info.name for info in pkgutil.iter_modules(ops_path) if not info.name.startswith("_")
+        info.name for info in pkgutil.iter_modules(og.ops.__path__) if not info.name.startswith("_")
     }
     covered = {f for f, _, _ in SHAPES} | {f for f, _, _ in MISMATCHES}
     helpers = {"common", "broadcasting", "operators"}  # builder helpers, not op families
