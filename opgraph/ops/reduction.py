@@ -71,6 +71,7 @@ __all__ = [
     "reduce_log_sum_exp",
     "ReduceSumSquare",
     "reduce_sum_square",
+    "element_count",
 ]
 
 
