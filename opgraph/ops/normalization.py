@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import floor_div
 from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import DimShape, as_int, maybe_divisible, normalize_axis
+from opgraph.core.shape import DimShape, as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
@@ -178,10 +179,18 @@ class GroupNorm(Op):
         require_element_type(x, et.FLOATS, "x")
         require_min_rank(x, 2, "x")
         channels = x.shape[1]
-        require(  # a symbolic C: unless certainly not a multiple, checked at each binding
-            maybe_divisible(channels, self.num_groups),
-            f"the {channels} channels of x do not divide into num_groups {self.num_groups}",
-        )
+        if type(channels) is int:
+            require(
+                channels % self.num_groups == 0,
+                f"the {channels} channels of x do not divide into num_groups {self.num_groups}",
+            )
+        else:  # C divides at each binding; the reshape into groups needs an exact quotient
+            grouped = math.prod(x.shape[1:])
+            require(
+                floor_div(grouped, self.num_groups) * self.num_groups == grouped,
+                f"the symbolic channel count {channels} of x is not a multiple of num_groups "
+                f"{self.num_groups} by its form (write it as {self.num_groups}*k)",
+            )
         _require_params(x, (scale, bias), (channels,), "per-channel")
         return self
 

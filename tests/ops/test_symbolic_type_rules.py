@@ -71,8 +71,11 @@ def test_counts_of_symbolic_axes_are_values():
     assert ops.layer_norm(p(n, m), axis=0).shape == (n, m)
     assert ops.instance_norm(p(n, 3, m), p(3), p(3)).shape == (n, 3, m)
     assert ops.group_norm(p(n, m, 4), p(m), p(m), 2).shape == (n, m, 4)
+    assert ops.group_norm(p(n, 3 * m, 2), p(3 * m), p(3 * m), 3).shape == (n, 3 * m, 2)
     with pytest.raises(og.OpTypeError, match="do not divide into num_groups 4"):
         ops.group_norm(p(n, 6, 4), p(6), p(6), 4)
+    with pytest.raises(og.OpTypeError, match="channel count m of x is not a multiple of num_gro"):
+        ops.group_norm(p(n, m, 4), p(m), p(m), 3)
 
 
 def test_same_padding_with_stride_on_a_symbolic_axis():
