@@ -175,6 +175,37 @@ def test_resize_to_given_sizes_from_symbolic_axes():
         decompose(fn)
 
 
+def _average_pools(x):
+    return [
+        ops.avg_pool(x, (2,), strides=(2,), include_padding=True),
+        ops.avg_pool(x, (3,), strides=(2,), padding_below=(1,), padding_above=(1,)),
+        ops.avg_pool(
+            x, (3,), (2,), (1,), (2,), include_padding=True, ceil_mode=True
+        ),  # windows past the padded data
+        ops.avg_pool(x, (2,), strides=(3,), auto_pad="same_lower"),
+        ops.avg_pool(x, (3,), (2,), (1,), (1,), ceil_mode=True),
+    ]
+
+
+def test_avg_pool_gradient_on_a_symbolic_axis():
+    def function(size):
+        x = og.parameter(og.f32, (2, 2, size), name="x")
+        squares = [ops.reduce_sum(ops.multiply(y, y), (0, 1, 2)) for y in _average_pools(x)]
+        total = squares[0]
+        for term in squares[1:]:
+            total = ops.add(total, term)
+        return og.Function([total], [x])
+
+    gradient = backprop(function(og.dim("m")))
+    assert "Convolution" in _op_names(gradient)  # the divisor, computed at run time
+    exe = og.backend("INTERPRETER").compile(gradient)
+    rng = np.random.default_rng(5)
+    for size in range(3, 10):  # both parities of the strides, windows past the data
+        args = [rng.standard_normal((2, 2, size)).astype(np.float32)]
+        for got, expected in zip(exe(*args), evaluate(backprop(function(size)), args), strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_size_expressions_round_trip_through_the_file_format(tmp_path):
     x = og.parameter(og.f32, (og.dim("n"), 2, og.dim("m")), name="x")
     w = og.parameter(og.f32, (3, 2, 3), name="w")
