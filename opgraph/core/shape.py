@@ -46,13 +46,11 @@ def static_shape(shape: Sequence[Dim], what: str = "shape") -> Shape:
 
 def static_dim(d: Dim, what: str) -> int:
     """``d`` as an int; a symbolic ``d`` raises ``OpTypeError`` saying that ``what`` needs a
-    static size (a size used as a tensor value needs the run-time ``shape_of``, planned)."""
+    static size (a size used as a tensor value can come from ``ops.shape_of`` at run time, as
+    ``ops.reduction.element_count`` does)."""
     if type(d) is int:
         return d
-    raise OpTypeError(
-        f"{what} needs a static size, got the symbolic {format_dim(d)} (a size used as a value "
-        "is not supported on symbolic dimensions yet)"
-    )
+    raise OpTypeError(f"{what} needs a static size, got the symbolic {format_dim(d)}")
 
 
 def prod(dims: Iterable[Dim]) -> Dim:

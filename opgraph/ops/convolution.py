@@ -23,12 +23,20 @@ from typing import Any, cast
 
 import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
-from opgraph.core.dim import Dim, ceil_div
+from opgraph.core.dim import Dim, ceil_div, floor_div, is_symbolic
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import DimShape, as_int, as_int_tuple, dims_max, maybe_le, window_output
+from opgraph.core.shape import (
+    DimShape,
+    as_int,
+    as_int_tuple,
+    dims_max,
+    known_at_least,
+    maybe_le,
+    window_output,
+)
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import as_enum, require_element_type, require_same_element_type
 
@@ -63,7 +71,13 @@ class AutoPad(enum.Enum):
 
 
 def _optional_ints(value: Any, what: str) -> Ints | None:
-    """None, or an int / sequence of ints as a tuple (per-axis attributes)."""
+    """None, or an int / sequence of ints as a tuple (per-axis attributes). Padding entries
+    may also be dimension expressions: the resolved ``same_*`` padding of a symbolic axis
+    (names are not taken as symbols here: a padding is not a dimension)."""
+    if isinstance(value, tuple) and what.startswith("padding") and any(map(is_symbolic, value)):
+        return tuple(
+            v if is_symbolic(v) else as_int(v, f"{what}[{i}]") for i, v in enumerate(value)
+        )
     return None if value is None else as_int_tuple(value, what)
 
 
@@ -81,7 +95,9 @@ def _check_per_axis(values: Ints, k: int, what: str, minimum: int | None = None)
     )
     if minimum is not None:
         for axis, v in enumerate(values):
-            require(v >= minimum, f"{what}[{axis}] must be >= {minimum}, got {v}")
+            require(  # a symbolic entry (same padding): unless certainly below, at binding
+                maybe_le(minimum, v), f"{what}[{axis}] must be >= {minimum}, got {v}"
+            )
 
 
 def _dilated_size(d: Dim, dilation: int) -> Dim:
@@ -90,16 +106,19 @@ def _dilated_size(d: Dim, dilation: int) -> Dim:
     return 0 if d == 0 else (d - 1) * dilation + 1
 
 
-def _same_padding(size: Dim, window: Dim, stride: int, upper: bool) -> tuple[int, int]:
-    """(below, above) padding giving ``ceil(size / stride)`` outputs (ONNX SAME_*)."""
+def _same_padding(size: Dim, window: Dim, stride: int, upper: bool) -> tuple[Dim, Dim]:
+    """(below, above) padding giving ``ceil(size / stride)`` outputs (ONNX SAME_*): the total
+    ``max((ceil(size / stride) - 1) * stride + window - size, 0)``, the odd element above
+    (``same_upper``) or below. On a symbolic size the padding is an expression (evaluated at
+    each binding); the ``max`` is dropped when ``window >= stride`` (the total is then at
+    least ``window - stride``), so the output size simplifies to ``ceil(size / stride)``."""
     out = ceil_div(size, stride)
-    total = dims_max((out - 1) * stride + window - size, 0)
-    if type(total) is not int:
-        raise OpTypeError(
-            f"auto_pad same_* on the symbolic size {size} with stride {stride} needs a padding "
-            f"that depends on the size ({total}); give explicit padding or a static size"
-        )
-    small, large = total // 2, total - total // 2
+    needed = (out - 1) * stride + window - size
+    total = needed if type(size) is not int and known_at_least(window, stride) else None
+    if total is None:
+        total = dims_max(needed, 0)
+    small = floor_div(total, 2)
+    large = total - small
     return (small, large) if upper else (large, small)
 
 
@@ -124,7 +143,8 @@ def _resolve_padding(
     _check_per_axis(tuple(strides), k, "strides", 1)
     upper = auto_pad is AutoPad.SAME_UPPER
     pairs = [_same_padding(d, w, s, upper) for d, w, s in zip(sizes, windows, strides, strict=True)]
-    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    # Annotated static like ShapeAttr: on a symbolic axis the entries are DimExpr (design §10).
+    return cast(Ints, tuple(p[0] for p in pairs)), cast(Ints, tuple(p[1] for p in pairs))
 
 
 def _conv_output_size(
@@ -400,9 +420,11 @@ class ConvolutionBackpropData(ConvolutionBase):
                 strict=True,
             )
         ):
-            require(f >= 1, f"spatial axis {axis}: filter size must be >= 1, got {f}")
+            require(maybe_le(1, f), f"spatial axis {axis}: filter size must be >= 1, got {f}")
             size = (d - 1) * s + (f - 1) * dl + 1 - pb - pa + op
-            require(size > 0, f"spatial axis {axis}: output size {size} must be > 0")
+            require(  # symbolic: unless certainly empty, checked again at each binding
+                maybe_le(1, size), f"spatial axis {axis}: output size {size} must be > 0"
+            )
             spatial.append(size)
         return TensorType(x.element_type, (x.shape[0], w.shape[1] * g, *spatial))
 

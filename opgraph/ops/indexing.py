@@ -30,7 +30,7 @@ from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int, normalize_axis
+from opgraph.core.shape import as_int, maybe_le, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
@@ -245,8 +245,8 @@ class GatherElements(Op):
 def _require_element_layout(x: TensorType, indices: TensorType, axis: int) -> None:
     require(indices.rank == x.rank, f"indices rank {indices.rank} differs from x rank {x.rank}")
     for d, (n, m) in enumerate(zip(indices.shape, x.shape, strict=True)):
-        require(
-            d == axis or n <= m,
+        require(  # symbolic sizes: unless certainly larger, checked again at each binding
+            d == axis or maybe_le(n, m),
             f"indices dimension {n} exceeds x dimension {m} on axis {d} (not the indexed axis)",
         )
 

@@ -13,7 +13,7 @@ from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int, normalize_axis, static_dim
+from opgraph.core.shape import as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
@@ -24,7 +24,7 @@ from opgraph.ops.common import (
 )
 from opgraph.ops.elementwise import add, divide, exp, multiply, negative, power, sqrt, subtract
 from opgraph.ops.movement import broadcast
-from opgraph.ops.reduction import reduce_sum
+from opgraph.ops.reduction import element_count, reduce_sum
 
 __all__ = [
     "SoftmaxBase",
@@ -269,8 +269,13 @@ def _batch_norm_training_adjoint(
     dx = r·(g - mean(g) - x̂·mean(g·x̂)) for g = ct_y·scale, plus ct_m / M and
     ct_v · 2(x - m) / M from the statistics outputs."""
     ct_y, ct_mean, ct_var = cotangents
-    count = static_dim(x.tensor_type.size // x.shape[1], "the per-channel element count")
-    inv_count = scalar_like(1.0 / count, mean)
+    axes = (0, *range(2, x.rank))
+    count = math.prod(x.shape[a] for a in axes)  # symbolic: computed at run time (shape_of)
+    inv_count = (
+        scalar_like(1.0 / count, mean)
+        if type(count) is int
+        else divide(scalar_like(1.0, mean), element_count(x, axes, mean))
+    )
     centered = subtract(x, _per_channel(mean, x))
     terms: list[Output] = []
     d_scale = d_bias = None
@@ -288,7 +293,12 @@ def _batch_norm_training_adjoint(
     if ct_mean is not None:
         terms.append(_per_channel(multiply(ct_mean, inv_count), x))
     if ct_var is not None:
-        twice = multiply(ct_var, scalar_like(2.0 / count, mean))
+        twice = multiply(
+            ct_var,
+            scalar_like(2.0 / count, mean)
+            if type(count) is int
+            else multiply(scalar_like(2.0, mean), inv_count),
+        )
         terms.append(multiply(centered, _per_channel(twice, x)))
     d_x = terms[0]
     for term in terms[1:]:

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import floor_div
 from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import DimShape, as_int, normalize_axis, static_dim
+from opgraph.core.shape import DimShape, as_int, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import (
@@ -28,7 +29,7 @@ from opgraph.ops.common import (
 from opgraph.ops.conversion import convert
 from opgraph.ops.elementwise import add, divide, multiply, sqrt, subtract
 from opgraph.ops.movement import broadcast, reshape
-from opgraph.ops.reduction import reduce_sum
+from opgraph.ops.reduction import element_count, reduce_sum
 
 __all__ = [
     "LayerNorm",
@@ -61,12 +62,11 @@ def _require_params(
 
 def _standardize(x: Output, axes: tuple[int, ...], epsilon: float) -> Output:
     """``(x - mean) / sqrt(var + epsilon)`` over ``axes`` (biased variance, two passes)."""
-    count = static_dim(math.prod(x.shape[a] for a in axes), "the normalized element count")
-    total = reduce_sum(x, axes)
-    mean = divide(total, scalar_like(count, total))
+    total = reduce_sum(x, axes)  # the count: a Constant, or computed at run time (symbolic)
+    mean = divide(total, element_count(x, axes, total))
     centered = subtract(x, broadcast(mean, x.shape, axes))
     squares = reduce_sum(multiply(centered, centered), axes)
-    variance = divide(squares, scalar_like(count, squares))
+    variance = divide(squares, element_count(x, axes, squares))
     inverse = divide(scalar_like(1, variance), sqrt(add(variance, scalar_like(epsilon, variance))))
     return multiply(centered, broadcast(inverse, x.shape, axes))
 
@@ -179,10 +179,18 @@ class GroupNorm(Op):
         require_element_type(x, et.FLOATS, "x")
         require_min_rank(x, 2, "x")
         channels = x.shape[1]
-        require(
-            channels % self.num_groups == 0,
-            f"the {channels} channels of x do not divide into num_groups {self.num_groups}",
-        )
+        if type(channels) is int:
+            require(
+                channels % self.num_groups == 0,
+                f"the {channels} channels of x do not divide into num_groups {self.num_groups}",
+            )
+        else:  # C divides at each binding; the reshape into groups needs an exact quotient
+            grouped = math.prod(x.shape[1:])
+            require(
+                floor_div(grouped, self.num_groups) * self.num_groups == grouped,
+                f"the symbolic channel count {channels} of x is not a multiple of num_groups "
+                f"{self.num_groups} by its form (write it as {self.num_groups}*k)",
+            )
         _require_params(x, (scale, bias), (channels,), "per-channel")
         return self
 

@@ -26,7 +26,7 @@ from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import as_int, normalize_axis
+from opgraph.core.shape import as_int, maybe_le, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import require_element_type
 from opgraph.ops.indexing import scatter_elements
@@ -56,8 +56,8 @@ def _index_type(value: Any) -> ElementType:
 
 def _require_indexable(x: TensorType, axis: int, index_type: ElementType) -> None:
     limit = int(np.iinfo(index_type.dtype).max)
-    require(
-        x.shape[axis] - 1 <= limit,
+    require(  # on a symbolic axis: unless certainly too long, checked again at each binding
+        maybe_le(x.shape[axis] - 1, limit),
         f"axis {axis} of {x} has {x.shape[axis]} elements, more than {index_type.name} indexes",
     )
 
@@ -83,8 +83,8 @@ class IndexReduction(Op):
 
     def infer(self, x: TensorType) -> TensorType:
         require_element_type(x, et.NUMERIC)
-        require(
-            x.shape[self.axis] > 0,
+        require(  # a symbolic axis: unless certainly empty, checked again at each binding
+            maybe_le(1, x.shape[self.axis]),
             f"axis {self.axis} of {x} is empty: there is no extreme element to index",
         )
         _require_indexable(x, self.axis, self.index_element_type)
@@ -188,8 +188,8 @@ class TopK(Op):
 
     def infer(self, x: TensorType) -> tuple[TensorType, TensorType]:
         require_element_type(x, et.NUMERIC)
-        require(
-            self.k <= x.shape[self.axis],
+        require(  # a symbolic axis: unless certainly shorter, checked again at each binding
+            maybe_le(self.k, x.shape[self.axis]),
             f"k {self.k} exceeds the size {x.shape[self.axis]} of axis {self.axis} of {x}",
         )
         _require_indexable(x, self.axis, self.index_element_type)

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from opgraph.core import element_type as et
-from opgraph.core.dim import Dim
+from opgraph.core.dim import Dim, dim_min
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
@@ -32,6 +32,7 @@ from opgraph.core.op import Op, opclass, require, set_attr
 from opgraph.core.shape import (
     DimShape,
     as_int_tuple,
+    dims_max,
     is_static,
     known_at_least,
     known_less,
@@ -46,10 +47,11 @@ from opgraph.ops.convolution import (
     _optional_ints,
     _resolve_padding,
     _spatial_rank,
+    convolution,
     convolution_backprop_data,
 )
 from opgraph.ops.elementwise import divide
-from opgraph.ops.movement import broadcast
+from opgraph.ops.movement import broadcast, reshape
 
 __all__ = [
     "Pool",
@@ -83,16 +85,14 @@ def _pool_output_size(
     if type(out) is int and type(d) is int:
         return out - 1 if (out - 1) * stride >= d + below else out
     # Ceil mode drops a last window starting in the padding above: (out - 1) * stride lies in
-    # [padded - window, padded - window + stride - 1], so the bounds decide unless the
-    # padding above is close to the window.
+    # [padded - window, padded - window + stride - 1], so the bounds often decide; otherwise
+    # the drop is the indicator [(out - 1) * stride >= d + below] = min(max(gap + 1, 0), 1).
     if known_at_least(padded - window, d + below):
         return out - 1
     if known_less(padded - window + stride - 1, d + below):
         return out
-    raise OpTypeError(
-        f"spatial axis {axis}: ceil mode on the symbolic size {d} with padding above {above} "
-        f"and window {window} drops a last window depending on the size; use floor mode"
-    )
+    gap = (out - 1) * stride - (d + below)
+    return out - dim_min(dims_max(gap + 1, 0), 1)
 
 
 def _tap_count(start: int, f: int, dilation: int, low: int, high: int) -> int:
@@ -557,6 +557,35 @@ def max_pool_backprop(
 
 
 # ------------------------------------------------------------------------- adjoint helpers
+def _run_time_divisor(op: AvgPool, x: Output, out: Sequence[Dim]) -> Output:
+    """The divisor of every window on symbolic sizes, as a value: the window sums of a mask
+    of ones over the counted region (the data, or the padded data with ``include_padding``),
+    a convolution with a filter of ones whose padding above makes exactly ``out`` windows."""
+    assert op.strides is not None
+    assert op.padding_below is not None and op.padding_above is not None
+    axes = list(
+        zip(
+            x.shape[2:],
+            op.window_shape,
+            op.strides,
+            op.padding_below,
+            op.padding_above,
+            strict=True,
+        )
+    )
+    counted = [d + pb + pa if op.include_padding else d for d, _, _, pb, pa in axes]
+    below = tuple(0 if op.include_padding else pb for _, _, _, pb, _ in axes)
+    above = tuple(
+        (o - 1) * s + f - b - c
+        for o, (_, f, s, _, _), b, c in zip(out, axes, below, counted, strict=True)
+    )
+    rank = len(counted) + 2
+    mask = broadcast(constant(1, x.element_type), (1, 1, *counted), tuple(range(rank)))
+    window = broadcast(constant(1, x.element_type), (1, 1, *op.window_shape), tuple(range(rank)))
+    sums = convolution(mask, window, strides=op.strides, padding_below=below, padding_above=above)
+    return reshape(sums, tuple(out))
+
+
 def _avg_pool_adjoint(op: AvgPool, x: Output, ct: Output) -> Output:
     """Spread ``ct / divisor`` over each window: a depthwise transposed convolution with a
     filter of ones (its padding above chosen so the result has ``x``'s shape)."""
@@ -564,18 +593,21 @@ def _avg_pool_adjoint(op: AvgPool, x: Output, ct: Output) -> Output:
     if x.tensor_type.size == 0:
         return broadcast(constant(0, x.element_type), x.shape, tuple(range(x.rank)))
     spatial, out = x.shape[2:], ct.shape[2:]
-    divisor = constant(op.divisor(spatial, out), x.element_type)
+    if is_static(spatial) and is_static(out):
+        divisor = constant(op.divisor(spatial, out), x.element_type)
+    else:
+        divisor = _run_time_divisor(op, x, out)
     scaled = divide(ct, broadcast(divisor, ct.shape, (0, 1)))
     channels = x.shape[1]
     ones = broadcast(
         constant(1, x.element_type), (channels, 1, *op.window_shape), tuple(range(x.rank))
     )
-    above = [
+    above = tuple(
         (o - 1) * s + f - pb - d
         for o, s, f, pb, d in zip(
             out, op.strides, op.window_shape, op.padding_below, spatial, strict=True
         )
-    ]
+    )
     return convolution_backprop_data(
         scaled,
         ones,

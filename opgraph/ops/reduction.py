@@ -10,20 +10,24 @@ by decompositions into core ops, which are also their type rules and their adjoi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import ml_dtypes
+import numpy as np
 
 import opgraph.ops.elementwise as elementwise
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
+from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, set_attr
-from opgraph.core.shape import as_int_tuple, normalize_axes, static_dim
+from opgraph.core.shape import as_int_tuple, normalize_axes
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.common import require_element_type
 from opgraph.ops.conversion import convert
+from opgraph.ops.dynamic import shape_of
 from opgraph.ops.elementwise import (
     add,
     divide,
@@ -36,6 +40,7 @@ from opgraph.ops.elementwise import (
     sqrt,
     subtract,
 )
+from opgraph.ops.indexing import gather
 from opgraph.ops.movement import broadcast, reshape, zeros_like
 from opgraph.ops.structural import stop_gradient
 
@@ -66,6 +71,7 @@ __all__ = [
     "reduce_log_sum_exp",
     "ReduceSumSquare",
     "reduce_sum_square",
+    "element_count",
 ]
 
 
@@ -242,7 +248,9 @@ class ReduceMean(DecomposedReduction):
 
     def decompose(self, x: Output) -> Output:
         count = math.prod(x.shape[a] for a in self.axes)
-        return _divide_by_count(self.sum(x), static_dim(count, "the mean's element count"))
+        if type(count) is int:
+            return _divide_by_count(self.sum(x), count)
+        return _divide_by_run_time_count(self.sum(x), x, self.axes)
 
 
 def reduce_mean(x: Output, axes: Any, keep_dims: bool = False) -> Output:
@@ -338,6 +346,30 @@ class ReduceSumSquare(DecomposedReduction):
 def reduce_sum_square(x: Output, axes: Any, keep_dims: bool = False) -> Output:
     """Sum of the squares of ``x`` over ``axes``: ``Σx²``."""
     return ReduceSumSquare(axes, keep_dims)(x)
+
+
+def element_count(x: Output, axes: Sequence[int], like: Output) -> Output:
+    """The number of elements of ``x`` over ``axes`` as a value of ``like``'s element type,
+    broadcast to ``like``'s shape: a Constant when those sizes are static (the graph static
+    Functions always had), else ``reduce_prod`` of the sizes from ``shape_of(x)``, computed
+    when the Function runs (and folded to a Constant by ``fold_constants`` once specialised).
+    Used by the decompositions that divide by a count (mean, normalizations)."""
+    count = math.prod(x.shape[a] for a in axes)
+    if type(count) is int:
+        return scalar_like(count, like)
+    sizes = gather(shape_of(x), constant(np.array(axes, np.int64)), 0)
+    value = convert(ReduceProd((0,))(sizes), like.element_type)
+    return broadcast(value, like.shape, tuple(range(like.rank))) if like.rank else value
+
+
+def _divide_by_run_time_count(total: Output, x: Output, axes: Sequence[int]) -> Output:
+    """``total`` divided by the symbolic element count of ``x`` over ``axes``, in f32 (f64 for
+    f64): a count known only at run time may exceed f16's range, which the static path
+    handles by a reciprocal chosen from the count's value."""
+    wide = et.f64 if total.element_type is et.f64 else et.f32
+    work = convert(total, wide) if total.element_type is not wide else total
+    quotient = divide(work, element_count(x, axes, work))
+    return quotient if wide is total.element_type else convert(quotient, total.element_type)
 
 
 def _divide_by_count(total: Output, count: int) -> Output:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -141,53 +141,74 @@ class Resize(Op):
         )
 
     def _canonical_symbolic(self, x: TensorType) -> Resize:
-        """Symbolic axes resize by an integer scale (or keep their size); static axes as
-        usual. A fractional scale of a symbolic axis would need a float size rule."""
+        """Static axes as usual. A symbolic axis keeps its size, grows by an integer scale, or
+        takes a given output size; in the last case its scale (output size / length) is known
+        only at a binding, so the canonical form has no ``scales`` and the Function is
+        specialised (``og.passes.specialize_shapes``) before it is decomposed. A fractional
+        scale without a size is refused: the size ``floor(length · scale)`` is computed in
+        floating point, which no dimension expression reproduces for every length."""
         shape: list[Dim] = []
         scales: list[float] = []
+        scales_known = True
         for axis, d in enumerate(x.shape):
-            static = Resize(
-                (self.output_shape[axis],) if self.output_shape is not None else None,
-                (self.scales[axis],) if self.scales is not None else None,
-                self.mode,
-                self.coordinate_transformation_mode,
-                self.nearest_mode,
-            )
+            n = self.output_shape[axis] if self.output_shape is not None else None
+            s = self.scales[axis] if self.scales is not None else None
             if type(d) is int:
-                one = static.canonicalize(TensorType(x.element_type, (d,)))
+                one = self._one_axis(x.element_type, d, n, s)
                 assert one.output_shape is not None and one.scales is not None
                 shape.append(one.output_shape[0])
                 scales.append(one.scales[0])
-                continue
-            n = self.output_shape[axis] if self.output_shape is not None else None
-            s = self.scales[axis] if self.scales is not None else None
-            if s is not None and float(s).is_integer() and s >= 1 and n is None:
+            elif s is not None and float(s).is_integer() and s >= 1 and n is None:
                 shape.append(d * int(s))
                 scales.append(float(s))
             elif n == d or (n is None and s == 1.0):
                 shape.append(d)
                 scales.append(1.0)
+            elif n is not None:  # a given size: the scale follows from the bound length
+                shape.append(n)
+                scales.append(s if s is not None else 0.0)
+                scales_known = scales_known and s is not None
             else:
                 raise OpTypeError(
-                    f"axis {axis} of x has the symbolic size {d}: it can keep its size or "
-                    f"grow by an integer scale, got scale {s} / output size {n}"
+                    f"axis {axis} of x has the symbolic size {d}: it can keep its size, grow by "
+                    f"an integer scale or take a given output size, got scale {s} (a fractional "
+                    "scale gives the size floor(size * scale) in floating point; give "
+                    "output_shape instead)"
                 )
         if self.mode is ResizeMode.LINEAR:
             require_element_type(x, et.FLOATS, "x (mode 'linear')")
         return Resize(
             tuple(shape),  # type: ignore[arg-type]  # ShapeAttr
-            tuple(scales),
+            tuple(scales) if scales_known else None,
             self.mode,
             self.coordinate_transformation_mode,
             self.nearest_mode,
         )
+
+    def _one_axis(
+        self, element_type: et.ElementType, d: int, n: Dim | None, s: float | None
+    ) -> Resize:
+        """The canonical resize of one static axis of length ``d``."""
+        one = Resize(
+            cast(ShapeAttr, (n,)) if n is not None else None,
+            (s,) if s is not None else None,
+            self.mode,
+            self.coordinate_transformation_mode,
+            self.nearest_mode,
+        )
+        return one.canonicalize(TensorType(element_type, (d,)))
 
     def infer(self, x: TensorType) -> TensorType:
         assert self.output_shape is not None
         return TensorType(x.element_type, self.output_shape)
 
     def decompose(self, x: Output) -> Output:
-        assert self.output_shape is not None and self.scales is not None
+        if self.scales is None or not is_static(x.shape) or not is_static(self.output_shape or ()):
+            raise OpTypeError(
+                f"Resize of {x.type} to {self.output_shape}: the gather indices need static "
+                "sizes; specialise the Function to a binding first (og.passes.specialize_shapes)"
+            )
+        assert self.output_shape is not None
         for axis, (length, resized, scale) in enumerate(
             zip(x.shape, self.output_shape, self.scales, strict=True)
         ):

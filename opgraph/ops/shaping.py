@@ -12,7 +12,14 @@ from typing import Any
 
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import Shape, as_int, as_int_tuple, as_shape, normalize_axes, normalize_axis
+from opgraph.core.shape import (
+    ShapeAttr,
+    as_dims,
+    as_int,
+    as_int_tuple,
+    normalize_axes,
+    normalize_axis,
+)
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.broadcasting import broadcast_to, numpy_broadcast_shape
 from opgraph.ops.common import require_same_element_type
@@ -187,11 +194,11 @@ class Expand(Op):
     """Broadcast against ``shape`` (ONNX ``Expand``): the output shape is the NumPy broadcast of
     the input shape and ``shape``, so a 1 in ``shape`` keeps the input's dimension."""
 
-    shape: Shape
+    shape: ShapeAttr
     num_inputs = 1
 
     def __post_init__(self) -> None:
-        set_attr(self, "shape", as_shape(self.shape, "shape"))
+        set_attr(self, "shape", as_dims(self.shape, "shape"))
 
     def decompose(self, x: Output) -> Output:
         return broadcast_to(x, numpy_broadcast_shape(x.shape, self.shape))

@@ -5,6 +5,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.core.dim import evaluate
 
 n, m = og.dim("n"), og.dim("m")
 
@@ -53,12 +54,58 @@ def test_convolution_and_pooling_windows():
 
 
 def test_ops_that_need_static_sizes_say_so():
-    with pytest.raises(og.OpTypeError, match="needs a static size"):
-        ops.reduce_mean(p(n, 3), (0,))
     with pytest.raises(og.OpTypeError, match="symbolic size"):
         ops.resize(p(1, 1, n), scales=(1.0, 1.0, 1.5))
-    with pytest.raises(og.OpTypeError, match="depends on the size"):
-        ops.max_pool(p(1, 1, n), (3,), strides=(2,), auto_pad="same_upper")
+
+
+def test_counts_of_symbolic_axes_are_values():
+    assert ops.reduce_mean(p(n, 3, m), (0, 2)).shape == (3,)
+    assert ops.reduce_mean(p(n, 3), (0,), keep_dims=True).shape == (1, 3)
+    assert ops.layer_norm(p(n, m), axis=0).shape == (n, m)
+    assert ops.instance_norm(p(n, 3, m), p(3), p(3)).shape == (n, 3, m)
+    assert ops.group_norm(p(n, m, 4), p(m), p(m), 2).shape == (n, m, 4)
+    assert ops.group_norm(p(n, 3 * m, 2), p(3 * m), p(3 * m), 3).shape == (n, 3 * m, 2)
+    with pytest.raises(og.OpTypeError, match="do not divide into num_groups 4"):
+        ops.group_norm(p(n, 6, 4), p(6), p(6), 4)
+    with pytest.raises(og.OpTypeError, match="channel count m of x is not a multiple of num_gro"):
+        ops.group_norm(p(n, m, 4), p(m), p(m), 3)
+
+
+def test_same_padding_with_stride_on_a_symbolic_axis():
+    x = p(n, 3, m)
+    # window >= stride: the total padding needs no max, the size is ceil(m / stride)
+    y = ops.convolution(x, p(8, 3, 3), strides=(2,), auto_pad="same_upper")
+    assert y.shape == (n, 8, (m + 1) // 2)
+    assert ops.max_pool(x, (3,), strides=(3,), auto_pad="same_lower").shape == (n, 3, (m + 2) // 3)
+    # window < stride: the padding keeps a max; the size evaluates to ceil(m / 3) per binding
+    pooled = ops.avg_pool(x, (2,), strides=(3,), auto_pad="same_upper")
+    for size in range(1, 12):
+        assert evaluate(pooled.shape[2], {"m": size}) == -(-size // 3)
+
+
+def test_ceil_mode_pooling_on_a_symbolic_axis():
+    # decided by the bounds: without padding no window starts in the padding above
+    assert ops.max_pool(p(n, 3, m), (3,), strides=(2,), ceil_mode=True).shape == (n, 3, m // 2)
+    # with padding the drop of the last window depends on m: an expression
+    y = ops.max_pool(
+        p(n, 3, m), (3,), strides=(3,), padding_below=(1,), padding_above=(1,), ceil_mode=True
+    )
+    for size in range(2, 12):
+        padded = size + 2
+        out = -(-(padded - 3) // 3) + 1
+        out -= (out - 1) * 3 >= size + 1
+        assert evaluate(y.shape[2], {"m": size}) == out
+
+
+def test_deferred_checks_of_ordering_and_element_gathers():
+    assert ops.arg_max(p(n, m), 1).shape == (n,)
+    assert [o.shape for o in ops.top_k(p(n, m), 3, 1)] == [(n, 3), (n, 3)]
+    idx = og.parameter(og.i64, (n, 3))
+    assert ops.gather_elements(p(m, 4), idx, 0).shape == (n, 3)
+    with pytest.raises(og.OpTypeError, match="exceeds the size"):
+        ops.top_k(p(n, og.dim("k", max=2)), 3, 1)
+    with pytest.raises(og.OpTypeError, match="is empty"):
+        ops.arg_max(p(n, og.dim("z", max=0)), 1)
 
 
 def test_layer_norm_over_static_axes_with_symbolic_batch():

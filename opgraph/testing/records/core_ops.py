@@ -104,19 +104,26 @@ RECORDS: list[OpRecord] = [
         )
     ),
     # movement
-    OpRecord("broadcast_middle", lambda x: ops.broadcast(x, (2, 4, 3), (1,)), (In(S),), ALL),
+    OpRecord(  # sizes taken from the input, so a symbolic input broadcasts too
+        "broadcast_middle",
+        lambda x: ops.broadcast(x, (x.shape[0], 4, x.shape[1]), (1,)),
+        (In(S),),
+        ALL,
+    ),
     OpRecord("broadcast_scalar", lambda x: ops.broadcast(x, (2, 2), (0, 1)), (In(()),), ALL),
-    OpRecord("reshape", lambda x: ops.reshape(x, (3, 2)), (In(S),), ALL),
-    OpRecord("reshape_m2m_transpose", lambda x: ops.reshape(x, (3, 2), (1, 0)), (In(S),), ALL),
+    OpRecord("reshape", lambda x: ops.reshape(x, x.shape[::-1]), (In(S),), ALL),
+    OpRecord(
+        "reshape_m2m_transpose", lambda x: ops.reshape(x, x.shape[::-1], (1, 0)), (In(S),), ALL
+    ),
     OpRecord(
         "reshape_3d_transpose_120",
-        lambda x: ops.reshape(x, (4, 2, 3), (1, 2, 0)),
+        lambda x: ops.reshape(x, (x.shape[2], x.shape[0], x.shape[1]), (1, 2, 0)),
         (In((2, 3, 4)),),
         NUMERIC,
     ),
     OpRecord(
         "reshape_6d",
-        lambda x: ops.reshape(x, (3, 2, 2, 3, 2, 2), (1, 2, 0, 3, 5, 4)),
+        lambda x: ops.reshape(x, (x.shape[2], *x.shape[:2], *x.shape[3:]), (1, 2, 0, 3, 5, 4)),
         (In((2, 2, 3, 3, 2, 2)),),
         (et.f32, et.i32),
     ),
