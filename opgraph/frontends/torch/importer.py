@@ -15,6 +15,7 @@ from opgraph.frontends.torch.context import tensor_constant
 from opgraph.frontends.torch.graph import Value, convert_graph, placeholder_value
 from opgraph.frontends.torch.registry import lookup
 from opgraph.frontends.torch.support import unsupported_ops
+from opgraph.frontends.torch.symbols import symbol_ranges
 
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER)
 _MUTATIONS = (
@@ -90,8 +91,9 @@ def convert_program(
         _refuse_mutations(ep)
     check_supported(ep.graph)
     module = ep.graph_module
-    bindings, params = _bind_inputs(ep, params_as_parameters)
-    env = convert_graph(module, bindings)
+    with symbol_ranges(ep.range_constraints):
+        bindings, params = _bind_inputs(ep, params_as_parameters)
+        env = convert_graph(module, bindings)
     output_node = next(n for n in module.graph.nodes if n.op == "output")
     users, mutations, mutated = _split_outputs(ep, list(env[output_node]))
     results = [_tensor_result(v, i) for i, v in enumerate(users + mutations)]

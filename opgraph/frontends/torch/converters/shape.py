@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from opgraph import ops
+from opgraph.core.dim import Dim, floor_div
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import NodeContext, coerce, fill, literal
@@ -28,18 +29,19 @@ from opgraph.frontends.torch.types import from_torch
 
 
 # ------------------------------------------------------------------------------ helpers
-def infer_shape(size: Sequence[int], numel: int) -> list[int]:
-    """``size`` with its one ``-1`` (if any) resolved for ``numel`` elements."""
-    shape = [int(s) for s in size]
+def infer_shape(size: Sequence[Dim], numel: Dim) -> list[Dim]:
+    """``size`` with its one ``-1`` (if any) resolved for ``numel`` elements (sizes may be
+    symbolic: ``[s0*s1, 16]``)."""
+    shape = list(size)
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
-        shape[shape.index(-1)] = numel // known if known else 0
+        shape[shape.index(-1)] = 0 if known == 0 else floor_div(numel, known)
     if math.prod(shape) != numel:
         raise ValueError(f"shape {list(size)} is invalid for {numel} elements")
     return shape
 
 
-def reshape(x: Output, shape: Sequence[int]) -> Output:
+def reshape(x: Output, shape: Sequence[Dim]) -> Output:
     """``x`` reshaped (skipped when the shape does not change)."""
     return x if tuple(shape) == x.shape else ops.reshape(x, list(shape))
 
@@ -76,8 +78,8 @@ def clamp_range(start: int | None, end: int | None, extent: int) -> tuple[int, i
 @aten_op(*overloads("view.default", "_unsafe_view.default", "reshape.default", "view_copy.default"))
 def _view(ctx: NodeContext) -> Output:
     x = ctx.tensor("self")
-    size = ctx.ints("size") if "size" in ctx.args else ctx.ints("shape")
-    return reshape(x, infer_shape(size, x.tensor_type.size))
+    size = ctx.dims("size") if "size" in ctx.args else ctx.dims("shape")
+    return reshape(x, infer_shape(size, math.prod(x.shape)))
 
 
 @aten_op(*overloads("view_as.default"))
@@ -114,7 +116,7 @@ def _transpose(ctx: NodeContext) -> Output:
 
 @aten_op(*overloads("expand.default", "expand_copy.default"))
 def _expand(ctx: NodeContext) -> Output:
-    x, size = ctx.tensor("self"), ctx.ints("size")
+    x, size = ctx.tensor("self"), ctx.dims("size")
     offset = len(size) - x.rank
     target = [x.shape[i - offset] if s == -1 else s for i, s in enumerate(size)]
     return broadcast_like(x, target)
