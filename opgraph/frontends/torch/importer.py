@@ -38,7 +38,10 @@ def import_exported(
     overloads (plus a few common non-core ones).
 
     Args:
-        exported_program: the ExportedProgram; its input shapes must be static.
+        exported_program: the ExportedProgram. Sizes exported as dynamic
+            (``dynamic_shapes={"x": {0: Dim("batch", max=64)}}``) become symbolic dimensions
+            named by their ``Dim`` (``og.dim("batch", max=64)``, bounded by the program's
+            ``range_constraints``): one Function for every batch size.
         params_as_parameters: make parameters and buffers Parameters of the Function (named
             by their state-dict key, after the user inputs, in the program's order) instead
             of Constants; for training.
@@ -53,7 +56,8 @@ def import_exported(
 
     Raises:
         ConversionError: unsupported overloads (all of them listed at once), dtypes opgraph
-            lacks, dynamic shapes, non-tensor outputs or unrequested mutations.
+            lacks, a symbolic size an op needs static, non-tensor outputs or unrequested
+            mutations.
 
     Example:
         >>> ep = torch.export.export(model.eval(), (x,)).run_decompositions()
