@@ -120,6 +120,19 @@ def test_automatic_dynamic_compiles_once_after_the_second_shape(monkeypatch):
     assert (dynamo.frame_count, compiles.count) == after_second
 
 
+def test_automatic_dynamic_converts_the_fused_encoder_fast_path(monkeypatch):
+    compiles, dynamo = Compiles(monkeypatch, "INTERPRETER"), counted("INTERPRETER")
+    model = encoder_layer()  # no_grad + eval: aten._transformer_encoder_layer_fwd
+    compiled = torch.compile(model, backend=dynamo)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", og_torch.FallbackWarning)
+        run_sizes(compiled, model, [(3, 5, 16), (2, 7, 16)], tol=1e-4)
+        after_second = (dynamo.frame_count, compiles.count)
+        run_sizes(compiled, model, [(4, 9, 16), (5, 3, 16)], tol=1e-4)
+    assert after_second == (2, 2)
+    assert (dynamo.frame_count, compiles.count) == after_second
+
+
 def test_sizes_computed_from_symbols_become_expressions(monkeypatch):
     class Folds(torch.nn.Module):
         def forward(self, x):
