@@ -146,6 +146,27 @@ def test_sizes_computed_from_symbols_become_expressions(monkeypatch):
     assert (dynamo.frame_count, compiles.count) == (1, 1)
 
 
+class Slices(torch.nn.Module):
+    def forward(self, x):
+        steps = (x[:, 1:] - x[:, :-1]) * x[:, -1:]
+        return steps + x[:, 0].unsqueeze(1) + x[:, 2:5].sum(1, keepdim=True)
+
+
+def test_slices_and_selects_on_a_symbolic_axis(monkeypatch):
+    compiles, dynamo = Compiles(monkeypatch, "INTERPRETER"), counted("INTERPRETER")
+    model = Slices()
+    compiled = torch.compile(model, backend=dynamo, dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", og_torch.FallbackWarning)
+        run_sizes(compiled, model, [(3, 7), (4, 9), (2, 6)])
+    assert (dynamo.frame_count, compiles.count) == (1, 1)
+    program = torch.export.export(
+        model, (torch.randn(3, 7),), dynamic_shapes={"x": {1: Dim("seq", min=6, max=100)}}
+    )
+    function = og_torch.import_exported(program.run_decompositions())
+    assert str(function.flat_result_types[0]) == "f32[3,seq-1]"
+
+
 @pytest.mark.skipif(CPU_MISSING, reason="the CPU backend is not registered here")
 @pytest.mark.parametrize("which", ["mlp", "encoder_layer"])
 def test_cpu_results_at_several_sizes(which):

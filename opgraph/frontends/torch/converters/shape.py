@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from opgraph import ops
-from opgraph.core.dim import Dim, floor_div
+from opgraph.core.dim import Dim, DimExpr, floor_div
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import NodeContext, coerce, fill, literal
@@ -56,7 +56,7 @@ def transpose_axes(x: Output, a: int, b: int) -> Output:
     return ops.transpose(x, perm)
 
 
-def slice_axis(x: Output, axis: int, start: int, stop: int, step: int = 1) -> Output:
+def slice_axis(x: Output, axis: int, start: Dim, stop: Dim, step: int = 1) -> Output:
     """``x[..., start:stop:step, ...]`` on ``axis`` (bounds already clamped)."""
     if (start, stop, step) == (0, x.shape[axis], 1):
         return x
@@ -131,11 +131,23 @@ def _expand_as(ctx: NodeContext) -> Output:
 def _slice(ctx: NodeContext) -> Output:
     x = ctx.tensor("self")
     axis = dim_of(ctx.integer("dim"), x.rank)
-    start, stop = clamp_range(ctx["start"], ctx["end"], x.shape[axis])
     step = ctx.integer("step")
     if step < 1:
         raise ctx.fail(f"slice step {step} must be positive")
+    extent, begin, end = x.shape[axis], ctx["start"], ctx["end"]
+    if any(isinstance(v, DimExpr) for v in (extent, begin, end)):
+        # symbolic: torch's metadata has the clamped size; the start is normalised here
+        start = symbolic_index(0 if begin is None else begin, extent)
+        size = ctx.out_shape()[axis]
+        return slice_axis(x, axis, start, start + (size - 1) * step + 1, step)
+    start, stop = clamp_range(begin, end, extent)
     return slice_axis(x, axis, start, stop, step)
+
+
+def symbolic_index(index: Dim, extent: Dim) -> Dim:
+    """A start index on an axis of symbolic size (a negative int counts from the end); the
+    slice type rule checks it against the size when the symbols are bound."""
+    return extent + index if isinstance(index, int) and index < 0 else index
 
 
 @aten_op(*overloads("narrow.default"))
@@ -149,6 +161,10 @@ def _narrow(ctx: NodeContext) -> Output:
 def select(x: Output, axis: int, index: int) -> Output:
     """``x`` indexed at ``index`` on ``axis`` (which disappears)."""
     extent = x.shape[axis]
+    if isinstance(extent, DimExpr):
+        index = symbolic_index(index, extent)
+        picked = slice_axis(x, axis, index, index + 1)
+        return reshape(picked, [d for i, d in enumerate(x.shape) if i != axis])
     if not -extent <= index < extent:
         raise IndexError(f"index {index} is out of range for dimension {axis} of size {extent}")
     index = index + extent if index < 0 else index
