@@ -60,7 +60,9 @@ def slice_axis(x: Output, axis: int, start: Dim, stop: Dim, step: int = 1) -> Ou
     """``x[..., start:stop:step, ...]`` on ``axis`` (bounds already clamped)."""
     if (start, stop, step) == (0, x.shape[axis], 1):
         return x
-    lower, upper, strides = [0] * x.rank, list(x.shape), [1] * x.rank
+    lower: list[Dim] = [0] * x.rank
+    upper: list[Dim] = list(x.shape)
+    strides = [1] * x.rank
     lower[axis], upper[axis], strides[axis] = start, stop, step
     return ops.slice(x, lower, upper, strides)
 
