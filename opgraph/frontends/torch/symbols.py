@@ -113,7 +113,9 @@ class _Translator:
 
     def _bounds(self, symbol: sympy.Symbol) -> tuple[int, int | None]:
         ranges = _RANGES.get()
-        found = (ranges or {}).get(symbol) or self.shape_env.var_to_range.get(symbol)
+        found = (ranges or {}).get(symbol)
+        if found is None:
+            found = self.shape_env.var_to_range.get(symbol)
         if found is None:
             return 0, None
         lower = max(0, int(found.lower)) if _finite(found.lower) else 0
