@@ -12,6 +12,8 @@ place and the backward's wrap without copying.
 
 from __future__ import annotations
 
+import copy
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,11 +21,15 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._functorch.aot_autograd import aot_module_simplified
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from opgraph.core.errors import ConversionError
 from opgraph.frontends.torch.partition import compile_graph
 from opgraph.runtime.backend import Backend
+
+log = logging.getLogger("opgraph.torch")
 
 #: dynamo's call targets for ``F.scaled_dot_product_attention``.
 _SDPA = {
@@ -69,8 +75,10 @@ def training_backend(
 class AtenGraph:
     """A compiled AOTAutograd graph (forward or backward), called with a list of arguments.
 
-    A graph with symbolic shapes (dynamo's automatic dynamic shapes) is specialised per call
-    signature by retracing it with the concrete sizes; a static graph compiles once.
+    A graph with symbolic shapes (``dynamic=True``, dynamo's automatic dynamic shapes) compiles
+    once into symbolic opgraph Functions; when some of it would then run in PyTorch (an op
+    whose converter needs static sizes), it is specialised per call signature instead, by
+    retracing it with the concrete sizes. A static graph compiles once.
     """
 
     _boxed_call = True  # AOTAutograd passes the arguments as one list
@@ -89,7 +97,7 @@ class AtenGraph:
         self.warn = warn
         self.cache_size = cache_size
         self.symbolic = _symbolic(gm)
-        self._static = None if self.symbolic else self._compile(gm)
+        self._static = self._compile_symbolic(gm) if self.symbolic else self._compile(gm)
         self._cache: OrderedDict[tuple[Any, ...], Callable[..., Any]] = OrderedDict()
 
     def __call__(self, args: list[Any]) -> Any:
@@ -100,6 +108,21 @@ class AtenGraph:
 
     def _compile(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         return compile_graph(gm, {}, self.backend, self.fallback, self.warn)
+
+    def _compile_symbolic(self, gm: torch.fx.GraphModule) -> Callable[..., Any] | None:
+        """``gm`` compiled once with its symbolic sizes, or None (then each call signature
+        is specialised) when any part of it would run in PyTorch that way."""
+        left: list[str] = []
+        try:  # AOTAutograd compiles a dynamic backward eagerly, under its fake mode
+            with unset_fake_temporarily():
+                module = copy.deepcopy(gm)
+                run = compile_graph(module, {}, self.backend, self.fallback, left.append)
+        except ConversionError:
+            return None
+        if left:
+            log.debug("the symbolic graph leaves %s; specialising per signature", left[0])
+            return None
+        return run
 
     def _specialised(self, args: Sequence[Any]) -> Callable[..., Any]:
         key = tuple(

@@ -11,12 +11,14 @@ import numpy as np
 import torch
 
 from opgraph import ops
+from opgraph.core.dim import Dim, DimExpr
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import ConversionError
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
 from opgraph.frontends.torch.promotion import Operand, Scalar
 from opgraph.frontends.torch.registry import name_of
+from opgraph.frontends.torch.symbols import dims_of
 from opgraph.frontends.torch.types import as_numpy, from_torch
 
 
@@ -70,6 +72,16 @@ class NodeContext:
             return [value]
         return [self._as_int(v, name) for v in value]
 
+    def dims(self, name: str) -> list[Dim]:
+        """Argument ``name`` as a list of sizes: ints, or symbolic dimensions where the graph
+        was traced with dynamic shapes (a single size becomes a one-element list)."""
+        value = self[name]
+        if value is None:
+            return []
+        if not isinstance(value, list | tuple):
+            value = [value]
+        return [v if isinstance(v, DimExpr) else self._as_int(v, name) for v in value]
+
     def integer(self, name: str) -> int:
         """Argument ``name`` as an int."""
         return self._as_int(self[name], name)
@@ -94,9 +106,9 @@ class NodeContext:
         their element type from here, as ATen's dtype inference already decided it."""
         return from_torch(self.out_meta(index).dtype, self.where)
 
-    def out_shape(self, index: int = 0) -> tuple[int, ...]:
-        """The static shape of output ``index``."""
-        return static_shape(self.out_meta(index), self.where)
+    def out_shape(self, index: int = 0) -> tuple[Dim, ...]:
+        """The shape of output ``index`` (symbolic where the graph has dynamic shapes)."""
+        return dims_of(self.out_meta(index), self.where)
 
     def used_outputs(self) -> set[int]:
         """Indices of a multi-output node's outputs that some ``getitem`` reads."""
@@ -118,10 +130,7 @@ def static_shape(meta: torch.Tensor, where: str) -> tuple[int, ...]:
     shape = []
     for d in meta.shape:
         if not isinstance(d, int):
-            raise ConversionError(
-                f"{where}: dynamic dimension {d} (opgraph shapes are static; export with "
-                "static shapes, or let the torch.compile backend specialise them)"
-            )
+            raise ConversionError(f"{where}: needs a static size, got the dynamic dimension {d}")
         shape.append(int(d))
     return tuple(shape)
 
@@ -146,7 +155,7 @@ def coerce(value: Operand, element_type: ElementType) -> Output:
     return literal(value, element_type)
 
 
-def fill(value: Any, element_type: ElementType, shape: Sequence[int]) -> Output:
+def fill(value: Any, element_type: ElementType, shape: Sequence[Dim]) -> Output:
     """A tensor of ``shape`` filled with ``value`` (a broadcast scalar, not a big Constant)."""
     scalar = literal(value, element_type)
     return ops.broadcast(scalar, tuple(shape), tuple(range(len(shape)))) if shape else scalar

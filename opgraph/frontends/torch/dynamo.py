@@ -10,8 +10,11 @@ dtypes, Python scalar values, and the identity and version of frozen weights) th
    stays in eager PyTorch, with one :class:`FallbackWarning` naming those ops;
 3. runs the partitioned graph, wrapping torch tensors zero-copy.
 
-Shapes are static per compilation: a new signature compiles again (dynamo's automatic dynamic
-shapes hand over symbolic graphs; the backend specialises them to the call's sizes).
+A graph with symbolic sizes (``torch.compile(dynamic=True)``, or dynamo's automatic dynamic
+shapes after a second shape) is exported once with those sizes kept symbolic
+(:mod:`opgraph.frontends.torch.dynamic`) and compiled into symbolic opgraph Functions: calls
+with any batch size or sequence length bind the symbols from the arguments, and nothing
+recompiles. A static graph compiles per input signature.
 
 That is the inference path (grad mode off, or no input requiring grad). For training (grad
 mode on and an input requiring grad), :mod:`opgraph.frontends.torch.autograd` compiles the
@@ -20,6 +23,7 @@ forward and backward graphs AOTAutograd derives.
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from collections import OrderedDict
@@ -33,10 +37,13 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from opgraph.core.errors import ConversionError
 from opgraph.frontends.torch.autograd import training_backend
+from opgraph.frontends.torch.dynamic import DynamicSignature
 from opgraph.frontends.torch.importer import lifted_tensor
 from opgraph.frontends.torch.partition import compile_graph
 from opgraph.runtime.backend import backend as get_backend
 from opgraph.runtime.backend import backends
+
+log = logging.getLogger("opgraph.torch")
 
 
 class FallbackWarning(UserWarning):
@@ -125,7 +132,8 @@ class Warner:
 
 
 class CompiledGraph:
-    """One dynamo graph: a cache of specialisations keyed by input signature."""
+    """One dynamo graph: a cache of specialisations keyed by input signature (symbolic sizes
+    left out of the key when the graph has them: one symbolic compile serves them all)."""
 
     def __init__(
         self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions
@@ -133,6 +141,7 @@ class CompiledGraph:
         self.gm = gm
         self.options = options
         self.weights = _weight_positions(gm, example_inputs) if options.freeze else frozenset()
+        self.dynamic = DynamicSignature.of(gm)
         self._cache: OrderedDict[tuple[Any, ...], Callable[[Sequence[Any]], Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.warn = Warner().warn
@@ -149,9 +158,13 @@ class CompiledGraph:
 
     def _key(self, args: Sequence[Any]) -> tuple[Any, ...]:
         parts: list[Any] = []
+        dynamic = self.dynamic
         for index, arg in enumerate(args):
+            if dynamic is not None and index in dynamic.sizes:
+                continue  # a symbolic size: bound from the tensors at each call
             if isinstance(arg, torch.Tensor):
-                parts.append((arg.shape, arg.dtype))
+                shape = arg.shape if dynamic is None else dynamic.key(index, arg)
+                parts.append((shape, arg.dtype))
                 if index in self.weights:
                     parts.append((id(arg), _version(arg), arg.data_ptr()))
             elif isinstance(arg, bool | int | float) or arg is None:
@@ -163,12 +176,39 @@ class CompiledGraph:
     def _specialize(self, args: Sequence[Any], key: tuple[Any, ...]) -> Callable[..., Any]:
         with self._lock:
             run = self._cache.get(key)
+            if run is None and self.dynamic is not None:
+                run = self._symbolic(args)
+                if run is None:  # specialise from now on, keyed by concrete shapes
+                    self.dynamic = None
+                    self._cache.clear()
+                    key = self._key(args)
             if run is None:
                 run = specialize(self.gm, args, self.weights, self.options, self.warn)
+            if key not in self._cache:
                 self._cache[key] = run
                 while len(self._cache) > self.options.cache_size:
                     self._cache.popitem(last=False)
             return run
+
+    def _symbolic(self, args: Sequence[Any]) -> Callable[[Sequence[Any]], Any] | None:
+        """One compile for every binding of the graph's symbolic sizes; None when torch
+        cannot export it with them symbolic (the caller then specialises per signature)."""
+        assert self.dynamic is not None
+        kept = self.dynamic.kept()
+        try:
+            program = self.dynamic.export(self.gm, args)
+        except Exception as error:  # torch raises many kinds; any means "not symbolically"
+            log.debug(
+                "torch.export could not keep the sizes symbolic (%s: %s); specialising per "
+                "input signature",
+                type(error).__name__,
+                str(error).splitlines()[0] if str(error) else "",
+            )
+            return None
+        weights = frozenset(kept.index(w) for w in self.weights if w in kept)
+        reduced = [args[i] for i in kept]
+        compiled = Specialization(program, reduced, weights, self.options, self.warn)
+        return lambda call_args: compiled([call_args[i] for i in kept])
 
     def _warn_eager(self, args: Sequence[Any]) -> None:
         why = (

@@ -21,9 +21,10 @@ from opgraph.core.literals import parameter
 from opgraph.core.node import Output
 from opgraph.core.provenance import provenance_scope
 from opgraph.frontends.torch import converters as _converters  # noqa: F401 - registers them
-from opgraph.frontends.torch.context import NodeContext, static_shape, tensor_constant
+from opgraph.frontends.torch.context import NodeContext, tensor_constant
 from opgraph.frontends.torch.promotion import Scalar
 from opgraph.frontends.torch.registry import lookup, name_of
+from opgraph.frontends.torch.symbols import dims_of, is_size, to_dim
 from opgraph.frontends.torch.types import from_torch
 
 #: What an FX node converts to: an Output, a tuple of them (None for unused outputs), a
@@ -84,8 +85,19 @@ def convert_graph(
     return env
 
 
+def is_size_node(node: torch.fx.Node) -> bool:
+    """True for a node computing a traced size (``sym_size``, ``operator.mul`` on sizes…)."""
+    return node.op == "call_function" and is_size(node.meta.get("val"))
+
+
 def convert_node(node: torch.fx.Node, env: Mapping[torch.fx.Node, Value]) -> Value:
-    """Convert one ``call_function`` node whose inputs are in ``env``."""
+    """Convert one ``call_function`` node whose inputs are in ``env``.
+
+    A node computing a traced size becomes the opgraph dimension its metadata records
+    (``2*s0``), whatever the operations that computed it.
+    """
+    if is_size_node(node):
+        return to_dim(node.meta["val"], label(node))
     converter = lookup(node.target)
     if converter is None:
         raise ConversionError(f"{label(node)}: no converter for {name_of(node.target)}")
@@ -128,10 +140,11 @@ def bind(target: Any, args: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 def placeholder_value(meta: Any, name: str, where: str) -> Value:
     """A Parameter (or tuple of them, or the number itself) standing for a value with FX
-    metadata ``meta``."""
+    metadata ``meta``; a traced size (a backed ``SymInt``) stands for its dimension."""
     if isinstance(meta, torch.Tensor):
-        shape = static_shape(meta, where)
-        return parameter(from_torch(meta.dtype, where), shape, name=name)
+        return parameter(from_torch(meta.dtype, where), dims_of(meta, where), name=name)
+    if is_size(meta):  # a traced size: the dimension itself, bound by the tensors' shapes
+        return to_dim(meta, where)
     if isinstance(meta, list | tuple):
         return tuple(placeholder_value(m, f"{name}_{i}", where) for i, m in enumerate(meta))
     if meta is None or isinstance(meta, bool | int | float):
@@ -173,7 +186,7 @@ def _check_against_meta(ctx: NodeContext, produced: Value) -> None:
     for index, (value, expected) in enumerate(zip(values, metas, strict=True)):
         if not isinstance(value, Output) or not isinstance(expected, torch.Tensor):
             continue
-        shape = static_shape(expected, ctx.where)
+        shape = dims_of(expected, ctx.where)
         element_type = from_torch(expected.dtype, ctx.where)
         if value.shape != shape or value.element_type != element_type:
             raise ctx.fail(

@@ -15,6 +15,7 @@ from opgraph.frontends.torch.context import tensor_constant
 from opgraph.frontends.torch.graph import Value, convert_graph, placeholder_value
 from opgraph.frontends.torch.registry import lookup
 from opgraph.frontends.torch.support import unsupported_ops
+from opgraph.frontends.torch.symbols import symbol_ranges
 
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER)
 _MUTATIONS = (
@@ -37,7 +38,10 @@ def import_exported(
     overloads (plus a few common non-core ones).
 
     Args:
-        exported_program: the ExportedProgram; its input shapes must be static.
+        exported_program: the ExportedProgram. Sizes exported as dynamic
+            (``dynamic_shapes={"x": {0: Dim("batch", max=64)}}``) become symbolic dimensions
+            named by their ``Dim`` (``og.dim("batch", max=64)``, bounded by the program's
+            ``range_constraints``): one Function for every batch size.
         params_as_parameters: make parameters and buffers Parameters of the Function (named
             by their state-dict key, after the user inputs, in the program's order) instead
             of Constants; for training.
@@ -52,7 +56,8 @@ def import_exported(
 
     Raises:
         ConversionError: unsupported overloads (all of them listed at once), dtypes opgraph
-            lacks, dynamic shapes, non-tensor outputs or unrequested mutations.
+            lacks, a symbolic size an op needs static, non-tensor outputs or unrequested
+            mutations.
 
     Example:
         >>> ep = torch.export.export(model.eval(), (x,)).run_decompositions()
@@ -90,8 +95,9 @@ def convert_program(
         _refuse_mutations(ep)
     check_supported(ep.graph)
     module = ep.graph_module
-    bindings, params = _bind_inputs(ep, params_as_parameters)
-    env = convert_graph(module, bindings)
+    with symbol_ranges(ep.range_constraints):
+        bindings, params = _bind_inputs(ep, params_as_parameters)
+        env = convert_graph(module, bindings)
     output_node = next(n for n in module.graph.nodes if n.op == "output")
     users, mutations, mutated = _split_outputs(ep, list(env[output_node]))
     results = [_tensor_result(v, i) for i, v in enumerate(users + mutations)]

@@ -23,8 +23,9 @@ from opgraph.frontends.torch.context import tensor_constant
 from opgraph.frontends.torch.converters.common import overloads
 from opgraph.frontends.torch.graph import Value, convert_graph, placeholder_value
 from opgraph.frontends.torch.promotion import Scalar
-from opgraph.frontends.torch.runtime import ExecutableModule
+from opgraph.frontends.torch.runtime import ExecutableModule, compile_function
 from opgraph.frontends.torch.support import Support
+from opgraph.frontends.torch.symbols import example_shape
 from opgraph.runtime.backend import Backend
 
 #: Partitions made only of these run eagerly: torch does them as views, opgraph would copy.
@@ -167,6 +168,7 @@ def compile_partition(
     bindings: dict[torch.fx.Node, Value] = {}
     params: list[Output] = []
     slots: list[int | None] = []
+    examples: list[tuple[int, ...]] = []  # the traced shape of each parameter
     for placeholder, outer in zip(placeholders, call.args, strict=True):
         fixed = _fixed(outer, constants)
         if isinstance(fixed, torch.Tensor):
@@ -182,6 +184,7 @@ def compile_partition(
         slots.append(len(params) if isinstance(runtime, Output) else None)
         if isinstance(runtime, Output):
             params.append(runtime)
+            examples.append(example_shape(meta))
     env = convert_graph(submodule, bindings, support.convert if support else None)
     output = env[next(n for n in submodule.graph.nodes if n.op == "output")]
     single = not isinstance(output, list | tuple)
@@ -189,4 +192,4 @@ def compile_partition(
     if not all(isinstance(r, Output) for r in results):
         raise ConversionError(f"{call.target}: a partition output is not a tensor")
     function = Function(results, params, name=str(call.target))
-    return ExecutableModule(backend, backend.compile(function), slots, single)
+    return ExecutableModule(backend, compile_function(backend, function, examples), slots, single)

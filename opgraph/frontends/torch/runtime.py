@@ -2,23 +2,100 @@
 
 Inputs are wrapped through ``Tensor.numpy()`` (a contiguous copy is made only for a
 non-contiguous input); results are allocated as torch tensors and the Executable writes into
-their memory, so no result is copied.
+their memory, so no result is copied. A symbolic Function (dynamic shapes) binds its symbols
+from each call's argument shapes, which give the result shapes to allocate.
+
+:func:`compile_function` compiles a Function once; a symbolic Function on a backend that
+compiles static shapes only (it raises ``UnsupportedOpError``) becomes a
+:class:`SpecializingExecutable`: one static compile per binding, cached, so the bridge
+compiles once as soon as the backend runs symbols itself.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from opgraph.core.errors import GraphError
-from opgraph.core.shape import static_shape
+from opgraph.core.errors import GraphError, UnsupportedOpError
+from opgraph.core.function import Function
 from opgraph.core.tensor_type import TensorType
 from opgraph.frontends.torch.types import as_numpy, to_torch
+from opgraph.passes.specialize_shapes import is_symbolic, specialize_shapes
 from opgraph.runtime.backend import Backend, Executable
+from opgraph.runtime.binding import Binding, ShapeBinder
 from opgraph.runtime.tensor import Tensor
+
+log = logging.getLogger("opgraph.torch")
+
+
+class SpecializingExecutable:
+    """A symbolic Function on a backend that compiles static shapes only: each new binding of
+    its symbols compiles ``og.passes.specialize_shapes(function, binding)``, and the last
+    ``cache_size`` bindings' Executables are kept. Called like an Executable."""
+
+    def __init__(self, backend: Backend, function: Function, cache_size: int = 16) -> None:
+        binder = ShapeBinder.create(
+            function.parameter_types, function.flat_result_types, function.name
+        )
+        assert binder is not None, "a SpecializingExecutable needs a symbolic Function"
+        self.backend = backend
+        self.function = function
+        self.binder: ShapeBinder | None = binder
+        self.parameter_types = function.parameter_types
+        self.result_types = function.flat_result_types
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[tuple[str, int], ...], Executable] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def specialised(self, binding: Binding) -> Executable:
+        """The static Executable for ``binding`` (compiled on the first call with it)."""
+        key = tuple(sorted(binding.items()))
+        with self._lock:
+            exe = self._cache.get(key)
+            if exe is None:
+                exe = self.backend.compile(specialize_shapes(self.function, binding))
+                self._cache[key] = exe
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+            else:
+                self._cache.move_to_end(key)
+            return exe
+
+    def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        assert self.binder is not None
+        binding = self.binder.bind([t.shape for t in inputs], "input")
+        self.specialised(binding).call(outputs, inputs)
+
+
+def compile_function(
+    backend: Backend, function: Function, example_shapes: Sequence[tuple[int, ...]] = ()
+) -> Executable | SpecializingExecutable:
+    """``backend.compile(function)``; for a symbolic Function the backend refuses
+    (``UnsupportedOpError``), a :class:`SpecializingExecutable`, which compiles the binding of
+    ``example_shapes`` (the traced argument shapes) right away, so that a backend that cannot
+    compile the Function at all still fails here."""
+    try:
+        return backend.compile(function)
+    except UnsupportedOpError as error:
+        if not is_symbolic(function):
+            raise
+        log.debug(
+            "%s: %s compiles static shapes only; specialising per binding (%s)",
+            function.name,
+            backend,
+            str(error).splitlines()[0],
+        )
+    specialising = SpecializingExecutable(backend, function)
+    if example_shapes:
+        assert specialising.binder is not None
+        specialising.specialised(specialising.binder.bind(example_shapes))
+    return specialising
 
 
 def wrap(backend: Backend, tensor: Any, expected: TensorType, index: int) -> Tensor:
@@ -53,7 +130,7 @@ class ExecutableModule(torch.nn.Module):
     def __init__(
         self,
         backend: Backend,
-        executable: Executable,
+        executable: Executable | SpecializingExecutable,
         inputs: Sequence[int | None],
         single: bool,
     ) -> None:
@@ -62,20 +139,30 @@ class ExecutableModule(torch.nn.Module):
         self.executable = executable
         self.inputs = list(inputs)
         self.single = single
-        self._params = list(executable.parameter_types)
-        self._results = [
-            (static_shape(r.shape), to_torch(r.element_type)) for r in executable.result_types
-        ]
+        self._params = tuple(executable.parameter_types)
+        self._results = tuple(executable.result_types)
+        self._dtypes = [to_torch(r.element_type) for r in executable.result_types]
 
     def forward(self, *args: Any) -> Any:
-        tensors: list[Tensor | None] = [None] * len(self._params)
+        params, results_types = self._params, self._results
+        binder = self.executable.binder
+        if binder is not None:  # symbolic: the argument shapes bind the symbols
+            shapes: list[tuple[int, ...]] = [()] * len(params)
+            for arg, slot in zip(args, self.inputs, strict=True):
+                if slot is not None:
+                    shapes[slot] = tuple(arg.shape) if isinstance(arg, torch.Tensor) else ()
+            params, results_types = binder.types(binder.bind(shapes))
+        tensors: list[Tensor | None] = [None] * len(params)
         for arg, slot in zip(args, self.inputs, strict=True):
             if slot is not None:
-                tensors[slot] = wrap(self.backend, arg, self._params[slot], slot)
-        results = [torch.empty(shape, dtype=dtype) for shape, dtype in self._results]
+                tensors[slot] = wrap(self.backend, arg, params[slot], slot)
+        results = [
+            torch.empty(t.shape, dtype=dtype)  # type: ignore[arg-type]
+            for t, dtype in zip(results_types, self._dtypes, strict=True)
+        ]
         outputs = [
             self.backend.create_tensor(t.element_type, t.shape, buffer=as_numpy(r))
-            for t, r in zip(self.executable.result_types, results, strict=True)
+            for t, r in zip(results_types, results, strict=True)
         ]
         self.executable.call(outputs, [t for t in tensors if t is not None])
         return results[0] if self.single else tuple(results)

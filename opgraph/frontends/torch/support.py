@@ -26,7 +26,13 @@ from torch.fx.passes.operator_support import OperatorSupport
 from opgraph.core.errors import ConversionError
 from opgraph.core.graph import rebuild_nodes, topological_order
 from opgraph.core.node import Output
-from opgraph.frontends.torch.graph import Value, convert_node, label, placeholder_value
+from opgraph.frontends.torch.graph import (
+    Value,
+    convert_node,
+    is_size_node,
+    label,
+    placeholder_value,
+)
 from opgraph.frontends.torch.promotion import Scalar
 from opgraph.frontends.torch.registry import lookup, name_of
 from opgraph.frontends.torch.types import supported_dtype
@@ -46,7 +52,7 @@ def unsupported_ops(graph: torch.fx.Graph) -> dict[str, list[str]]:
     lacks (complex, fp8…)."""
     missing: dict[str, list[str]] = defaultdict(list)
     for node in graph.nodes:
-        if node.op != "call_function":
+        if node.op != "call_function" or is_size_node(node):
             continue
         if lookup(node.target) is None:
             missing[name_of(node.target)].append(node.name)
@@ -87,7 +93,14 @@ class Support(OperatorSupport):
         return node.op == "call_function" and self.refusal(node) is None
 
     def refusal(self, node: torch.fx.Node) -> str | None:
-        """Why opgraph cannot take ``node`` (None when it can); decided once per node."""
+        """Why opgraph cannot take ``node`` (None when it can); decided once per node.
+
+        A size computation (``sym_size``, arithmetic on sizes) is left to PyTorch without a
+        warning: it is Python arithmetic on ints, and the partitions that use its result
+        read it as the symbolic dimension its metadata records.
+        """
+        if is_size_node(node):
+            return "a size computation (Python ints)"
         if node.name not in self._verdicts:
             reason = self._decide(node)
             self._verdicts[node.name] = reason

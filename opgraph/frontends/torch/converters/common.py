@@ -10,6 +10,7 @@ import torch
 from opgraph import ops
 from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import coerce, fill
@@ -77,7 +78,7 @@ def reduction_axes(dims: Sequence[int] | int | None, rank: int) -> list[int]:
     return sorted({dim_of(d, rank) for d in dims if rank}) if rank else []
 
 
-def broadcast_like(value: Output, shape: Sequence[int]) -> Output:
+def broadcast_like(value: Output, shape: Sequence[Dim]) -> Output:
     """``value`` broadcast NumPy-style to ``shape``."""
     return broadcast_to(value, tuple(shape))
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from opgraph.core.dim import DimExpr
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import NodeContext, fill, literal, tensor_constant
 from opgraph.frontends.torch.converters.common import overloads
@@ -64,6 +65,9 @@ def _evaluate(ctx: NodeContext) -> Output:
     """Run the factory in torch (on the CPU) and keep the values as a Constant."""
     factory: Any = ctx.node.target
     arguments = dict(ctx.args)
+    symbolic = [name for name, v in arguments.items() if isinstance(v, DimExpr)]
+    if symbolic:
+        raise ctx.fail(f"needs static sizes; {', '.join(symbolic)} is symbolic")
     arguments.update(device=torch.device("cpu"), pin_memory=False)
     with torch.no_grad():
         value = factory(**arguments)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from opgraph import ops
+from opgraph.core.dim import Dim, DimExpr, floor_div
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import NodeContext, coerce, fill, literal
@@ -28,18 +29,19 @@ from opgraph.frontends.torch.types import from_torch
 
 
 # ------------------------------------------------------------------------------ helpers
-def infer_shape(size: Sequence[int], numel: int) -> list[int]:
-    """``size`` with its one ``-1`` (if any) resolved for ``numel`` elements."""
-    shape = [int(s) for s in size]
+def infer_shape(size: Sequence[Dim], numel: Dim) -> list[Dim]:
+    """``size`` with its one ``-1`` (if any) resolved for ``numel`` elements (sizes may be
+    symbolic: ``[s0*s1, 16]``)."""
+    shape = list(size)
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
-        shape[shape.index(-1)] = numel // known if known else 0
+        shape[shape.index(-1)] = 0 if known == 0 else floor_div(numel, known)
     if math.prod(shape) != numel:
         raise ValueError(f"shape {list(size)} is invalid for {numel} elements")
     return shape
 
 
-def reshape(x: Output, shape: Sequence[int]) -> Output:
+def reshape(x: Output, shape: Sequence[Dim]) -> Output:
     """``x`` reshaped (skipped when the shape does not change)."""
     return x if tuple(shape) == x.shape else ops.reshape(x, list(shape))
 
@@ -54,11 +56,13 @@ def transpose_axes(x: Output, a: int, b: int) -> Output:
     return ops.transpose(x, perm)
 
 
-def slice_axis(x: Output, axis: int, start: int, stop: int, step: int = 1) -> Output:
+def slice_axis(x: Output, axis: int, start: Dim, stop: Dim, step: int = 1) -> Output:
     """``x[..., start:stop:step, ...]`` on ``axis`` (bounds already clamped)."""
     if (start, stop, step) == (0, x.shape[axis], 1):
         return x
-    lower, upper, strides = [0] * x.rank, list(x.shape), [1] * x.rank
+    lower: list[Dim] = [0] * x.rank
+    upper: list[Dim] = list(x.shape)
+    strides = [1] * x.rank
     lower[axis], upper[axis], strides[axis] = start, stop, step
     return ops.slice(x, lower, upper, strides)
 
@@ -76,8 +80,8 @@ def clamp_range(start: int | None, end: int | None, extent: int) -> tuple[int, i
 @aten_op(*overloads("view.default", "_unsafe_view.default", "reshape.default", "view_copy.default"))
 def _view(ctx: NodeContext) -> Output:
     x = ctx.tensor("self")
-    size = ctx.ints("size") if "size" in ctx.args else ctx.ints("shape")
-    return reshape(x, infer_shape(size, x.tensor_type.size))
+    size = ctx.dims("size") if "size" in ctx.args else ctx.dims("shape")
+    return reshape(x, infer_shape(size, math.prod(x.shape)))
 
 
 @aten_op(*overloads("view_as.default"))
@@ -114,7 +118,7 @@ def _transpose(ctx: NodeContext) -> Output:
 
 @aten_op(*overloads("expand.default", "expand_copy.default"))
 def _expand(ctx: NodeContext) -> Output:
-    x, size = ctx.tensor("self"), ctx.ints("size")
+    x, size = ctx.tensor("self"), ctx.dims("size")
     offset = len(size) - x.rank
     target = [x.shape[i - offset] if s == -1 else s for i, s in enumerate(size)]
     return broadcast_like(x, target)
@@ -129,11 +133,23 @@ def _expand_as(ctx: NodeContext) -> Output:
 def _slice(ctx: NodeContext) -> Output:
     x = ctx.tensor("self")
     axis = dim_of(ctx.integer("dim"), x.rank)
-    start, stop = clamp_range(ctx["start"], ctx["end"], x.shape[axis])
     step = ctx.integer("step")
     if step < 1:
         raise ctx.fail(f"slice step {step} must be positive")
+    extent, begin, end = x.shape[axis], ctx["start"], ctx["end"]
+    if any(isinstance(v, DimExpr) for v in (extent, begin, end)):
+        # symbolic: torch's metadata has the clamped size; the start is normalised here
+        start = symbolic_index(0 if begin is None else begin, extent)
+        size = ctx.out_shape()[axis]
+        return slice_axis(x, axis, start, start + (size - 1) * step + 1, step)
+    start, stop = clamp_range(begin, end, extent)
     return slice_axis(x, axis, start, stop, step)
+
+
+def symbolic_index(index: Dim, extent: Dim) -> Dim:
+    """A start index on an axis of symbolic size (a negative int counts from the end); the
+    slice type rule checks it against the size when the symbols are bound."""
+    return extent + index if isinstance(index, int) and index < 0 else index
 
 
 @aten_op(*overloads("narrow.default"))
@@ -147,6 +163,10 @@ def _narrow(ctx: NodeContext) -> Output:
 def select(x: Output, axis: int, index: int) -> Output:
     """``x`` indexed at ``index`` on ``axis`` (which disappears)."""
     extent = x.shape[axis]
+    if isinstance(extent, DimExpr):
+        index = symbolic_index(index, extent)
+        picked = slice_axis(x, axis, index, index + 1)
+        return reshape(picked, [d for i, d in enumerate(x.shape) if i != axis])
     if not -extent <= index < extent:
         raise IndexError(f"index {index} is out of range for dimension {axis} of size {extent}")
     index = index + extent if index < 0 else index
