@@ -28,7 +28,8 @@ from opgraph.core.literals import Parameter, constant, parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.provenance import provenance_scope
 from opgraph.frontends.onnx import converters as _converters  # noqa: F401 - registers them
-from opgraph.frontends.onnx.context import GraphContext, NodeContext, fold
+from opgraph.frontends.onnx.context import GraphContext, NeedsConstantError, NodeContext, fold
+from opgraph.frontends.onnx.deferred import defer
 from opgraph.frontends.onnx.functions import function_converter
 from opgraph.frontends.onnx.registry import Converter, lookup
 from opgraph.frontends.onnx.symbolic import SymbolicValues
@@ -174,6 +175,7 @@ class Importer:
         check_model(self.model)
         ctx = self.main = GraphContext(dict(self.opsets))
         self.declared = {v.name: v for v in graph.value_info}
+        self.declared.update({v.name: v for v in graph.output})
         self.dim_names = _dim_names(graph)
         params = self._bind_inputs(graph, ctx)
         self.convert_nodes(graph, ctx, count_progress=True)
@@ -331,6 +333,10 @@ class Importer:
         with provenance_scope(label):
             try:
                 produced = converter(node_ctx)
+            except NeedsConstantError as error:
+                # A value read at import time is known only at run time: the node is
+                # converted when the Function runs (deferred.py), or the error stands.
+                produced = defer(node_ctx, error)
             except ConversionError:
                 raise
             except OpgraphError as error:
@@ -358,6 +364,7 @@ class Importer:
         for name, value in zip(names, outputs, strict=False):
             if name:
                 if value is not None and ctx is self.main and name in self.declared:
+                    # (graph outputs are checked again, with their own label, at the end)
                     check_declared(self.declared[name], value, f"{node_ctx.where}: value_info")
                 ctx.values[name] = value
 

@@ -1,0 +1,261 @@
+"""ONNX nodes converted when the Function runs: the fallback for inputs read as values.
+
+A converter that needs the import-time value of an input (a Reduce's axes, CumSum's axis,
+Trilu's k, Split's sizes, Resize's scales, OneHot's depth, the data of NonZero…) raises
+``NeedsConstantError``. When that input is a graph input or computed from one, the importer
+does not give up: it keeps the node as a :class:`RunTimeOnnxNode`, an op holding the ONNX node
+itself, whose output types come from ONNX shape inference (each unknown dimension a fresh
+data-dependent symbol, bound when the node runs). Its reference kernel converts the node
+again at run time with every input's value as a Constant (``import_model(...,
+constant_inputs=)``: the one-node model folds) and returns the result, so any converter works
+with no hint, on INTERPRETER (and on CPU through the fallback when every output size is
+static). docs/dynamic-shapes.md says which ops take which path.
+
+Such a node has no gradient, and it needs this module imported to run (it is, with
+``opgraph.frontends.onnx``); a Function holding one serialises, but loads only where the onnx
+extra is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from opgraph.core.dim import Dim, DimExpr, Symbol, fresh_dim
+from opgraph.core.element_type import ElementType
+from opgraph.core.errors import ConversionError
+from opgraph.core.kernels import REFERENCE_KERNELS
+from opgraph.core.node import Output
+from opgraph.core.op import Op, opclass, require
+from opgraph.core.tensor_type import TensorType
+from opgraph.frontends.onnx.context import NeedsConstantError, NodeContext
+from opgraph.frontends.onnx.types import from_onnx, to_onnx
+
+__all__ = ["RunTimeOnnxNode", "defer"]
+
+#: Converted one-node Functions kept per process, by node and input values.
+CACHE_SIZE = 32
+_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+@opclass
+class RunTimeOnnxNode(Op):
+    """An ONNX node converted at run time, with its inputs' values (see the module).
+
+    Attributes:
+        node: the serialised ``NodeProto`` (base64), inputs renamed ``in0…``, outputs ``out0…``.
+        opsets: the ``(domain, version)`` pairs the node is converted at.
+        present: per ONNX input, whether it is given (omitted optional inputs are not inputs
+            of this op).
+        element_types: one per output.
+        dims: the output shapes; a dimension ONNX shape inference cannot give is a fresh
+            data-dependent symbol, bound when the node runs.
+    """
+
+    node: str
+    opsets: tuple[tuple[str, int], ...]
+    present: tuple[bool, ...]
+    element_types: tuple[ElementType, ...]
+    dims: tuple[tuple[Dim, ...], ...]
+    multi_output = True
+    differentiable = False
+
+    def __post_init__(self) -> None:
+        require(
+            len(self.element_types) == len(self.dims),
+            f"RunTimeOnnxNode: {len(self.element_types)} element types for {len(self.dims)} "
+            "output shapes",
+        )
+
+    def infer(self, *inputs: TensorType) -> tuple[TensorType, ...]:
+        require(
+            len(inputs) == sum(self.present),
+            f"RunTimeOnnxNode: {len(inputs)} inputs for {sum(self.present)} present ONNX inputs",
+        )
+        return tuple(TensorType(e, d) for e, d in zip(self.element_types, self.dims, strict=True))
+
+    def bound_symbols(self) -> tuple[Symbol, ...]:
+        found = [s for shape in self.dims for s in map(_bare_symbol, shape) if s is not None]
+        return tuple(dict.fromkeys(found))
+
+    def describe(self) -> str:
+        proto = self.proto()
+        return f"RunTimeOnnxNode[{proto.op_type}, opset {dict(self.opsets).get(proto.domain, '')}]"
+
+    def proto(self) -> Any:
+        """The ONNX node."""
+        node = onnx.NodeProto()
+        node.ParseFromString(base64.b64decode(self.node))
+        return node
+
+
+def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
+    """``ctx``'s node as a :class:`RunTimeOnnxNode`, or ``error`` raised again when the
+    node cannot wait for run time (a subgraph attribute, outputs ONNX cannot type)."""
+    node = ctx.node
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        raise error
+    present = tuple(v is not None for v in ctx.inputs)
+    inputs = [v for v in ctx.inputs if v is not None]
+    renamed = onnx.NodeProto()
+    renamed.CopyFrom(node)
+    del renamed.input[:]
+    renamed.input.extend(f"in{i}" if p else "" for i, p in enumerate(present))
+    del renamed.output[:]
+    renamed.output.extend(f"out{i}" if name else "" for i, name in enumerate(node.output))
+    opsets = tuple(sorted(ctx.graph.opsets.items()))
+    main = ctx.graph is ctx.importer.main
+    declared = [ctx.importer.declared.get(name) if main and name else None for name in node.output]
+    types = _output_types(renamed, opsets, ctx.inputs, [d for d, n in zip(declared, node.output, strict=True) if n])
+    if types is None:
+        raise error
+    op = RunTimeOnnxNode(
+        base64.b64encode(renamed.SerializeToString()).decode(),
+        opsets,
+        present,
+        tuple(t[0] for t in types),
+        tuple(t[1] for t in types),
+    )
+    outputs = list(op(*inputs))
+    produced: list[Output | None] = []
+    for name in node.output:
+        produced.append(outputs.pop(0) if name else None)
+    return produced
+
+
+def _output_types(
+    node: Any,
+    opsets: tuple[tuple[str, int], ...],
+    inputs: list[Output | None],
+    declared: list[Any],
+) -> list[tuple[ElementType, tuple[Dim, ...]]] | None:
+    """The outputs' element types and shapes (None: unknown): as the model declares them
+    (graph outputs, value_info), else by ONNX shape inference; a dimension neither gives is a
+    fresh data-dependent symbol."""
+    graph_inputs = [
+        helper.make_tensor_value_info(
+            f"in{i}",
+            to_onnx(v.element_type),
+            [d if type(d) is int else f"d{i}_{axis}" for axis, d in enumerate(v.shape)],
+        )
+        for i, v in enumerate(inputs)
+        if v is not None
+    ]
+    initializers = [
+        _initializer(f"in{i}", v) for i, v in enumerate(inputs) if v is not None and _known(v)
+    ]
+    outputs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = helper.make_graph([node], "deferred", graph_inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # inference errors of any kind: the node cannot be typed here
+        return None
+    found = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    result = []
+    for name, given in zip([o for o in node.output if o], declared, strict=True):
+        typed = [t for t in (_typed(given), _typed(found.get(name))) if t is not None]
+        if not typed:
+            return None
+        element_type = next((e for e, _ in typed if e), 0)
+        dims = next((d for _, d in typed if d is not None), None)
+        if not element_type or dims is None:
+            return None
+        for _, other in typed[1:]:  # inference may know a dimension the model leaves open
+            if other is not None and len(other) == len(dims):
+                dims = [d if d is not None else o for d, o in zip(dims, other, strict=True)]
+        where = f"output {name}"
+        shape = tuple(fresh_dim("onnx") if d is None else d for d in dims)
+        result.append((from_onnx(element_type, where), shape))
+    return result
+
+
+def _typed(info: Any) -> tuple[int, list[int | None] | None] | None:
+    """A ValueInfoProto's element type and dimensions (None where unknown)."""
+    if info is None or info.type.WhichOneof("value") != "tensor_type":
+        return None
+    tensor = info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return tensor.elem_type, None
+    return tensor.elem_type, [
+        int(d.dim_value) if d.HasField("dim_value") else None for d in tensor.shape.dim
+    ]
+
+
+def _known(value: Output) -> bool:
+    from opgraph.frontends.onnx.context import constant_value
+
+    return constant_value(value) is not None
+
+
+def _initializer(name: str, value: Output) -> Any:
+    from onnx import numpy_helper
+
+    from opgraph.frontends.onnx.context import constant_value
+
+    array = constant_value(value)
+    assert array is not None
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def _run(op: RunTimeOnnxNode, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The reference kernel: import the node with every input a constant, then run it."""
+    key = (op.node, op.opsets, tuple((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
+    with _LOCK:
+        found = _CACHE.get(key)
+    if found is not None:
+        return tuple(found)
+    results = _convert_and_run(op, [np.asarray(a) for a in arrays])
+    with _LOCK:
+        _CACHE[key] = results
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return tuple(results)
+
+
+def _convert_and_run(op: RunTimeOnnxNode, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    from opgraph.frontends.onnx.importer import import_model
+    from opgraph.runtime.backend import backend
+
+    node = op.proto()
+    names = [n for n in node.input if n]
+    graph_inputs = [
+        helper.make_tensor_value_info(n, _onnx_type(a), list(a.shape))
+        for n, a in zip(names, arrays, strict=True)
+    ]
+    outputs = [
+        helper.make_tensor_value_info(o, to_onnx(e), None)
+        for o, e in zip([o for o in node.output if o], op.element_types, strict=True)
+    ]
+    graph = helper.make_graph([node], "run_time_node", graph_inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in op.opsets])
+    try:
+        fn = import_model(model, constant_inputs=dict(zip(names, arrays, strict=True)))
+    except ConversionError as error:
+        raise ConversionError(f"{op.describe()} with its run-time inputs: {error}") from None
+    return [np.asarray(r) for r in backend("INTERPRETER").compile(fn)()]
+
+
+def _onnx_type(array: np.ndarray) -> int:
+    from opgraph.core.element_type import from_dtype
+
+    return to_onnx(from_dtype(array.dtype))
+
+
+def _bare_symbol(d: Any) -> Symbol | None:
+    if isinstance(d, DimExpr) and len(d.terms) == 1:
+        monomial, coefficient = d.terms[0]
+        if coefficient == 1 and len(monomial) == 1 and monomial[0][1] == 1:
+            atom = monomial[0][0]
+            return atom if isinstance(atom, Symbol) else None
+    return None
+
+
+REFERENCE_KERNELS.add(RunTimeOnnxNode, _run)
