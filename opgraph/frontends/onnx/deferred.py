@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -159,9 +160,14 @@ def _output_types(
     except Exception:  # inference errors of any kind: the node cannot be typed here
         return None
     found = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    rule = RANKS.get(node.op_type)
+    ranks = rule(node, inputs) if rule is not None else None
     result = []
-    for name, given in zip([o for o in node.output if o], declared, strict=True):
+    for i, (name, given) in enumerate(zip([o for o in node.output if o], declared, strict=True)):
         typed = [t for t in (_typed(given), _typed(found.get(name))) if t is not None]
+        if ranks is not None and i < len(ranks) and all(t[1] is None for t in typed):
+            element_type = next((e for e, _ in typed if e), 0) or to_onnx(inputs[0].element_type)
+            typed = [(element_type, [None] * ranks[i])]
         if not typed:
             return None
         element_type = next((e for e, _ in typed if e), 0)
@@ -175,6 +181,70 @@ def _output_types(
         shape = tuple(fresh_dim("onnx") if d is None else d for d in dims)
         result.append((from_onnx(element_type, where), shape))
     return result
+
+
+def _attribute(node: Any, name: str, default: Any) -> Any:
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return helper.get_attribute_value(attribute)
+    return default
+
+
+def _length(value: Output | None) -> int | None:
+    """The static length of a vector input (axes), or None."""
+    if value is None or value.rank != 1 or type(value.shape[0]) is not int:
+        return None
+    return int(value.shape[0])
+
+
+def _reduce_rank(node: Any, inputs: list[Output | None]) -> list[int] | None:
+    x = inputs[0]
+    assert x is not None
+    if _attribute(node, "keepdims", 1):
+        return [x.rank]
+    count = _length(inputs[1] if len(inputs) > 1 else None)
+    if count is None:
+        return None
+    if count == 0:
+        return [x.rank if _attribute(node, "noop_with_empty_axes", 0) else 0]
+    return [x.rank - count]
+
+
+def _unsqueeze_rank(node: Any, inputs: list[Output | None]) -> list[int] | None:
+    count = _length(inputs[1] if len(inputs) > 1 else None)
+    x = inputs[0]
+    return None if count is None or x is None else [x.rank + count]
+
+
+def _squeeze_rank(node: Any, inputs: list[Output | None]) -> list[int] | None:
+    count = _length(inputs[1] if len(inputs) > 1 else None)
+    x = inputs[0]
+    return None if count is None or x is None else [x.rank - count]
+
+
+def _same_rank(node: Any, inputs: list[Output | None]) -> list[int] | None:
+    x = inputs[0]
+    return None if x is None else [x.rank] * len(node.output)
+
+
+#: Output ranks where ONNX shape inference gives none for a run-time input (axes, sizes),
+#: by op type.
+RANKS: dict[str, Callable[[Any, list[Output | None]], list[int] | None]] = {
+    **{
+        op: _reduce_rank
+        for op in (
+            "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+        )
+    },
+    "Unsqueeze": _unsqueeze_rank,
+    "Squeeze": _squeeze_rank,
+    "Split": _same_rank,
+    "Pad": _same_rank,
+    "Resize": _same_rank,
+    "Tile": _same_rank,
+    "Slice": _same_rank,
+}  # fmt: skip
 
 
 def _typed(info: Any) -> tuple[int, list[int | None] | None] | None:

@@ -20,7 +20,7 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto
 
-from opgraph.core.dim import Dim, dim
+from opgraph.core.dim import Dim, Symbol, dim, free_symbols
 from opgraph.core.errors import ConversionError, OpgraphError
 from opgraph.core.function import Function
 from opgraph.core.graph import rebuild_nodes
@@ -165,6 +165,8 @@ class Importer:
         #: Shape values with symbolic dimensions (``symbolic.py``).
         self.symbolic = SymbolicValues()
         self.dim_names: dict[tuple[str, int], str] = {}  # (input, axis) -> symbol name
+        #: The symbols of the parameters' shapes; any other is a data-dependent size.
+        self.parameter_symbols: frozenset[Symbol] = frozenset()
 
     def run(self) -> Function:
         self.tensors.check_locations(self.model)
@@ -178,6 +180,7 @@ class Importer:
         self.declared.update({v.name: v for v in graph.output})
         self.dim_names = _dim_names(graph)
         params = self._bind_inputs(graph, ctx)
+        self.parameter_symbols = free_symbols(d for p in params for d in p.shape)
         self.convert_nodes(graph, ctx, count_progress=True)
         results = [_required(ctx, o.name, "graph output") for o in graph.output]
         for info, value in zip(graph.output, results, strict=True):

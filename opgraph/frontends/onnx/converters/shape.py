@@ -12,6 +12,7 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast_shape
+from opgraph.core.dim import free_symbols
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import NodeContext
@@ -26,13 +27,25 @@ def _shape(ctx: NodeContext) -> Output:
     start = int(ctx.attr("start", 0))
     end = int(ctx.attr("end", rank))
     start, end = (max(0, min(rank, v + rank if v < 0 else v)) for v in (start, end))
+    if _known_at_run_time(ctx, ctx.input(0)):
+        whole = ops.shape_of(ctx.input(0))
+        return whole if (start, end) == (0, rank) else ops.slice(whole, [start], [max(start, end)])
     # A symbolic dimension makes a shape value only the importer holds (symbolic.py).
     return ctx.importer.symbolic.make(np.array(shape[start:end], dtype=object))
 
 
 @onnx_op("Size", since=1)
 def _size(ctx: NodeContext) -> Output:
-    return ctx.importer.symbolic.make(np.array(ctx.input(0).tensor_type.size, dtype=object))
+    x = ctx.input(0)
+    if _known_at_run_time(ctx, x):
+        return ops.reduce_prod(ops.shape_of(x), [0]) if x.rank else constant(np.int64(1))
+    return ctx.importer.symbolic.make(np.array(x.tensor_type.size, dtype=object))
+
+
+def _known_at_run_time(ctx: NodeContext, x: Output) -> bool:
+    """True when ``x``'s shape has a data-dependent symbol (an output size a node's values
+    decide): its shape is then a run-time tensor, not a symbolic shape value."""
+    return bool(free_symbols(x.shape) - ctx.importer.parameter_symbols)
 
 
 @onnx_op("ConstantOfShape", since=9)
