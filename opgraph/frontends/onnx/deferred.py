@@ -63,6 +63,7 @@ class RunTimeOnnxNode(Op):
     node: str
     opsets: tuple[tuple[str, int], ...]
     present: tuple[bool, ...]
+    outer: tuple[str, ...]
     element_types: tuple[ElementType, ...]
     dims: tuple[tuple[Dim, ...], ...]
     multi_output = True
@@ -77,8 +78,9 @@ class RunTimeOnnxNode(Op):
 
     def infer(self, *inputs: TensorType) -> tuple[TensorType, ...]:
         require(
-            len(inputs) == sum(self.present),
-            f"RunTimeOnnxNode: {len(inputs)} inputs for {sum(self.present)} present ONNX inputs",
+            len(inputs) == sum(self.present) + len(self.outer),
+            f"RunTimeOnnxNode: {len(inputs)} inputs for {sum(self.present)} present ONNX inputs "
+            f"and {len(self.outer)} outer-scope values",
         )
         return tuple(TensorType(e, d) for e, d in zip(self.element_types, self.dims, strict=True))
 
@@ -99,12 +101,13 @@ class RunTimeOnnxNode(Op):
 
 def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
     """``ctx``'s node as a :class:`RunTimeOnnxNode`, or ``error`` raised again when the
-    node cannot wait for run time (a subgraph attribute, outputs ONNX cannot type)."""
+    node cannot wait for run time (outputs neither the model nor ONNX can type)."""
     node = ctx.node
-    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-        raise error
     present = tuple(v is not None for v in ctx.inputs)
-    inputs = [v for v in ctx.inputs if v is not None]
+    outer = tuple(sorted(_outer_names(node)))
+    named = [(f"in{i}", v) for i, v in enumerate(ctx.inputs) if v is not None]
+    named += [(name, _outer_value(ctx, name)) for name in outer]
+    inputs = [v for _, v in named]
     renamed = onnx.NodeProto()
     renamed.CopyFrom(node)
     del renamed.input[:]
@@ -114,13 +117,15 @@ def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
     opsets = tuple(sorted(ctx.graph.opsets.items()))
     main = ctx.graph is ctx.importer.main
     declared = [ctx.importer.declared.get(name) if main and name else None for name in node.output]
-    types = _output_types(renamed, opsets, ctx.inputs, [d for d, n in zip(declared, node.output, strict=True) if n])
+    given = [d for d, n in zip(declared, node.output, strict=True) if n]
+    types = _output_types(renamed, opsets, named, ctx.inputs, given)
     if types is None:
         raise error
     op = RunTimeOnnxNode(
         base64.b64encode(renamed.SerializeToString()).decode(),
         opsets,
         present,
+        outer,
         tuple(t[0] for t in types),
         tuple(t[1] for t in types),
     )
@@ -131,9 +136,34 @@ def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
     return produced
 
 
+def _outer_names(node: Any) -> set[str]:
+    """The names ``node``'s subgraphs read from outside themselves."""
+    found: set[str] = set()
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else []
+        graphs += list(attribute.graphs) if attribute.type == onnx.AttributeProto.GRAPHS else []
+        for graph in graphs:
+            defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+            defined |= {t.values.name for t in graph.sparse_initializer}
+            used: set[str] = set()
+            for inner in graph.node:
+                used |= {name for name in inner.input if name} | _outer_names(inner)
+                defined |= set(inner.output)
+            found |= used - defined
+    return found
+
+
+def _outer_value(ctx: NodeContext, name: str) -> Output:
+    value = ctx.graph.lookup(name, ctx.where)
+    if value is None:
+        raise ctx.fail(f"a subgraph reads {name!r}, an omitted optional value")
+    return value
+
+
 def _output_types(
     node: Any,
     opsets: tuple[tuple[str, int], ...],
+    named: list[tuple[str, Output]],
     inputs: list[Output | None],
     declared: list[Any],
 ) -> list[tuple[ElementType, tuple[Dim, ...]]] | None:
@@ -142,24 +172,21 @@ def _output_types(
     fresh data-dependent symbol."""
     graph_inputs = [
         helper.make_tensor_value_info(
-            f"in{i}",
+            name,
             to_onnx(v.element_type),
             [d if type(d) is int else f"d{i}_{axis}" for axis, d in enumerate(v.shape)],
         )
-        for i, v in enumerate(inputs)
-        if v is not None
+        for i, (name, v) in enumerate(named)
     ]
-    initializers = [
-        _initializer(f"in{i}", v) for i, v in enumerate(inputs) if v is not None and _known(v)
-    ]
+    initializers = [_initializer(name, v) for name, v in named if _known(v)]
     outputs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
     graph = helper.make_graph([node], "deferred", graph_inputs, outputs, initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception:  # inference errors of any kind: the node cannot be typed here
-        return None
-    found = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+        found = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    except Exception:  # inference errors of any kind: the declarations and rank rules decide
+        found = {}
     rule = RANKS.get(node.op_type)
     ranks = rule(node, inputs) if rule is not None else None
     result = []
@@ -227,6 +254,12 @@ def _same_rank(node: Any, inputs: list[Output | None]) -> list[int] | None:
     return None if x is None else [x.rank] * len(node.output)
 
 
+def _carried_ranks(node: Any, inputs: list[Output | None]) -> list[int] | None:
+    """Loop: the loop-carried outputs have their initial values' ranks (scan outputs are
+    typed by the model's declarations or by inference)."""
+    return [v.rank for v in inputs[2:] if v is not None]
+
+
 #: Output ranks where ONNX shape inference gives none for a run-time input (axes, sizes),
 #: by op type.
 RANKS: dict[str, Callable[[Any, list[Output | None]], list[int] | None]] = {
@@ -240,6 +273,7 @@ RANKS: dict[str, Callable[[Any, list[Output | None]], list[int] | None]] = {
     "Unsqueeze": _unsqueeze_rank,
     "Squeeze": _squeeze_rank,
     "Split": _same_rank,
+    "Loop": _carried_ranks,
     "Pad": _same_rank,
     "Resize": _same_rank,
     "Tile": _same_rank,
@@ -295,7 +329,7 @@ def _convert_and_run(op: RunTimeOnnxNode, arrays: list[np.ndarray]) -> list[np.n
     from opgraph.runtime.backend import backend
 
     node = op.proto()
-    names = [n for n in node.input if n]
+    names = [n for n in node.input if n] + list(op.outer)
     graph_inputs = [
         helper.make_tensor_value_info(n, _onnx_type(a), list(a.shape))
         for n, a in zip(names, arrays, strict=True)
