@@ -75,8 +75,14 @@ class ShapeTensorOp(Op):
 
     def bound_symbols(self) -> tuple[Symbol, ...]:
         dims: tuple[Dim, ...] = getattr(self, "dims")  # noqa: B009 - every subclass has it
-        found = [s for s in (_bare_symbol(d) for d in dims) if s is not None]
-        return tuple(dict.fromkeys(found))
+        own = self.sized_axes()
+        found = [_bare_symbol(d) for i, d in enumerate(dims) if own is None or i in own]
+        return tuple(dict.fromkeys(s for s in found if s is not None))
+
+    def sized_axes(self) -> tuple[int, ...] | None:
+        """The output axes whose sizes the values decide (None: every axis); the others keep
+        the input's dimension, whose symbols another node or the arguments bind."""
+        return None
 
     def static(self, *inputs: Output) -> Output | tuple[Output, ...]:
         """The op built statically: ``inputs`` as the node's, the value inputs Constants."""
@@ -200,7 +206,8 @@ def dynamic_reshape(x: Output, shape: Output, allow_zero: bool = False) -> Outpu
             target = [x.shape[i] if d == 0 and i < x.rank else d for i, d in enumerate(target)]
         return reshape(x, target)
     n = shape.shape[0] if shape.rank == 1 and type(shape.shape[0]) is int else 0
-    dims = _fresh("reshape", int(n), x.tensor_type.size)
+    size = x.tensor_type.size  # bounds every output size, unless an empty axis hides the rest
+    dims = _fresh("reshape", int(n), size if type(size) is not int or size > 0 else None)
     result: Output = DynamicReshape(bool(allow_zero), dims)(x, shape)
     return result
 
@@ -318,6 +325,9 @@ class DynamicSlice(ShapeTensorOp):
 
     def static(self, *inputs: Output) -> Output:
         return dynamic_slice(inputs[0], inputs[1], inputs[2], self.axes, inputs[3])
+
+    def sized_axes(self) -> tuple[int, ...] | None:
+        return self.axes
 
 
 def dynamic_slice(
@@ -524,6 +534,9 @@ class DynamicTopK(ShapeTensorOp):
 
     def static(self, *inputs: Output) -> tuple[Output, Output]:
         return dynamic_top_k(inputs[0], inputs[1], self.axis, self.largest, self.sorted)
+
+    def sized_axes(self) -> tuple[int, ...] | None:
+        return (self.axis,)
 
 
 def dynamic_top_k(
