@@ -30,10 +30,11 @@ from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require
 from opgraph.core.tensor_type import TensorType
+from opgraph.ops import movement
 from opgraph.ops.broadcasting import broadcast_to, numpy_broadcast_shape
 from opgraph.ops.common import as_enum
 from opgraph.ops.dynamic import ShapeOf, shape_of
-from opgraph.ops.movement import broadcast, reshape, reverse, slice, tile
+from opgraph.ops.movement import broadcast, reshape, reverse, tile
 from opgraph.ops.ordering import top_k
 from opgraph.ops.rearrange import PadMode, pad
 
@@ -124,9 +125,7 @@ def _vector(t: TensorType, what: str, length: int | None = None) -> int:
 
 
 def _scalar_like(t: TensorType, what: str) -> None:
-    require(
-        t.rank == 0 or (t.rank == 1 and t.shape[0] == 1), f"{what} must be a scalar, got {t}"
-    )
+    require(t.rank == 0 or (t.rank == 1 and t.shape[0] == 1), f"{what} must be a scalar, got {t}")
 
 
 def known_value(value: Output) -> np.ndarray | None:
@@ -348,15 +347,15 @@ def dynamic_slice(
         OpTypeError: mismatched lengths, a repeated or out-of-range axis, a zero step.
     """
     count = starts.shape[0] if starts.rank == 1 and type(starts.shape[0]) is int else 0
-    axes = tuple(range(int(count))) if axes is None else tuple(normalize_axis(a, x.rank) for a in axes)
+    axes = (
+        tuple(range(int(count))) if axes is None else tuple(normalize_axis(a, x.rank) for a in axes)
+    )
     if steps is None:
         steps = constant(np.ones(len(axes), np.int64), et.i64)
     values = [known_value(v) for v in (starts, ends, steps)]
     if all(v is not None for v in values):
         return _static_slice(x, axes, *(_ints(v) for v in values if v is not None))
-    dims = tuple(
-        _fresh("slice", 1, d)[0] if i in axes else d for i, d in enumerate(x.shape)
-    )
+    dims = tuple(_fresh("slice", 1, d)[0] if i in axes else d for i, d in enumerate(x.shape))
     result: Output = DynamicSlice(axes, dims)(x, starts, ends, steps)
     return result
 
@@ -387,7 +386,7 @@ def _static_slice(
             backwards.append(axis)
     if backwards:
         x = reverse(x, backwards)
-    return slice(x, lower, upper, strides)
+    return movement.slice(x, lower, upper, strides)
 
 
 def _clamp(value: int, dim: int, low: int, high: int) -> int:
@@ -429,13 +428,15 @@ class DynamicPad(ShapeTensorOp):
             raise NotImplementedError(f"DynamicPad has no vjp in {self.mode.name.lower()} mode")
         from opgraph.ops.elementwise import negative  # elementwise sits above rearrange
 
-        x, pads, value = inputs
+        x, pads, _value = inputs
         zero = constant(np.zeros((), x.element_type.dtype), x.element_type)
         # Cropping by the negated amounts takes the padded region back out.
         return (dynamic_pad(ct, negative(pads), zero), None, None)
 
 
-def dynamic_pad(x: Output, pads: Output, value: Output | None = None, mode: Any = "constant") -> Output:
+def dynamic_pad(
+    x: Output, pads: Output, value: Output | None = None, mode: Any = "constant"
+) -> Output:
     """``x`` padded by the values of ``pads``, an integer vector of ``2 * rank`` counts (ONNX
     layout: every axis' count before, then every axis' count after; negative crops).
 
@@ -595,7 +596,7 @@ def dynamic_range(start: Output, limit: Output, delta: Output) -> Output:
             raise OpTypeError("dynamic_range: delta must be nonzero")
         count = max(0, int(np.ceil((b - a) / d)))
         dtype = start.element_type.dtype
-        out = (a + d * np.arange(count, dtype=np.float64 if dtype.kind == "f" else np.int64))
+        out = a + d * np.arange(count, dtype=np.float64 if dtype.kind == "f" else np.int64)
         return constant(np.asarray(out).astype(dtype), start.element_type)
     result: Output = DynamicRange(_fresh("range", 1))(start, limit, delta)
     return result

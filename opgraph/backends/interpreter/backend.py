@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.interpreter.kernels import KERNELS
+from opgraph.core.dim import free_symbols
 from opgraph.core.errors import (
     CallTypeError,
     ExecutionError,
@@ -27,7 +28,6 @@ from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.printing import format_node, value_names
-from opgraph.core.dim import free_symbols
 from opgraph.core.tensor_type import TensorType, flatten_types
 from opgraph.passes.decompose import decompose
 from opgraph.passes.inline_calls import inline_calls

@@ -193,7 +193,7 @@ def _output_types(
     for i, (name, given) in enumerate(zip([o for o in node.output if o], declared, strict=True)):
         typed = [t for t in (_typed(given), _typed(found.get(name))) if t is not None]
         if ranks is not None and i < len(ranks) and all(t[1] is None for t in typed):
-            element_type = next((e for e, _ in typed if e), 0) or to_onnx(inputs[0].element_type)
+            element_type = next((e for e, _ in typed if e), 0) or to_onnx(named[0][1].element_type)
             typed = [(element_type, [None] * ranks[i])]
         if not typed:
             return None
@@ -339,7 +339,9 @@ def _convert_and_run(op: RunTimeOnnxNode, arrays: list[np.ndarray]) -> list[np.n
         for o, e in zip([o for o in node.output if o], op.element_types, strict=True)
     ]
     graph = helper.make_graph([node], "run_time_node", graph_inputs, outputs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in op.opsets])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(d, v) for d, v in op.opsets]
+    )
     try:
         fn = import_model(model, constant_inputs=dict(zip(names, arrays, strict=True)))
     except ConversionError as error:
