@@ -59,6 +59,7 @@ __all__ = [
     "Fill",
     "fill",
     "known_value",
+    "reshape_like",
 ]
 
 
@@ -181,9 +182,7 @@ class DynamicReshape(ShapeTensorOp):
     def adjoint(
         self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        x = inputs[0]
-        back = reshape(ct, x.shape) if x.tensor_type.is_static else dynamic_reshape(ct, shape_of(x))
-        return (back, None)
+        return (reshape_like(ct, inputs[0]), None)
 
 
 def dynamic_reshape(x: Output, shape: Output, allow_zero: bool = False) -> Output:
@@ -208,6 +207,21 @@ def dynamic_reshape(x: Output, shape: Output, allow_zero: bool = False) -> Outpu
     size = x.tensor_type.size  # bounds every output size, unless an empty axis hides the rest
     dims = _fresh("reshape", int(n), size if type(size) is not int or size > 0 else None)
     result: Output = DynamicReshape(bool(allow_zero), dims)(x, shape)
+    return result
+
+
+def reshape_like(x: Output, like: Output) -> Output:
+    """``x`` reshaped to ``like``'s static shape, its element count checked when the node runs
+    if ``x``'s sizes are decided at run time (the gradients here come back to the data's
+    type this way).
+
+    Raises:
+        OpTypeError: ``like``'s shape is symbolic while ``x``'s is not static (a gradient
+            w.r.t. symbolic data through a run-time reshape is not supported yet).
+    """
+    if x.tensor_type.is_static or not like.tensor_type.is_static:
+        return reshape(x, like.shape)
+    result: Output = DynamicReshape(False, tuple(like.shape))(x, shape_of(like))
     return result
 
 
@@ -431,7 +445,7 @@ class DynamicPad(ShapeTensorOp):
         x, pads, _value = inputs
         zero = constant(np.zeros((), x.element_type.dtype), x.element_type)
         # Cropping by the negated amounts takes the padded region back out.
-        return (dynamic_pad(ct, negative(pads), zero), None, None)
+        return (reshape_like(dynamic_pad(ct, negative(pads), zero), x), None, None)
 
 
 def dynamic_pad(
@@ -498,7 +512,7 @@ class DynamicTile(ShapeTensorOp):
         pairs = concat([reshape(repeats, [rank, 1]), reshape(shape_of(x), [rank, 1])], 1)
         split = dynamic_reshape(ct, reshape(pairs, [2 * rank]))
         summed = reduce_sum(split, list(range(0, 2 * rank, 2)), keep_dims=False)
-        return (reshape(summed, x.shape), None)
+        return (reshape_like(summed, x), None)
 
 
 def dynamic_tile(x: Output, repeats: Output) -> Output:

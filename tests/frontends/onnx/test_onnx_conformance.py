@@ -1,8 +1,11 @@
 """ONNX's node tests through import → compile → run, on the measured subset (every input and
 output a float32/float64/integer/bool tensor).
 
-Every subset test runs on INTERPRETER; a fixed sample (every ``CPU_STRIDE``-th test) runs on
-CPU when that backend is registered. Known failures are listed, with a reason each, in
+Every subset test runs on INTERPRETER with the model given as is (only the test's input
+shapes; inputs that feed shapes, axes or counts stay run-time tensors); a fixed sample (every
+``CPU_STRIDE``-th test) runs on CPU when that backend is registered, with those inputs
+specialised as constants (CPU refuses sizes decided at run time until it runs symbolic
+Functions). Known failures are listed, with a reason each, in
 ``expected_failures.txt`` (and ``expected_failures_cpu.txt`` for CPU-only ones); they are
 ``xfail(strict=True)``, so a test that starts passing fails the run until its line goes.
 """
@@ -69,8 +72,8 @@ def _params(names: list[str], expected: dict[str, str]) -> list[object]:
     return [pytest.param(n, marks=_marks(n, expected)) for n in names]
 
 
-def _check(name: str, backend: str) -> None:
-    outcome = conformance.run_test(name, backend)
+def _check(name: str, backend: str, mode: str = conformance.AS_IS) -> None:
+    outcome = conformance.run_test(name, backend, mode)
     if not outcome.passed:
         pytest.fail(outcome.message, pytrace=False)
 
@@ -84,7 +87,7 @@ def test_node_interpreter(name: str) -> None:
 @pytest.mark.skipif("CPU" not in og.backends(), reason="the CPU backend is not registered")
 @pytest.mark.parametrize("name", _params(SUBSET[::CPU_STRIDE], EXPECTED_CPU))
 def test_node_cpu_sample(name: str) -> None:
-    _check(name, "CPU")
+    _check(name, "CPU", conformance.SPECIALISED)
 
 
 @pytest.mark.skipif(not SUBSET, reason="this onnx wheel ships no node test data")
