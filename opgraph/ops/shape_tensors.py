@@ -29,14 +29,17 @@ from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require
+from opgraph.core.shape import normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops import movement
 from opgraph.ops.broadcasting import broadcast_to, numpy_broadcast_shape
 from opgraph.ops.common import as_enum
 from opgraph.ops.dynamic import ShapeOf, shape_of
-from opgraph.ops.movement import broadcast, reshape, reverse, tile
+from opgraph.ops.elementwise import negative
+from opgraph.ops.movement import broadcast, concat, reshape, reverse, tile
 from opgraph.ops.ordering import top_k
 from opgraph.ops.rearrange import PadMode, pad
+from opgraph.ops.reduction import reduce_sum
 
 __all__ = [
     "ShapeTensorOp",
@@ -48,6 +51,8 @@ __all__ = [
     "sum_to",
     "DynamicSlice",
     "dynamic_slice",
+    "SliceGradient",
+    "slice_gradient",
     "DynamicPad",
     "dynamic_pad",
     "DynamicTile",
@@ -286,7 +291,6 @@ class SumTo(ShapeTensorOp):
         return TensorType(x.element_type, self.dims)
 
     def static(self, *inputs: Output) -> Output:
-        from opgraph.ops.reduction import reduce_sum  # reduction imports movement: a floor up
 
         x, like = inputs
         lead = x.rank - like.rank
@@ -342,6 +346,12 @@ class DynamicSlice(ShapeTensorOp):
     def sized_axes(self) -> tuple[int, ...] | None:
         return self.axes
 
+    def adjoint(
+        self, inputs: tuple[Output, ...], output: Output, ct: Output
+    ) -> tuple[Output | None, ...]:
+        x, starts, ends, steps = inputs
+        return (slice_gradient(ct, x, starts, ends, self.axes, steps), None, None, None)
+
 
 def dynamic_slice(
     x: Output,
@@ -371,6 +381,69 @@ def dynamic_slice(
         return _static_slice(x, axes, *(_ints(v) for v in values if v is not None))
     dims = tuple(_fresh("slice", 1, d)[0] if i in axes else d for i, d in enumerate(x.shape))
     result: Output = DynamicSlice(axes, dims)(x, starts, ends, steps)
+    return result
+
+
+@opclass
+class SliceGradient(ShapeTensorOp):
+    """The gradient of :class:`DynamicSlice` w.r.t. its data: ``ct`` placed where the slice of
+    a value shaped like ``like`` read, zeros elsewhere. Only ``like``'s shape is read."""
+
+    axes: tuple[int, ...]
+    dims: tuple[Dim, ...]
+    num_inputs = 5
+    value_inputs = (2, 3, 4)
+    differentiable = False
+
+    def __post_init__(self) -> None:
+        _check_dims_attribute(self.dims, "slice_gradient")
+
+    def infer(
+        self,
+        ct: TensorType,
+        like: TensorType,
+        starts: TensorType,
+        ends: TensorType,
+        steps: TensorType,
+    ) -> TensorType:
+        for what, t in (("starts", starts), ("ends", ends), ("steps", steps)):
+            _vector(t, f"slice_gradient: {what}", len(self.axes))
+        require(
+            self.dims == like.shape and ct.rank == like.rank,
+            f"slice_gradient: dims {self.dims} must be like's {like}, of ct's rank {ct}",
+        )
+        return TensorType(ct.element_type, self.dims)
+
+    def sized_axes(self) -> tuple[int, ...] | None:
+        return ()
+
+    def static(self, *inputs: Output) -> Output:
+        ct, like, starts, ends, steps = inputs
+        sliced = dynamic_slice(like, starts, ends, self.axes, steps)  # the static chain
+        gradient, node = ct, sliced.node
+        while sliced is not like and node is not like.node:  # Reverse / Slice, one input each
+            back = node.op.vjp(node.inputs, node.outputs, (gradient,))[0]
+            assert back is not None  # a slice's or reversal's adjoint reaches its data
+            gradient, node = back, node.inputs[0].node
+        return gradient
+
+
+def slice_gradient(
+    ct: Output,
+    like: Output,
+    starts: Output,
+    ends: Output,
+    axes: Sequence[int],
+    steps: Output | None = None,
+) -> Output:
+    """The gradient of ``dynamic_slice(like, starts, ends, axes, steps)`` for its cotangent
+    ``ct``: shaped like ``like``, zero where the slice did not read."""
+    if steps is None:
+        steps = constant(np.ones(len(axes), np.int64), et.i64)
+    op = SliceGradient(tuple(normalize_axis(a, like.rank) for a in axes), tuple(like.shape))
+    if all(known_value(v) is not None for v in (starts, ends, steps)) and ct.tensor_type.is_static:
+        return op.static(ct, like, starts, ends, steps)
+    result: Output = op(ct, like, starts, ends, steps)
     return result
 
 
@@ -440,7 +513,6 @@ class DynamicPad(ShapeTensorOp):
     ) -> tuple[Output | None, ...]:
         if self.mode is not PadMode.CONSTANT:
             raise NotImplementedError(f"DynamicPad has no vjp in {self.mode.name.lower()} mode")
-        from opgraph.ops.elementwise import negative  # elementwise sits above rearrange
 
         x, pads, _value = inputs
         zero = constant(np.zeros((), x.element_type.dtype), x.element_type)
@@ -502,8 +574,6 @@ class DynamicTile(ShapeTensorOp):
     def adjoint(
         self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        from opgraph.ops.movement import concat  # the interleaved shape (repeat, dim) per axis
-        from opgraph.ops.reduction import reduce_sum
 
         x, repeats = inputs
         rank = x.rank
@@ -640,7 +710,6 @@ class Fill(ShapeTensorOp):
     def adjoint(
         self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
-        from opgraph.ops.reduction import reduce_sum
 
         return (None, reduce_sum(ct, list(range(ct.rank)), keep_dims=False) if ct.rank else ct)
 
@@ -655,10 +724,3 @@ def fill(shape: Output, value: Output) -> Output:
     n = shape.shape[0] if shape.rank == 1 and type(shape.shape[0]) is int else 0
     result: Output = Fill(_fresh("fill", int(n)))(shape, value)
     return result
-
-
-def normalize_axis(axis: int, rank: int) -> int:
-    """``axis`` in ``[0, rank)`` (negative counts from the end)."""
-    if not -rank <= axis < max(rank, 1):
-        raise OpTypeError(f"axis {axis} is outside a rank-{rank} value")
-    return axis + rank if axis < 0 else axis

@@ -195,6 +195,16 @@ def test_tile_gradient_sums_the_repeats():
     np.testing.assert_allclose(grad, 2 * data * 6, rtol=1e-6)
 
 
+def test_slice_gradient_places_the_cotangent():
+    def build(x, starts, ends, steps):
+        return ops.dynamic_slice(x, starts, ends, [1], steps)
+
+    data, grad = _gradient(build, (2, 6), [-1], [-100], [-2])
+    expected = np.zeros_like(data)
+    expected[:, ::-2] = 2 * data[:, ::-2]
+    np.testing.assert_allclose(grad, expected)
+
+
 def test_top_k_and_range_are_not_differentiable():
     assert ops.DynamicTopK.differentiable is False and ops.DynamicRange.differentiable is False
 

@@ -26,17 +26,18 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from opgraph.core.dim import Dim, DimExpr, Symbol, fresh_dim
-from opgraph.core.element_type import ElementType
+from opgraph.core.element_type import ElementType, from_dtype
 from opgraph.core.errors import ConversionError
 from opgraph.core.kernels import REFERENCE_KERNELS
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require
 from opgraph.core.tensor_type import TensorType
-from opgraph.frontends.onnx.context import NeedsConstantError, NodeContext
+from opgraph.frontends.onnx.context import NeedsConstantError, NodeContext, constant_value
 from opgraph.frontends.onnx.types import from_onnx, to_onnx
+from opgraph.runtime.backend import backend
 
 __all__ = ["RunTimeOnnxNode", "defer"]
 
@@ -294,16 +295,10 @@ def _typed(info: Any) -> tuple[int, list[int | None] | None] | None:
 
 
 def _known(value: Output) -> bool:
-    from opgraph.frontends.onnx.context import constant_value
-
     return constant_value(value) is not None
 
 
 def _initializer(name: str, value: Output) -> Any:
-    from onnx import numpy_helper
-
-    from opgraph.frontends.onnx.context import constant_value
-
     array = constant_value(value)
     assert array is not None
     return numpy_helper.from_array(np.asarray(array), name)
@@ -325,8 +320,8 @@ def _run(op: RunTimeOnnxNode, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def _convert_and_run(op: RunTimeOnnxNode, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    # A cycle: the importer imports this module to defer nodes.
     from opgraph.frontends.onnx.importer import import_model
-    from opgraph.runtime.backend import backend
 
     node = op.proto()
     names = [n for n in node.input if n] + list(op.outer)
@@ -350,8 +345,6 @@ def _convert_and_run(op: RunTimeOnnxNode, arrays: list[np.ndarray]) -> list[np.n
 
 
 def _onnx_type(array: np.ndarray) -> int:
-    from opgraph.core.element_type import from_dtype
-
     return to_onnx(from_dtype(array.dtype))
 
 

@@ -54,7 +54,8 @@ def run_static_form(op: st.ShapeTensorOp, *arrays: np.ndarray) -> Any:
 
 
 def _compile(op: st.ShapeTensorOp, arrays: tuple[np.ndarray, ...], values: set[int]) -> Any:
-    from opgraph.runtime.backend import backend  # the interpreter registers itself there
+    # A cycle: the interpreter backend imports these kernels; it registers itself there.
+    from opgraph.runtime.backend import backend
 
     inputs: list[Output] = []
     params = []
