@@ -16,8 +16,13 @@ def _i64(shape: tuple[int, ...], values: object) -> In:
     return In(shape, et.i64, values=values)
 
 
-def _record(name: str, build: object, inputs: tuple[In, ...], types: object = ALL) -> OpRecord:
-    return OpRecord(name, build, inputs, types, differentiable=False, tags=_DATA)  # type: ignore[arg-type]
+def _record(
+    name: str, build: object, inputs: tuple[In, ...], types: object = ALL, sized: bool = True
+) -> OpRecord:
+    """A record; ``sized``: its output sizes are decided at run time (CPU and GPU refuse it;
+    without, they run the node through the reference kernel)."""
+    tags = _DATA if sized else frozenset()
+    return OpRecord(name, build, inputs, types, differentiable=False, tags=tags)  # type: ignore[arg-type]
 
 
 DATA_DEPENDENT: list[OpRecord] = [
@@ -38,6 +43,7 @@ DATA_DEPENDENT: list[OpRecord] = [
         lambda ct, like, lo, hi, st: ops.slice_gradient(ct, like, lo, hi, [1], st),
         (In((2, 2)), In((2, 5)), _i64((1,), [4]), _i64((1,), [0]), _i64((1,), [-2])),
         FLOATS,
+        sized=False,  # shaped like its second input
     ),
     _record(
         "dynamic_pad_constant",
