@@ -152,7 +152,10 @@ def import_specialised(model: Any, values: dict[str, np.ndarray]) -> tuple[Any, 
     widened = False
     while True:
         try:
-            return import_model(model, input_shapes=shapes, constant_inputs=static), static
+            fn = import_model(
+                model, input_shapes=shapes, constant_inputs=static, run_time_values=False
+            )
+            return fn, static
         except NeedsConstantError as error:
             if error.value_name in values and error.value_name not in static:
                 static[error.value_name] = values[error.value_name]

@@ -125,8 +125,9 @@ class NodeContext:
         """True when input ``index`` is known at import time (a Constant, or a shape value
         with symbolic dimensions); False for a tensor known only at run time, for which a
         converter builds the op's run-time form (``ops.dynamic_reshape``…)."""
-        value = self.input(index)
-        return constant_value(value) is not None
+        if not self.importer.run_time_values:
+            return True  # ``const`` then raises NeedsConstantError for a run-time value
+        return constant_value(self.input(index)) is not None
 
     def const(self, index: int, what: str) -> np.ndarray:
         """The import-time value of input ``index``; ConversionError when it is not constant."""

@@ -58,6 +58,7 @@ def import_model(
     *,
     base_dir: str | os.PathLike[str] | None = None,
     max_unroll: int = MAX_UNROLL,
+    run_time_values: bool = True,
 ) -> Function:
     """Convert an ONNX model to a Function.
 
@@ -77,6 +78,10 @@ def import_model(
             unless this is given. Locations must stay inside it (docs/onnx.md).
         max_unroll: the most iterations import may unroll, summed over every Loop, Scan and
             recurrent layer of the model (nested ones included); more is a ConversionError.
+        run_time_values: inputs that feed shapes, axes or counts may be known only at run time
+            (default): such nodes become run-time ops (``ops.dynamic_reshape``…) or ONNX nodes
+            converted when the Function runs (``deferred.RunTimeOnnxNode``). False: they
+            raise ``NeedsConstantError`` instead, so every shape is fixed at import.
 
     Returns:
         The Function; parameters in model input order, results in model output order.
@@ -85,8 +90,9 @@ def import_model(
         ConversionError: the model cannot be read, uses ops or types opgraph does not support
             (all of them are listed at once), is malformed, or needs input shapes.
         NeedsConstantError: (a ConversionError) a converter needs the import-time value of
-            ``error.value_name`` (a shape, axes, a trip count…); specialise that input with
-            ``constant_inputs`` when it is a graph input.
+            ``error.value_name`` (a shape, axes, a trip count…) and neither the model nor ONNX
+            shape inference types the node's outputs (or ``run_time_values=False``);
+            specialise that input with ``constant_inputs`` when it is a graph input.
 
     Example:
         >>> fn = import_model("bert.onnx", input_shapes={"input_ids": (1, 128)})
@@ -106,6 +112,7 @@ def import_model(
     importer.constant_inputs = dict(constant_inputs or {})
     importer.tensors = TensorReader(base_dir if base_dir is not None else own_dir)
     importer.max_unroll = _count(max_unroll, "max_unroll")
+    importer.run_time_values = bool(run_time_values)
     return importer.run()
 
 
@@ -158,6 +165,7 @@ class Importer:
         self.constant_inputs: dict[str, np.ndarray] = {}
         self.tensors = TensorReader(None)
         self.max_unroll = MAX_UNROLL
+        self.run_time_values = True
         self.unrolled = 0
         self.opsets: dict[str, int] = {}
         self.declared: dict[str, Any] = {}  # value_info of the main graph, by name
@@ -339,6 +347,8 @@ class Importer:
             except NeedsConstantError as error:
                 # A value read at import time is known only at run time: the node is
                 # converted when the Function runs (deferred.py), or the error stands.
+                if not self.run_time_values:
+                    raise
                 produced = defer(node_ctx, error)
             except ConversionError:
                 raise
