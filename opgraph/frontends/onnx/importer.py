@@ -343,13 +343,7 @@ class Importer:
             converter = self.symbolic.convert  # reads shape values with symbolic dimensions
         with provenance_scope(label):
             try:
-                produced = converter(node_ctx)
-            except NeedsConstantError as error:
-                # A value read at import time is known only at run time: the node is
-                # converted when the Function runs (deferred.py), or the error stands.
-                if not self.run_time_values:
-                    raise
-                produced = defer(node_ctx, error)
+                produced = self._convert_or_defer(converter, node_ctx)
             except ConversionError:
                 raise
             except OpgraphError as error:
@@ -380,6 +374,17 @@ class Importer:
                     # (graph outputs are checked again, with their own label, at the end)
                     check_declared(self.declared[name], value, f"{node_ctx.where}: value_info")
                 ctx.values[name] = value
+
+    def _convert_or_defer(self, converter: Converter, ctx: NodeContext) -> Any:
+        """The converter's outputs; a value it needs at import time that is known only at run
+        time makes the node one converted when the Function runs (deferred.py), unless
+        ``run_time_values`` is off or nothing types its outputs (the error stands)."""
+        try:
+            return converter(ctx)
+        except NeedsConstantError as error:
+            if not self.run_time_values:
+                raise
+            return defer(ctx, error)
 
     def convert_subgraph(
         self, graph: Any, outer: GraphContext, bindings: Mapping[str, Output]

@@ -166,3 +166,23 @@ def test_a_wrong_run_time_value_is_an_execution_error_naming_the_node() -> None:
     exe = og.backend("INTERPRETER").compile(import_model(model))
     with pytest.raises(og.ExecutionError, match="ReduceSum"):
         exe(np.ones((3, 4), np.float32), np.array([5], np.int64))
+
+
+def test_run_time_onnx_node_survives_the_serializer() -> None:
+    from opgraph.serialize import deserialize, serialize
+
+    nodes = [helper.make_node("Trilu", ["x", "k"], ["y"], upper=0)]
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("x", F32, [3, 4]),
+            helper.make_tensor_value_info("k", I64, []),
+        ],
+        [helper.make_tensor_value_info("y", F32, [3, 4])],
+    )
+    loaded = deserialize(serialize(import_model(model)))
+    exe = og.backend("INTERPRETER").compile(loaded)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for k in (0, -1, 2):
+        (y,) = exe(x, np.array(k, np.int64))
+        np.testing.assert_array_equal(y, np.tril(x, k))
