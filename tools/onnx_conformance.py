@@ -64,7 +64,7 @@ class Outcome:
     message: str
     op_types: tuple[str, ...]
     specialised: tuple[str, ...] = ()
-    #: Op classes of the imported Function whose output sizes are decided at run time.
+    #: Op classes of the imported Function that read shape-like values at run time.
     run_time: tuple[str, ...] = ()
 
 
@@ -221,7 +221,7 @@ def report(outcomes: list[Outcome], backend: str, mode: str, failures: bool) -> 
         dynamic = [o for o in subset if o.passed and o.run_time]
         kinds = Counter(k for o in dynamic for k in o.run_time)
         lines.append(
-            f"  passing subset tests with sizes decided at run time: {len(dynamic)} ("
+            f"  passing subset tests with run-time shape nodes: {len(dynamic)} ("
             + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
             + ")"
         )

@@ -10,6 +10,7 @@ constants. See docs/onnx.md.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ from opgraph.frontends.onnx.validate import (
     check_model,
 )
 from opgraph.frontends.onnx.validate import check_names as _check_names  # noqa: F401 - session
+from opgraph.ops.shape_tensors import ShapeTensorOp
 
 OLDEST_OPSET = 1
 #: The default of ``import_model(max_unroll=)``: Loop, Scan and recurrent iterations unrolled.
@@ -368,12 +370,35 @@ class Importer:
                 outputs = fold(outputs, inputs)
             except OpgraphError as error:
                 raise ConversionError(f"{node_ctx.where}: folding constants: {error}") from error
+        if ctx is self.main:
+            outputs = self._declared_sizes(names, outputs)
         for name, value in zip(names, outputs, strict=False):
             if name:
                 if value is not None and ctx is self.main and name in self.declared:
                     # (graph outputs are checked again, with their own label, at the end)
                     check_declared(self.declared[name], value, f"{node_ctx.where}: value_info")
                 ctx.values[name] = value
+
+    def _declared_sizes(
+        self, names: Sequence[str], outputs: list[Output | None]
+    ) -> list[Output | None]:
+        """A run-time shape op (``ops.dynamic_reshape``…) whose first output the model
+        declares with static dimensions gets those as its sizes (checked when it runs) instead
+        of fresh symbols, so later type rules see them and CPU can run it."""
+        first = outputs[0] if outputs else None
+        if first is None or not isinstance(first.node.op, ShapeTensorOp) or not names:
+            return outputs
+        declared = _static_dims(self.declared.get(names[0]))
+        node = first.node
+        if (
+            declared is None
+            or len(declared) != first.rank
+            or any(o is not None and o.node is not node for o in outputs)
+        ):
+            return outputs
+        resized = dataclasses.replace(node.op, dims=declared)  # type: ignore[type-var]
+        rebuilt = resized.build(*node.inputs, provenance=node.provenance)
+        return [None if o is None else rebuilt.outputs[o.index] for o in outputs]
 
     def _convert_or_defer(self, converter: Converter, ctx: NodeContext) -> Any:
         """The converter's outputs; a value it needs at import time that is known only at run
@@ -395,6 +420,16 @@ class Importer:
         ctx.values.update(self.initializers(graph))
         self.convert_nodes(graph, ctx)
         return [_required(ctx, o.name, "subgraph output") for o in graph.output]
+
+
+def _static_dims(info: Any) -> tuple[int, ...] | None:
+    """The dimensions a ValueInfoProto declares, when every one is a number."""
+    if info is None or info.type.WhichOneof("value") != "tensor_type":
+        return None
+    tensor = info.type.tensor_type
+    if not tensor.HasField("shape") or not all(d.HasField("dim_value") for d in tensor.shape.dim):
+        return None
+    return tuple(int(d.dim_value) for d in tensor.shape.dim)
 
 
 def converter_for(op_type: str, domain: str, version: int) -> Converter | None:
