@@ -132,10 +132,10 @@ def _run_data_set(
 
 
 def _run_time_node(op: Any) -> bool:
-    from opgraph.frontends.onnx.deferred import RunTimeOnnxNode
+    from opgraph.frontends.onnx.deferred import RunTimeOnnxModel, RunTimeOnnxNode
     from opgraph.ops import ShapeTensorOp
 
-    return isinstance(op, RunTimeOnnxNode | ShapeTensorOp)
+    return isinstance(op, RunTimeOnnxModel | RunTimeOnnxNode | ShapeTensorOp)
 
 
 def import_specialised(model: Any, values: dict[str, np.ndarray]) -> tuple[Any, dict[str, Any]]:

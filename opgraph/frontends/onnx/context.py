@@ -127,7 +127,10 @@ class NodeContext:
         converter builds the op's run-time form (``ops.dynamic_reshape``…)."""
         if not self.importer.run_time_values:
             return True  # ``const`` then raises NeedsConstantError for a run-time value
-        return constant_value(self.input(index)) is not None
+        if constant_value(self.input(index)) is not None:
+            return True
+        self.importer.run_time_nodes += 1
+        return False
 
     def const(self, index: int, what: str) -> np.ndarray:
         """The import-time value of input ``index``; ConversionError when it is not constant."""

@@ -31,6 +31,7 @@ from onnx import helper, numpy_helper
 from opgraph.core.dim import Dim, DimExpr, Symbol, fresh_dim
 from opgraph.core.element_type import ElementType, from_dtype
 from opgraph.core.errors import ConversionError
+from opgraph.core.function import Function
 from opgraph.core.kernels import REFERENCE_KERNELS
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require
@@ -39,7 +40,7 @@ from opgraph.frontends.onnx.context import NeedsConstantError, NodeContext, cons
 from opgraph.frontends.onnx.types import from_onnx, to_onnx
 from opgraph.runtime.backend import backend
 
-__all__ = ["RunTimeOnnxNode", "defer"]
+__all__ = ["RunTimeOnnxModel", "RunTimeOnnxNode", "defer", "defer_model"]
 
 #: Converted one-node Functions kept per process, by node and input values.
 CACHE_SIZE = 32
@@ -100,6 +101,100 @@ class RunTimeOnnxNode(Op):
         return node
 
 
+@opclass
+class RunTimeOnnxModel(Op):
+    """A whole ONNX model converted at run time, with its inputs' values: the importer's last
+    resort when the sizes of its run-time nodes meet in a type rule that cannot tell them
+    equal (two distinct symbols that the values make equal).
+
+    Attributes:
+        model: the serialised ``ModelProto`` (base64); the op's inputs are its graph inputs
+            that are not initializers, in order.
+        element_types: one per graph output.
+        dims: the output shapes (declared or inferred; fresh symbols where neither says).
+    """
+
+    model: str
+    element_types: tuple[ElementType, ...]
+    dims: tuple[tuple[Dim, ...], ...]
+    multi_output = True
+    differentiable = False
+
+    def __post_init__(self) -> None:
+        require(
+            len(self.element_types) == len(self.dims),
+            f"RunTimeOnnxModel: {len(self.element_types)} element types for "
+            f"{len(self.dims)} output shapes",
+        )
+
+    def infer(self, *inputs: TensorType) -> tuple[TensorType, ...]:
+        return tuple(TensorType(e, d) for e, d in zip(self.element_types, self.dims, strict=True))
+
+    def bound_symbols(self) -> tuple[Symbol, ...]:
+        found = [s for shape in self.dims for s in map(_bare_symbol, shape) if s is not None]
+        return tuple(dict.fromkeys(found))
+
+    def describe(self) -> str:
+        return f"RunTimeOnnxModel[{self.proto().graph.name or 'model'}]"
+
+    def proto(self) -> Any:
+        """The ONNX model."""
+        return onnx.load_from_string(base64.b64decode(self.model))
+
+
+def defer_model(proto: Any, parameters: list[Output], error: ConversionError) -> Function:
+    """``proto`` as one :class:`RunTimeOnnxModel` node over ``parameters`` (its graph inputs),
+    or ``error`` raised again when its outputs cannot be typed."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+        found = {v.name: v for v in inferred.graph.output}
+    except Exception:  # inference errors of any kind: the declarations decide
+        found = {}
+    types = []
+    for info in proto.graph.output:
+        typed = [t for t in (_typed(info), _typed(found.get(info.name))) if t is not None]
+        element_type = next((e for e, _ in typed if e), 0)
+        dims = next((d for _, d in typed if d is not None), None)
+        if not element_type or dims is None:
+            raise error
+        shape = tuple(fresh_dim("onnx") if d is None else d for d in dims)
+        types.append((from_onnx(element_type, f"graph output {info.name!r}"), shape))
+    op = RunTimeOnnxModel(
+        base64.b64encode(proto.SerializeToString()).decode(),
+        tuple(t[0] for t in types),
+        tuple(t[1] for t in types),
+    )
+    outputs = list(op(*parameters))
+    return Function(outputs, parameters, name=proto.graph.name or "onnx_model")
+
+
+def _run_model(op: RunTimeOnnxModel, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The reference kernel: import the model with every input a constant, then run it."""
+    key = (op.model, tuple((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
+    with _LOCK:
+        found = _CACHE.get(key)
+    if found is not None:
+        return tuple(found)
+    # A cycle: the importer imports this module to defer nodes.
+    from opgraph.frontends.onnx.importer import import_model
+
+    proto = op.proto()
+    initializers = {t.name for t in proto.graph.initializer}
+    names = [i.name for i in proto.graph.input if i.name not in initializers]
+    try:
+        fn = import_model(
+            proto, constant_inputs=dict(zip(names, arrays, strict=True)), run_time_values=False
+        )
+    except ConversionError as error:
+        raise ConversionError(f"{op.describe()} with its run-time inputs: {error}") from None
+    results = [np.asarray(r) for r in backend("INTERPRETER").compile(fn)()]
+    with _LOCK:
+        _CACHE[key] = results
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return tuple(results)
+
+
 def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
     """``ctx``'s node as a :class:`RunTimeOnnxNode`, or ``error`` raised again when the
     node cannot wait for run time (outputs neither the model nor ONNX can type)."""
@@ -122,6 +217,7 @@ def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
     types = _output_types(renamed, opsets, named, ctx.inputs, given)
     if types is None:
         raise error
+    ctx.importer.run_time_nodes += 1
     op = RunTimeOnnxNode(
         base64.b64encode(renamed.SerializeToString()).decode(),
         opsets,
@@ -358,3 +454,4 @@ def _bare_symbol(d: Any) -> Symbol | None:
 
 
 REFERENCE_KERNELS.add(RunTimeOnnxNode, _run)
+REFERENCE_KERNELS.add(RunTimeOnnxModel, _run_model)

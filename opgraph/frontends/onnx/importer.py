@@ -22,7 +22,7 @@ import onnx.defs
 from onnx import AttributeProto
 
 from opgraph.core.dim import Dim, Symbol, dim, free_symbols
-from opgraph.core.errors import ConversionError, OpgraphError
+from opgraph.core.errors import ConversionError, OpgraphError, OpTypeError
 from opgraph.core.function import Function
 from opgraph.core.graph import rebuild_nodes
 from opgraph.core.literals import Parameter, constant, parameter
@@ -30,7 +30,7 @@ from opgraph.core.node import Node, Output
 from opgraph.core.provenance import provenance_scope
 from opgraph.frontends.onnx import converters as _converters  # noqa: F401 - registers them
 from opgraph.frontends.onnx.context import GraphContext, NeedsConstantError, NodeContext, fold
-from opgraph.frontends.onnx.deferred import defer
+from opgraph.frontends.onnx.deferred import defer, defer_model
 from opgraph.frontends.onnx.functions import function_converter
 from opgraph.frontends.onnx.registry import Converter, lookup
 from opgraph.frontends.onnx.symbolic import SymbolicValues
@@ -115,7 +115,17 @@ def import_model(
     importer.tensors = TensorReader(base_dir if base_dir is not None else own_dir)
     importer.max_unroll = _count(max_unroll, "max_unroll")
     importer.run_time_values = bool(run_time_values)
-    return importer.run()
+    try:
+        return importer.run()
+    except ConversionError as error:
+        # A value needed at import that nothing could type a node for, or run-time sizes met
+        # in a type rule that cannot tell them equal: the whole model is converted when it
+        # runs, with its inputs' values (deferred.py), if nothing else specialised it and its
+        # outputs can be typed.
+        wait = isinstance(error, NeedsConstantError) or _sizes_met(error)
+        if not wait or not run_time_values or importer.constant_inputs or not importer.parameters:
+            raise
+        return defer_model(proto, importer.parameters, error)
 
 
 def _load(model: Any, base_dir: str | os.PathLike[str] | None = None) -> Any:
@@ -168,6 +178,9 @@ class Importer:
         self.tensors = TensorReader(None)
         self.max_unroll = MAX_UNROLL
         self.run_time_values = True
+        #: How many nodes read a shape-like value at run time (run-time ops, deferred nodes).
+        self.run_time_nodes = 0
+        self.parameters: list[Output] | None = None
         self.unrolled = 0
         self.opsets: dict[str, int] = {}
         self.declared: dict[str, Any] = {}  # value_info of the main graph, by name
@@ -189,7 +202,7 @@ class Importer:
         self.declared = {v.name: v for v in graph.value_info}
         self.declared.update({v.name: v for v in graph.output})
         self.dim_names = _dim_names(graph)
-        params = self._bind_inputs(graph, ctx)
+        params = self.parameters = self._bind_inputs(graph, ctx)
         self.parameter_symbols = free_symbols(d for p in params for d in p.shape)
         self.convert_nodes(graph, ctx, count_progress=True)
         results = [_required(ctx, o.name, "graph output") for o in graph.output]
@@ -420,6 +433,16 @@ class Importer:
         ctx.values.update(self.initializers(graph))
         self.convert_nodes(graph, ctx)
         return [_required(ctx, o.name, "subgraph output") for o in graph.output]
+
+
+def _sizes_met(error: ConversionError) -> bool:
+    """True when ``error`` is a type rule's, naming a data-dependent symbol (``_reshape3``,
+    ``_onnx12``: fresh symbols start with an underscore)."""
+    cause = error.__cause__
+    return (
+        isinstance(cause, OpTypeError)
+        and re.search(r"(?<![\w])_[a-z]+\d+\b", str(cause)) is not None
+    )
 
 
 def _static_dims(info: Any) -> tuple[int, ...] | None:

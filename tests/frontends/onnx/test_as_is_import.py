@@ -186,3 +186,35 @@ def test_run_time_onnx_node_survives_the_serializer() -> None:
     for k in (0, -1, 2):
         (y,) = exe(x, np.array(k, np.int64))
         np.testing.assert_array_equal(y, np.tril(x, k))
+
+
+def test_run_time_sizes_that_must_agree_make_the_whole_model_run_time() -> None:
+    # Two Expands to run-time shapes give distinct symbols; adding their results needs them
+    # equal, which only the values say: the model is converted whole when it runs.
+    nodes = [
+        helper.make_node("Expand", ["a", "s"], ["ea"]),
+        helper.make_node("Expand", ["b", "s"], ["eb"]),
+        helper.make_node("Add", ["ea", "eb"], ["y"]),
+    ]
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("a", F32, [1, 3]),
+            helper.make_tensor_value_info("b", F32, [2, 1]),
+            helper.make_tensor_value_info("s", I64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", F32, None)],
+    )
+    with pytest.raises(og.ConversionError, match="NeedsConstant|needed at import|broadcast"):
+        import_model(model, run_time_values=False)
+    fn = import_model(model)
+    from opgraph.frontends.onnx.deferred import RunTimeOnnxModel
+
+    assert [type(n.op) for n in fn.nodes if n.op.name.startswith("RunTime")] == [RunTimeOnnxModel]
+    exe = og.backend("INTERPRETER").compile(fn)
+    a = np.arange(3, dtype=np.float32).reshape(1, 3)
+    b = np.arange(2, dtype=np.float32).reshape(2, 1)
+    for shape in ([2, 3], [1, 1]):
+        feed = {"a": a, "b": b, "s": np.array(shape, np.int64)}
+        (got,) = exe(a, b, feed["s"])
+        np.testing.assert_array_equal(got, _onnxruntime(model, feed)[0])
