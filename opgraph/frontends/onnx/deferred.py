@@ -212,7 +212,7 @@ def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
     renamed.output.extend(f"out{i}" if name else "" for i, name in enumerate(node.output))
     opsets = tuple(sorted(ctx.graph.opsets.items()))
     main = ctx.graph is ctx.importer.main
-    declared = [ctx.importer.declared.get(name) if main and name else None for name in node.output]
+    declared = [ctx.importer.declared_info(name) if main and name else None for name in node.output]
     given = [d for d, n in zip(declared, node.output, strict=True) if n]
     types = _output_types(renamed, opsets, named, ctx.inputs, given)
     if types is None:

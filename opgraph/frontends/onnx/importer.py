@@ -184,6 +184,7 @@ class Importer:
         self.unrolled = 0
         self.opsets: dict[str, int] = {}
         self.declared: dict[str, Any] = {}  # value_info of the main graph, by name
+        self.declared_outputs: dict[str, Any] = {}  # its graph outputs, by name
         self.main: GraphContext | None = None
         #: Shape values with symbolic dimensions (``symbolic.py``).
         self.symbolic = SymbolicValues()
@@ -200,7 +201,7 @@ class Importer:
         check_model(self.model)
         ctx = self.main = GraphContext(dict(self.opsets))
         self.declared = {v.name: v for v in graph.value_info}
-        self.declared.update({v.name: v for v in graph.output})
+        self.declared_outputs = {v.name: v for v in graph.output}
         self.dim_names = _dim_names(graph)
         params = self.parameters = self._bind_inputs(graph, ctx)
         self.parameter_symbols = free_symbols(d for p in params for d in p.shape)
@@ -388,9 +389,12 @@ class Importer:
         for name, value in zip(names, outputs, strict=False):
             if name:
                 if value is not None and ctx is self.main and name in self.declared:
-                    # (graph outputs are checked again, with their own label, at the end)
                     check_declared(self.declared[name], value, f"{node_ctx.where}: value_info")
                 ctx.values[name] = value
+
+    def declared_info(self, name: str) -> Any:
+        """The main graph's declaration of value ``name`` (value_info or graph output)."""
+        return self.declared.get(name) or self.declared_outputs.get(name)
 
     def _declared_sizes(
         self, names: Sequence[str], outputs: list[Output | None]
@@ -401,7 +405,7 @@ class Importer:
         first = outputs[0] if outputs else None
         if first is None or not isinstance(first.node.op, ShapeTensorOp) or not names:
             return outputs
-        declared = _static_dims(self.declared.get(names[0]))
+        declared = _static_dims(self.declared_info(names[0]))
         node = first.node
         if (
             declared is None
