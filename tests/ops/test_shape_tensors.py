@@ -226,3 +226,16 @@ def test_cpu_refuses_sizes_decided_at_run_time():
     x, s = p((2, 3, 4)), p((2,), og.i64)
     with pytest.raises(og.UnsupportedOpError, match="DynamicReshape"):
         og.backend("CPU").compile(og.Function([ops.dynamic_reshape(x, s)], [x, s]))
+
+
+def test_a_constant_broadcast_to_a_run_time_size_runs_after_the_node_binding_it():
+    # The Broadcast depends on the range only through its shape: no data edge orders them.
+    start, limit, delta = (p((), og.i64) for _ in range(3))
+    r = ops.dynamic_range(start, limit, delta)
+    two = ops.broadcast(og.constant(np.int64(2)), r.shape, (0,))
+    fn = og.Function([ops.add(two, r)], [start, limit, delta])
+    assert fn.nodes.index(two.node) < fn.nodes.index(r.node)  # the order that used to fail
+    exe = og.backend("INTERPRETER").compile(fn)
+    for stop in (4, 7):
+        (y,) = exe(np.int64(0), np.int64(stop), np.int64(1))
+        np.testing.assert_array_equal(y, np.arange(stop) + 2)
