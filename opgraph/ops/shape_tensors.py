@@ -290,8 +290,10 @@ class SumTo(ShapeTensorOp):
         require(x.rank >= like.rank, f"sum_to: {x} has fewer axes than {like}")
         return TensorType(x.element_type, self.dims)
 
-    def static(self, *inputs: Output) -> Output:
+    def sized_axes(self) -> tuple[int, ...] | None:
+        return ()  # like's dimensions, bound wherever like's are
 
+    def static(self, *inputs: Output) -> Output:
         x, like = inputs
         lead = x.rank - like.rank
         axes = [*range(lead), *(lead + i for i, d in enumerate(like.shape) if d == 1)]

@@ -239,3 +239,12 @@ def test_a_constant_broadcast_to_a_run_time_size_runs_after_the_node_binding_it(
     for stop in (4, 7):
         (y,) = exe(np.int64(0), np.int64(stop), np.int64(1))
         np.testing.assert_array_equal(y, np.arange(stop) + 2)
+
+
+def test_gradient_ops_bind_no_symbol_of_their_like_input():
+    x, s = p((og.dim("n"), 1)), p((3,), og.i64)
+    y = ops.dynamic_broadcast(x, s)
+    back = ops.sum_to(y, x)
+    assert back.type == x.type and back.node.op.bound_symbols() == ()
+    grad = ops.slice_gradient(y, y, p((1,), og.i64), p((1,), og.i64), [0])
+    assert grad.node.op.bound_symbols() == ()
