@@ -25,7 +25,7 @@ import numpy as np
 
 from opgraph.core import element_type as et
 from opgraph.core.dim import Dim, DimExpr, Symbol, bounds, fresh_dim
-from opgraph.core.errors import OpTypeError
+from opgraph.core.errors import NotDifferentiableError, OpTypeError
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require
@@ -514,7 +514,10 @@ class DynamicPad(ShapeTensorOp):
         self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
         if self.mode is not PadMode.CONSTANT:
-            raise NotImplementedError(f"DynamicPad has no vjp in {self.mode.name.lower()} mode")
+            raise NotDifferentiableError(
+                f"DynamicPad: no gradient in {self.mode.name.lower()} mode (constant mode has "
+                "one); specialise the pads (a Constant) for the static pad's gradient"
+            )
 
         x, pads, _value = inputs
         zero = constant(np.zeros((), x.element_type.dtype), x.element_type)

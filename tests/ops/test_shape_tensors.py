@@ -248,3 +248,11 @@ def test_gradient_ops_bind_no_symbol_of_their_like_input():
     assert back.type == x.type and back.node.op.bound_symbols() == ()
     grad = ops.slice_gradient(y, y, p((1,), og.i64), p((1,), og.i64), [0])
     assert grad.node.op.bound_symbols() == ()
+
+
+def test_reflect_pad_gradient_is_a_clear_error():
+    x, pads = p((3, 4), name="x"), p((4,), og.i64, name="pads")
+    y = ops.dynamic_pad(x, pads, mode="reflect")
+    loss = ops.reduce_sum(y, [0, 1])
+    with pytest.raises(og.NotDifferentiableError, match="reflect mode"):
+        og.autodiff.backprop(og.Function([loss], [x, pads]), wrt=[x])
