@@ -64,9 +64,13 @@ def op_classes() -> list[type[Op]]:
 
 
 def _is_library_op(cls: type[Op]) -> bool:
-    """opgraph's own ops: not test-only ones (tests may register ops while they run)."""
+    """opgraph's own catalogue ops: not test-only ones (tests may register ops while they run),
+    nor the ops a bridge defines for itself (the ONNX bridge's ``RunTimeOnnxNode``, registered
+    only once that bridge is imported)."""
     module = cls.__module__
-    return module.startswith("opgraph.") and not module.startswith("opgraph.testing")
+    return module.startswith("opgraph.") and not module.startswith(
+        ("opgraph.testing", "opgraph.frontends.")
+    )
 
 
 def markdown() -> str:

@@ -407,10 +407,11 @@ def test_run_says_when_an_input_decides_shapes(onnx_helper, tmp_path, capsys):
     )
     model = tmp_path / "reshape.onnx"
     onnx_helper.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    # The target is a run-time tensor: the random one fails when the model runs.
     assert main(["run", str(model), "--backend", "INTERPRETER"]) == 1
     err = capsys.readouterr().err
     assert (
-        "the import needs the value of input(s) shape, which was random: give it with --input shape=FILE.npy"
+        "need the value of input(s) shape, which was random: give it with --input shape=FILE.npy"
         in err
     )
     np.save(tmp_path / "shape.npy", np.array([3, 4]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -51,6 +52,10 @@ def in_subset(model: Any) -> bool:
     return True
 
 
+AS_IS, SPECIALISED = "as-is", "specialised"
+MODES = (AS_IS, SPECIALISED)
+
+
 @dataclass(frozen=True)
 class Outcome:
     name: str
@@ -59,23 +64,32 @@ class Outcome:
     message: str
     op_types: tuple[str, ...]
     specialised: tuple[str, ...] = ()
+    #: Op classes of the imported Function that read shape-like values at run time.
+    run_time: tuple[str, ...] = ()
 
 
-def run_test(name: str, backend: str = "INTERPRETER") -> Outcome:
+def run_test(name: str, backend: str = "INTERPRETER", mode: str = AS_IS) -> Outcome:
     """Import, compile and run one node test on every data set; compare like ONNX does."""
     import onnx
 
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     folder = data_dir() / name
     model = onnx.load(str(folder / "model.onnx"))
     subset = in_subset(model)
     op_types = tuple(sorted({n.op_type for n in model.graph.node}))
     specialised: set[str] = set()
+    run_time: set[str] = set()
     try:
         for data_set in sorted(folder.glob("test_data_set_*")):
-            specialised.update(_run_data_set(model, data_set, backend))
+            static, dynamic = _run_data_set(model, data_set, backend, mode)
+            specialised.update(static)
+            run_time.update(dynamic)
     except Exception as error:  # the report records every failure kind
         return Outcome(name, False, subset, f"{type(error).__name__}: {error}"[:500], op_types)
-    return Outcome(name, True, subset, "", op_types, tuple(sorted(specialised)))
+    return Outcome(
+        name, True, subset, "", op_types, tuple(sorted(specialised)), tuple(sorted(run_time))
+    )
 
 
 def _read(paths: list[Path]) -> list[np.ndarray]:
@@ -89,32 +103,49 @@ def _read(paths: list[Path]) -> list[np.ndarray]:
     return arrays
 
 
-def _run_data_set(model: Any, data_set: Path, backend: str) -> tuple[str, ...]:
-    """Run one data set; returns the names of the inputs specialised as constants."""
+def _run_data_set(
+    model: Any, data_set: Path, backend: str, mode: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Run one data set; returns the names of the inputs specialised as constants and the op
+    classes whose sizes were decided at run time."""
     import opgraph as og
+    from opgraph.frontends.onnx import import_model
 
     inputs = _read(sorted(data_set.glob("input_*.pb"), key=_index))
     expected = _read(sorted(data_set.glob("output_*.pb"), key=_index))
     initializers = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in initializers]
     values = dict(zip(names, inputs, strict=False))
-    fn, static = import_specialised(model, values)
-    try:
+    static: dict[str, Any] = {}
+    if mode == AS_IS:
+        fn = import_model(model, input_shapes={n: a.shape for n, a in values.items()})
         exe = og.backend(backend).compile(fn)
-    except og.UnsupportedOpError as error:
-        if "decided by the input values" not in str(error):
-            raise
-        # A backend that refuses data-dependent sizes (NonZero, Unique…): specialise every
-        # input as a constant, so those nodes fold at import.
-        fn, static = import_specialised(model, values, everything=True)
-        exe = og.backend(backend).compile(fn)
+    else:
+        fn, static = import_specialised(model, values)
+        try:
+            exe = og.backend(backend).compile(fn)
+        except og.UnsupportedOpError as error:
+            if "decided by the input values" not in str(error):
+                raise
+            # A backend that refuses data-dependent sizes (NonZero, Unique…): specialise every
+            # input as a constant, so those nodes fold at import.
+            fn, static = import_specialised(model, values, everything=True)
+            exe = og.backend(backend).compile(fn)
     arguments = [values[n] for n in names if n in values and n not in static]
     got = exe(*arguments)
     if len(got) != len(expected):
         raise AssertionError(f"{len(got)} outputs, expected {len(expected)}")
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         _compare(g, e, i)
-    return tuple(sorted(static))
+    dynamic = {n.op.name for n in fn.nodes if n.op.bound_symbols() or _run_time_node(n.op)}
+    return tuple(sorted(static)), tuple(sorted(dynamic))
+
+
+def _run_time_node(op: Any) -> bool:
+    from opgraph.frontends.onnx.deferred import RunTimeOnnxModel, RunTimeOnnxNode
+    from opgraph.ops import ShapeTensorOp
+
+    return isinstance(op, RunTimeOnnxModel | RunTimeOnnxNode | ShapeTensorOp)
 
 
 def import_specialised(
@@ -133,7 +164,10 @@ def import_specialised(
     widened = False
     while True:
         try:
-            return import_model(model, input_shapes=shapes, constant_inputs=static), static
+            fn = import_model(
+                model, input_shapes=shapes, constant_inputs=static, run_time_values=False
+            )
+            return fn, static
         except NeedsConstantError as error:
             if error.value_name in values and error.value_name not in static:
                 static[error.value_name] = values[error.value_name]
@@ -166,37 +200,74 @@ def _compare(got: np.ndarray, expected: np.ndarray, index: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="INTERPRETER")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default=AS_IS,
+        help="as-is (default) or specialised (inputs read as values retried as constants)",
+    )
     parser.add_argument("--failures", action="store_true", help="list every failing test")
     parser.add_argument("-k", default="", help="only tests whose name contains this")
     args = parser.parse_args(argv)
-    outcomes = [run_test(n, args.backend) for n in test_names() if args.k in n]
-    subset = [o for o in outcomes if o.subset]
+    outcomes = [run_test(n, args.backend, args.mode) for n in test_names() if args.k in n]
+    for line in report(outcomes, args.backend, args.mode, args.failures):
+        print(line)
+    return 0
+
+
+def report(outcomes: list[Outcome], backend: str, mode: str, failures: bool) -> list[str]:
+    """The printed report: pass rates, the run-time or specialised counts, the failures
+    grouped by op type with their reasons."""
     import onnx
 
-    print(
-        f"ONNX {onnx.__version__} node tests on {args.backend} (the wheel's shipped test data "
-        f"files: {len(outcomes)} tests from {data_dir()})"
-    )
+    subset = [o for o in outcomes if o.subset]
+    lines = [
+        f"ONNX {onnx.__version__} node tests on {backend}, models {mode} (the wheel's shipped "
+        f"test data files: {len(outcomes)} tests from {data_dir()})"
+    ]
     for label, group in (("subset (f32/f64/int/bool tensors)", subset), ("all", outcomes)):
         passed = sum(o.passed for o in group)
         rate = 100.0 * passed / max(1, len(group))
-        print(f"  {label}: {passed}/{len(group)} passed ({rate:.1f} %)")
-    constant = [o for o in subset if o.passed and o.specialised]
-    folded = [o for o in constant if DATA_DEPENDENT & set(o.op_types)]
-    print(
-        f"  passing subset tests that needed inputs specialised as constants: {len(constant)}"
-        f" ({len(folded)} of them data for {', '.join(sorted(DATA_DEPENDENT))})"
-    )
-    failing_ops = Counter(op for o in subset if not o.passed for op in o.op_types)
-    print(
-        "  op types in failing subset tests:",
-        ", ".join(f"{k} ({v})" for k, v in failing_ops.most_common()),
-    )
-    if args.failures:
-        for o in subset:
-            if not o.passed:
-                print(f"FAIL {o.name}: {o.message}")
-    return 0
+        lines.append(f"  {label}: {passed}/{len(group)} passed ({rate:.1f} %)")
+    if mode == AS_IS:
+        dynamic = [o for o in subset if o.passed and o.run_time]
+        kinds = Counter(k for o in dynamic for k in o.run_time)
+        lines.append(
+            f"  passing subset tests with run-time shape nodes: {len(dynamic)} ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+            + ")"
+        )
+    else:
+        constant = [o for o in subset if o.passed and o.specialised]
+        folded = [o for o in constant if DATA_DEPENDENT & set(o.op_types)]
+        lines.append(
+            f"  passing subset tests that needed inputs specialised as constants: "
+            f"{len(constant)} ({len(folded)} of them data for {', '.join(sorted(DATA_DEPENDENT))})"
+        )
+    lines.append("  failing subset tests by op type (the reason of the first):")
+    for op_type, group in sorted(group_failures(subset).items(), key=lambda kv: -len(kv[1])):
+        reason = " ".join(group[0].message.split())[:160]
+        lines.append(f"    {op_type} ({len(group)}): {reason}")
+    if failures:
+        lines.extend(f"FAIL {o.name}: {o.message}" for o in subset if not o.passed)
+    return lines
+
+
+def group_failures(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
+    """Failing tests by the op type their message names (``ONNX node … (OpType)``), else by
+    the test's op types joined."""
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        if o.passed:
+            continue
+        named = re.search(r"node '[^']*' \((\w+)\)", o.message)
+        key = (
+            named.group(1)
+            if named
+            else (o.op_types[0] if len(o.op_types) == 1 else "+".join(o.op_types))
+        )
+        groups.setdefault(key, []).append(o)
+    return groups
 
 
 if __name__ == "__main__":

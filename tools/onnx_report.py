@@ -14,33 +14,12 @@ from pathlib import Path
 
 
 def conformance_section(backend: str) -> list[str]:
-    """Pass rates on the subset and on all node tests, and the op types still failing."""
-    import onnx
+    """Pass rates on the subset and on all node tests with the models as is, and the failing
+    subset tests by op type (``onnx_conformance.report``)."""
     import onnx_conformance as conformance
 
-    names = conformance.test_names()
-    outcomes = [conformance.run_test(n, backend) for n in names]
-    subset = [o for o in outcomes if o.subset]
-    lines = [
-        f"conformance on {backend}: onnx {onnx.__version__} node tests (the wheel's shipped "
-        f"test data files, {len(names)} tests in {conformance.data_dir()})"
-    ]
-    for label, group in (("subset", subset), ("all", outcomes)):
-        passed = sum(o.passed for o in group)
-        rate = 100.0 * passed / max(1, len(group))
-        lines.append(f"  {label:<7} {passed}/{len(group)} passed ({rate:.1f} %)")
-    specialised = [o for o in subset if o.passed and o.specialised]
-    folded = [o for o in specialised if conformance.DATA_DEPENDENT & set(o.op_types)]
-    lines.append(
-        f"  passing subset tests with inputs specialised as constants: {len(specialised)} "
-        f"({len(folded)} of them data-dependent-shape ops that fold entirely)"
-    )
-    failing = Counter(op for o in subset if not o.passed for op in o.op_types)
-    lines.append(
-        "  op types in failing subset tests: "
-        + (", ".join(f"{k} ({v})" for k, v in failing.most_common()) or "none")
-    )
-    return lines
+    outcomes = [conformance.run_test(n, backend) for n in conformance.test_names()]
+    return conformance.report(outcomes, backend, conformance.AS_IS, failures=False)
 
 
 def models_section(backends: list[str]) -> list[str]:

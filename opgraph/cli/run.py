@@ -266,7 +266,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     arguments = [feed[p.node.name or ""] for p in compiled.function.parameters]
-    outputs, times = _time(compiled.executable, arguments, args.warmup, args.repeat)
+    try:
+        outputs, times = _time(compiled.executable, arguments, args.warmup, args.repeat)
+    except OpgraphError as error:
+        # Shape-valued inputs may be run-time tensors: a random one fails when it runs.
+        random = [i.name for i in inputs if i.name not in given and feed[i.name].dtype.kind in "iu"]
+        if not random:
+            raise
+        raise CliError(
+            f"{error} (the model may need the value of input(s) {', '.join(random)}, which "
+            f"was random: give it with --input {random[0]}=FILE.npy)"
+        ) from error
     _report(session, compiled, outputs, args, times)
     if args.save:
         names = [o.name for o in session.get_outputs()]

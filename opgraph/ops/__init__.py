@@ -28,6 +28,7 @@ from opgraph.ops.rearrange import *
 from opgraph.ops.reduction import *
 from opgraph.ops.resize import *
 from opgraph.ops.rnn import *
+from opgraph.ops.shape_tensors import *
 from opgraph.ops.shaping import *
 from opgraph.ops.structural import *
 from opgraph.ops.trigonometric import *
@@ -55,4 +56,5 @@ FAMILIES = (
     "rearrange",
     "collective",
     "dynamic",
+    "shape_tensors",
 )

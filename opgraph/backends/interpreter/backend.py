@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.interpreter.kernels import KERNELS
+from opgraph.core.dim import free_symbols
 from opgraph.core.errors import (
     CallTypeError,
     ExecutionError,
@@ -27,7 +28,7 @@ from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.printing import format_node, value_names
-from opgraph.core.tensor_type import TensorType
+from opgraph.core.tensor_type import TensorType, flatten_types
 from opgraph.passes.decompose import decompose
 from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.specialize_shapes import (
@@ -183,6 +184,40 @@ class SymbolicExecutable(InterpreterExecutable):
         return self.specialized(binding).evaluate(arguments)
 
 
+def _after_binders(steps: list[Node]) -> list[Node]:
+    """``steps`` reordered so that a node whose types use a data-dependent symbol runs after
+    the node that binds it (a Broadcast of a Constant to a ``non_zero`` count depends on that
+    node through its shape only, so the topological order may put it first)."""
+    binders = {s.name: n for n in steps for s in n.op.bound_symbols()}
+    if not binders:
+        return steps
+    members = set(steps)
+    needs = {
+        n: [i.node for i in n.inputs if i.node in members]
+        + [
+            binders[s.name]
+            for s in free_symbols(d for t in flatten_types(n.output_types) for d in t.shape)
+            if s.name in binders and binders[s.name] is not n
+        ]
+        for n in steps
+    }
+    order: list[Node] = []
+    done: set[Node] = set()
+    pending = steps
+    while pending:
+        rest = []
+        for node in pending:
+            if all(m in done for m in needs[node]):
+                order.append(node)
+                done.add(node)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):  # a cycle through shapes: keep the given order
+            return order + rest
+        pending = rest
+    return order
+
+
 class DataDependentExecutable(InterpreterExecutable):
     """A Function with nodes whose output sizes their input values decide (``non_zero``).
 
@@ -197,6 +232,7 @@ class DataDependentExecutable(InterpreterExecutable):
     def __init__(self, function: Function, profile: bool) -> None:
         super().__init__(function, _lowered(function), profile)
         self._bound = tuple(node_symbols(self.lowered).values())
+        self._steps = _after_binders(self._steps)
 
     def evaluate(self, arguments: Sequence[np.ndarray]) -> list[np.ndarray]:
         binding: Binding = dict(self.bind([a.shape for a in arguments]))

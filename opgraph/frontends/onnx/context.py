@@ -121,14 +121,26 @@ class NodeContext:
         """True when the node sets attribute ``name``."""
         return any(a.name == name for a in self.node.attribute)
 
+    def known(self, index: int) -> bool:
+        """True when input ``index`` is known at import time (a Constant, or a shape value
+        with symbolic dimensions); False for a tensor known only at run time, for which a
+        converter builds the op's run-time form (``ops.dynamic_reshape``…)."""
+        if not self.importer.run_time_values:
+            return True  # ``const`` then raises NeedsConstantError for a run-time value
+        if constant_value(self.input(index)) is not None:
+            return True
+        self.importer.run_time_nodes += 1
+        return False
+
     def const(self, index: int, what: str) -> np.ndarray:
         """The import-time value of input ``index``; ConversionError when it is not constant."""
         value = constant_value(self.input(index))
         if value is None:
             name = self.node.input[index]
             raise NeedsConstantError(
-                f"{self.where}: {what} (input {index}, {name!r}) must be computable at import "
-                "time (opgraph shapes are static; constant_inputs= can specialise graph inputs)",
+                f"{self.where}: {what} (input {index}, {name!r}) is needed at import time; it "
+                "is known only at run time (the importer converts the node then, when ONNX "
+                "or the model types its outputs; constant_inputs= specialises graph inputs)",
                 name,
             )
         return value

@@ -10,6 +10,7 @@ constants. See docs/onnx.md.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -20,15 +21,16 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto
 
-from opgraph.core.dim import Dim, dim
-from opgraph.core.errors import ConversionError, OpgraphError
+from opgraph.core.dim import Dim, Symbol, dim, free_symbols
+from opgraph.core.errors import ConversionError, OpgraphError, OpTypeError
 from opgraph.core.function import Function
 from opgraph.core.graph import rebuild_nodes
 from opgraph.core.literals import Parameter, constant, parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.provenance import provenance_scope
 from opgraph.frontends.onnx import converters as _converters  # noqa: F401 - registers them
-from opgraph.frontends.onnx.context import GraphContext, NodeContext, fold
+from opgraph.frontends.onnx.context import GraphContext, NeedsConstantError, NodeContext, fold
+from opgraph.frontends.onnx.deferred import defer, defer_model
 from opgraph.frontends.onnx.functions import function_converter
 from opgraph.frontends.onnx.registry import Converter, lookup
 from opgraph.frontends.onnx.symbolic import SymbolicValues
@@ -41,6 +43,7 @@ from opgraph.frontends.onnx.validate import (
     check_model,
 )
 from opgraph.frontends.onnx.validate import check_names as _check_names  # noqa: F401 - session
+from opgraph.ops.shape_tensors import ShapeTensorOp
 
 OLDEST_OPSET = 1
 #: The default of ``import_model(max_unroll=)``: Loop, Scan and recurrent iterations unrolled.
@@ -57,6 +60,7 @@ def import_model(
     *,
     base_dir: str | os.PathLike[str] | None = None,
     max_unroll: int = MAX_UNROLL,
+    run_time_values: bool = True,
 ) -> Function:
     """Convert an ONNX model to a Function.
 
@@ -76,6 +80,10 @@ def import_model(
             unless this is given. Locations must stay inside it (docs/onnx.md).
         max_unroll: the most iterations import may unroll, summed over every Loop, Scan and
             recurrent layer of the model (nested ones included); more is a ConversionError.
+        run_time_values: inputs that feed shapes, axes or counts may be known only at run time
+            (default): such nodes become run-time ops (``ops.dynamic_reshape``…) or ONNX nodes
+            converted when the Function runs (``deferred.RunTimeOnnxNode``). False: they
+            raise ``NeedsConstantError`` instead, so every shape is fixed at import.
 
     Returns:
         The Function; parameters in model input order, results in model output order.
@@ -84,8 +92,9 @@ def import_model(
         ConversionError: the model cannot be read, uses ops or types opgraph does not support
             (all of them are listed at once), is malformed, or needs input shapes.
         NeedsConstantError: (a ConversionError) a converter needs the import-time value of
-            ``error.value_name`` (a shape, axes, a trip count…); specialise that input with
-            ``constant_inputs`` when it is a graph input.
+            ``error.value_name`` (a shape, axes, a trip count…) and neither the model nor ONNX
+            shape inference types the node's outputs (or ``run_time_values=False``);
+            specialise that input with ``constant_inputs`` when it is a graph input.
 
     Example:
         >>> fn = import_model("bert.onnx", input_shapes={"input_ids": (1, 128)})
@@ -105,7 +114,18 @@ def import_model(
     importer.constant_inputs = dict(constant_inputs or {})
     importer.tensors = TensorReader(base_dir if base_dir is not None else own_dir)
     importer.max_unroll = _count(max_unroll, "max_unroll")
-    return importer.run()
+    importer.run_time_values = bool(run_time_values)
+    try:
+        return importer.run()
+    except ConversionError as error:
+        # A value needed at import that nothing could type a node for, or run-time sizes met
+        # in a type rule that cannot tell them equal: the whole model is converted when it
+        # runs, with its inputs' values (deferred.py), if nothing else specialised it and its
+        # outputs can be typed.
+        wait = isinstance(error, NeedsConstantError) or _sizes_met(error)
+        if not wait or not run_time_values or importer.constant_inputs or not importer.parameters:
+            raise
+        return defer_model(proto, importer.parameters, error)
 
 
 def _load(model: Any, base_dir: str | os.PathLike[str] | None = None) -> Any:
@@ -157,13 +177,20 @@ class Importer:
         self.constant_inputs: dict[str, np.ndarray] = {}
         self.tensors = TensorReader(None)
         self.max_unroll = MAX_UNROLL
+        self.run_time_values = True
+        #: How many nodes read a shape-like value at run time (run-time ops, deferred nodes).
+        self.run_time_nodes = 0
+        self.parameters: list[Output] | None = None
         self.unrolled = 0
         self.opsets: dict[str, int] = {}
         self.declared: dict[str, Any] = {}  # value_info of the main graph, by name
+        self.declared_outputs: dict[str, Any] = {}  # its graph outputs, by name
         self.main: GraphContext | None = None
         #: Shape values with symbolic dimensions (``symbolic.py``).
         self.symbolic = SymbolicValues()
         self.dim_names: dict[tuple[str, int], str] = {}  # (input, axis) -> symbol name
+        #: The symbols of the parameters' shapes; any other is a data-dependent size.
+        self.parameter_symbols: frozenset[Symbol] = frozenset()
 
     def run(self) -> Function:
         self.tensors.check_locations(self.model)
@@ -174,8 +201,10 @@ class Importer:
         check_model(self.model)
         ctx = self.main = GraphContext(dict(self.opsets))
         self.declared = {v.name: v for v in graph.value_info}
+        self.declared_outputs = {v.name: v for v in graph.output}
         self.dim_names = _dim_names(graph)
-        params = self._bind_inputs(graph, ctx)
+        params = self.parameters = self._bind_inputs(graph, ctx)
+        self.parameter_symbols = free_symbols(d for p in params for d in p.shape)
         self.convert_nodes(graph, ctx, count_progress=True)
         results = [_required(ctx, o.name, "graph output") for o in graph.output]
         for info, value in zip(graph.output, results, strict=True):
@@ -330,7 +359,7 @@ class Importer:
             converter = self.symbolic.convert  # reads shape values with symbolic dimensions
         with provenance_scope(label):
             try:
-                produced = converter(node_ctx)
+                produced = self._convert_or_defer(converter, node_ctx)
             except ConversionError:
                 raise
             except OpgraphError as error:
@@ -355,11 +384,49 @@ class Importer:
                 outputs = fold(outputs, inputs)
             except OpgraphError as error:
                 raise ConversionError(f"{node_ctx.where}: folding constants: {error}") from error
+        if ctx is self.main:
+            outputs = self._declared_sizes(names, outputs)
         for name, value in zip(names, outputs, strict=False):
             if name:
                 if value is not None and ctx is self.main and name in self.declared:
                     check_declared(self.declared[name], value, f"{node_ctx.where}: value_info")
                 ctx.values[name] = value
+
+    def declared_info(self, name: str) -> Any:
+        """The main graph's declaration of value ``name`` (value_info or graph output)."""
+        return self.declared.get(name) or self.declared_outputs.get(name)
+
+    def _declared_sizes(
+        self, names: Sequence[str], outputs: list[Output | None]
+    ) -> list[Output | None]:
+        """A run-time shape op (``ops.dynamic_reshape``…) whose first output the model
+        declares with static dimensions gets those as its sizes (checked when it runs) instead
+        of fresh symbols, so later type rules see them and CPU can run it."""
+        first = outputs[0] if outputs else None
+        if first is None or not isinstance(first.node.op, ShapeTensorOp) or not names:
+            return outputs
+        declared = _static_dims(self.declared_info(names[0]))
+        node = first.node
+        if (
+            declared is None
+            or len(declared) != first.rank
+            or any(o is not None and o.node is not node for o in outputs)
+        ):
+            return outputs
+        resized = dataclasses.replace(node.op, dims=declared)  # type: ignore[type-var]
+        rebuilt = resized.build(*node.inputs, provenance=node.provenance)
+        return [None if o is None else rebuilt.outputs[o.index] for o in outputs]
+
+    def _convert_or_defer(self, converter: Converter, ctx: NodeContext) -> Any:
+        """The converter's outputs; a value it needs at import time that is known only at run
+        time makes the node one converted when the Function runs (deferred.py), unless
+        ``run_time_values`` is off or nothing types its outputs (the error stands)."""
+        try:
+            return converter(ctx)
+        except NeedsConstantError as error:
+            if not self.run_time_values:
+                raise
+            return defer(ctx, error)
 
     def convert_subgraph(
         self, graph: Any, outer: GraphContext, bindings: Mapping[str, Output]
@@ -370,6 +437,26 @@ class Importer:
         ctx.values.update(self.initializers(graph))
         self.convert_nodes(graph, ctx)
         return [_required(ctx, o.name, "subgraph output") for o in graph.output]
+
+
+def _sizes_met(error: ConversionError) -> bool:
+    """True when ``error`` is a type rule's, naming a data-dependent symbol (``_reshape3``,
+    ``_onnx12``: fresh symbols start with an underscore)."""
+    cause = error.__cause__
+    return (
+        isinstance(cause, OpTypeError)
+        and re.search(r"(?<![\w])_[a-z]+\d+\b", str(cause)) is not None
+    )
+
+
+def _static_dims(info: Any) -> tuple[int, ...] | None:
+    """The dimensions a ValueInfoProto declares, when every one is a number."""
+    if info is None or info.type.WhichOneof("value") != "tensor_type":
+        return None
+    tensor = info.type.tensor_type
+    if not tensor.HasField("shape") or not all(d.HasField("dim_value") for d in tensor.shape.dim):
+        return None
+    return tuple(int(d.dim_value) for d in tensor.shape.dim)
 
 
 def converter_for(op_type: str, domain: str, version: int) -> Converter | None:

@@ -4,13 +4,14 @@
     (y,) = sess.run(None, {"x": x})                       # as onnxruntime.InferenceSession
     (y,) = sess(x)                                        # positional, in get_inputs() order
 
-A model with symbolic dimensions (``dim_param`` or unknown) is imported once with those
-dimensions symbolic; where the backend runs symbolic Functions (INTERPRETER) that one compile
-serves every input signature. Otherwise (CPU and GPU compile static shapes; a model whose
-import needs input values or concrete sizes) a session imports and compiles the model once per
-input signature (the shapes of the inputs, plus the values of shape-valued inputs a converter
-needs at import time) and keeps the last ``cache_size`` compiled signatures (least recently
-used evicted); each new size then costs one import and compile.
+A model with symbolic dimensions (``dim_param`` or unknown) or integer inputs is imported once
+with those dimensions symbolic and shape-valued inputs as run-time tensors; where the backend
+runs such Functions (INTERPRETER) that one compile serves every input signature. Otherwise
+(CPU and GPU compile static shapes; a model whose import needs input values or concrete sizes)
+a session imports and compiles the model once per input signature (the shapes of the inputs,
+plus the values of shape-valued inputs a converter needs at import time) and keeps the last
+``cache_size`` compiled signatures (least recently used evicted); each new size then costs one
+import and compile.
 """
 
 from __future__ import annotations
@@ -221,9 +222,12 @@ class InferenceSession:
         self._constant_inputs: set[str] = set()  # inputs whose values import needs
         self._lock = threading.Lock()
         self._progress = progress
-        #: The one symbolic compile serving every signature: None until tried, False when
-        #: the model has no symbolic input, its import needs sizes, or the backend refuses it.
-        self._symbolic: Compiled | bool | None = None if _has_symbols(self._inputs) else False
+        #: The one compile serving every signature (symbolic dimensions, shape-valued inputs
+        #: as run-time tensors): None until tried, False when the model has neither symbolic
+        #: nor integer inputs, its import needs sizes, or the backend refuses it.
+        self._symbolic: Compiled | bool | None = (
+            None if _has_symbols(self._inputs) or _has_integer_inputs(self._inputs) else False
+        )
         #: How many imports and compiles the session has made.
         self.compiles = 0
 
@@ -420,6 +424,10 @@ class InferenceSession:
             progress=(lambda done, total: progress("import", done, total)) if progress else None,
             constant_inputs=dict(constants),
             max_unroll=self._max_unroll,
+            # The symbolic compile keeps shape-valued inputs run-time tensors (one compile
+            # for every value, where the backend runs them); a per-signature one specialises
+            # them on their values (NeedsConstantError, then a retry in _compiled).
+            run_time_values=not shapes and not constants,
         )
         imported = time.perf_counter()
         executable = _compile(get_backend(self.backend), function, progress)
@@ -532,6 +540,11 @@ def _has_symbols(inputs: Sequence[_Input]) -> bool:
     return any(
         i.arg.shape is not None and any(not isinstance(d, int) for d in i.arg.shape) for i in inputs
     )
+
+
+def _has_integer_inputs(inputs: Sequence[_Input]) -> bool:
+    """True when some input is an integer tensor (it may feed a shape, axes or a count)."""
+    return any(i.element_type.is_integral and not i.element_type.is_boolean for i in inputs)
 
 
 def _check_symbols(inputs: Sequence[_Input], arrays: Mapping[str, np.ndarray], where: str) -> None:

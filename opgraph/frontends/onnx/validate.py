@@ -204,7 +204,8 @@ def check_input_types(node: Any, inputs: list[Output | None], version: int, wher
 
 
 def check_declared(info: Any, value: Output, where: str) -> None:
-    """A declared ValueInfoProto agrees with the inferred ``value`` (symbolic dims match all)."""
+    """A declared ValueInfoProto agrees with the inferred ``value`` (symbolic dims, declared or
+    computed, match all: a computed one is a size known when the Function runs)."""
     kind = info.type.WhichOneof("value")
     if kind is None:
         return
@@ -225,7 +226,7 @@ def check_declared(info: Any, value: Output, where: str) -> None:
     dims = declared.shape.dim
     shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
     mismatch = len(dims) != value.rank or any(
-        d.HasField("dim_value") and d.dim_value != s
+        d.HasField("dim_value") and not maybe_equal(s, d.dim_value)
         for d, s in zip(dims, value.shape, strict=False)
     )
     if mismatch and not _data_decided(dims, value):

@@ -25,6 +25,7 @@ from opgraph.testing.oracle import (  # noqa: F401 - importing registers entries
     reduction,
     resize,
     rnn,
+    shape_tensors,
     shaping,
     structural,
 )

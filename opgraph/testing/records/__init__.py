@@ -21,6 +21,7 @@ from opgraph.testing.records import (
     reduction,
     resize,
     rnn,
+    shape_tensors,
     shaping,
 )
 from opgraph.testing.records.base import In, OpRecord
@@ -51,6 +52,6 @@ RECORDS: list[OpRecord] = [
 #: Records whose output size the input values decide (tag ``data_dependent``): they run on
 #: INTERPRETER only (CPU and GPU refuse them, format 1 cannot store them), so they are kept
 #: out of ``RECORDS``, which every backend and the serializer round trip iterate.
-DATA_DEPENDENT_RECORDS: list[OpRecord] = [*dynamic.DATA_DEPENDENT]
+DATA_DEPENDENT_RECORDS: list[OpRecord] = [*dynamic.DATA_DEPENDENT, *shape_tensors.DATA_DEPENDENT]
 
 __all__ = ["DATA_DEPENDENT_RECORDS", "RECORDS", "In", "OpRecord"]

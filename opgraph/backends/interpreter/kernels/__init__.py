@@ -19,6 +19,7 @@ from opgraph.backends.interpreter.kernels import (  # noqa: F401 - importing reg
     reduction,
     resize,
     rnn,
+    shape_tensors,
     shaping,
     structural,
 )

@@ -65,6 +65,11 @@ def _pad_v1(ctx: NodeContext) -> Output:
 @onnx_op("Pad", since=11)
 def _pad_v11(ctx: NodeContext) -> Output:
     x = ctx.input(0)
+    mode = str(ctx.attr("mode", "constant"))
+    if not ctx.known(1) and ctx.optional(3) is None and mode in _MODES:
+        value = ctx.optional(2)
+        scalar = ops.reshape(value, []) if value is not None else None
+        return ops.dynamic_pad(x, ctx.input(1), scalar, _MODES[mode])
     pads = [int(p) for p in ctx.const(1, "pads").reshape(-1)]
     value = ctx.optional(2)
     raw_axes = ctx.const_or_none(3, "axes")
@@ -105,6 +110,8 @@ def _wrap(x: Output, below: list[int], above: list[int]) -> Output:
 
 @onnx_op("Tile", since=6)
 def _tile(ctx: NodeContext) -> Output:
+    if not ctx.known(1):
+        return ops.dynamic_tile(ctx.input(0), ctx.input(1))
     return ops.tile(ctx.input(0), [int(r) for r in ctx.const(1, "repeats").reshape(-1)])
 
 

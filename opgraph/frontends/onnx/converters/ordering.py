@@ -44,6 +44,11 @@ def _top_k_v1(ctx: NodeContext) -> tuple[Output, Output]:
 
 @onnx_op("TopK", since=10)
 def _top_k_v10(ctx: NodeContext) -> tuple[Output, Output]:
+    if not ctx.known(1):
+        x = ctx.input(0)
+        axis = axis_of(int(ctx.attr("axis", -1)), x.rank)
+        largest, ordered = bool(ctx.attr("largest", 1)), bool(ctx.attr("sorted", 1))
+        return ops.dynamic_top_k(x, ctx.input(1), axis, largest, ordered)
     return _top_k(ctx, int(ctx.const(1, "k").reshape(-1)[0]))
 
 

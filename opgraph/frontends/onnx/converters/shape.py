@@ -12,6 +12,7 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast_shape
+from opgraph.core.dim import free_symbols
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import NodeContext
@@ -26,28 +27,44 @@ def _shape(ctx: NodeContext) -> Output:
     start = int(ctx.attr("start", 0))
     end = int(ctx.attr("end", rank))
     start, end = (max(0, min(rank, v + rank if v < 0 else v)) for v in (start, end))
+    if _known_at_run_time(ctx, ctx.input(0)):
+        whole = ops.shape_of(ctx.input(0))
+        return whole if (start, end) == (0, rank) else ops.slice(whole, [start], [max(start, end)])
     # A symbolic dimension makes a shape value only the importer holds (symbolic.py).
     return ctx.importer.symbolic.make(np.array(shape[start:end], dtype=object))
 
 
 @onnx_op("Size", since=1)
 def _size(ctx: NodeContext) -> Output:
-    return ctx.importer.symbolic.make(np.array(ctx.input(0).tensor_type.size, dtype=object))
+    x = ctx.input(0)
+    if _known_at_run_time(ctx, x):
+        return ops.reduce_prod(ops.shape_of(x), [0]) if x.rank else constant(np.int64(1))
+    return ctx.importer.symbolic.make(np.array(x.tensor_type.size, dtype=object))
+
+
+def _known_at_run_time(ctx: NodeContext, x: Output) -> bool:
+    """True when ``x``'s shape has a data-dependent symbol (an output size a node's values
+    decide): its shape is then a run-time tensor, not a symbolic shape value."""
+    return bool(free_symbols(x.shape) - ctx.importer.parameter_symbols)
 
 
 @onnx_op("ConstantOfShape", since=9)
 def _constant_of_shape(ctx: NodeContext) -> Output:
-    shape = tuple(int(d) for d in ctx.const(0, "shape"))
     value = ctx.tensor_attr("value")
     fill = value.reshape(-1) if value is not None else np.zeros(1, np.float32)
     if fill.size != 1:
         raise ctx.fail(f"value must hold one element, got {fill.size}")
     scalar = constant(fill.reshape(()))
+    if not ctx.known(0):  # a run-time shape: fresh sizes bound when the node runs
+        return ops.fill(ctx.input(0), scalar)
+    shape = tuple(int(d) for d in ctx.const(0, "shape"))
     return ops.broadcast(scalar, shape, tuple(range(len(shape)))) if shape else scalar
 
 
 @onnx_op("Range", since=11)
 def _range(ctx: NodeContext) -> Output:
+    if not all(ctx.known(i) for i in range(3)):
+        return ops.dynamic_range(*(ops.reshape(ctx.input(i), []) for i in range(3)))
     start, limit, delta = (ctx.const(i, name) for i, name in enumerate(("start", "limit", "delta")))
     values = np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)
     return constant(values, ctx.input(0).element_type)
@@ -56,6 +73,8 @@ def _range(ctx: NodeContext) -> Output:
 @onnx_op("Reshape", since=5)
 def _reshape(ctx: NodeContext) -> Output:
     x = ctx.input(0)
+    if not ctx.known(1):
+        return ops.dynamic_reshape(x, ctx.input(1), bool(ctx.attr("allowzero", 0)))
     target = [int(d) for d in ctx.const(1, "shape")]
     if not ctx.attr("allowzero", 0):
         target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
@@ -84,6 +103,11 @@ def _slice_v1(ctx: NodeContext) -> Output:
 @onnx_op("Slice", since=10)
 def _slice_v10(ctx: NodeContext) -> Output:
     x = ctx.input(0)
+    if not all(ctx.known(i) for i in (1, 2, 4) if ctx.optional(i) is not None):
+        axes = ctx.const_or_none(3, "axes")  # only the bounds and steps may be run-time
+        return ops.dynamic_slice(
+            x, ctx.input(1), ctx.input(2), None if axes is None else _ints(axes), ctx.optional(4)
+        )
     starts = ctx.const(1, "starts")
     ends = ctx.const(2, "ends")
     axes = ctx.const_or_none(3, "axes")
@@ -185,5 +209,11 @@ def _flatten(ctx: NodeContext) -> Output:
 @onnx_op("Expand", since=8)
 def _expand(ctx: NodeContext) -> Output:
     x = ctx.input(0)
+    if not ctx.known(1):
+        return ops.dynamic_broadcast(x, ctx.input(1))
     shape = tuple(int(d) for d in ctx.const(1, "shape"))
     return broadcast_to(x, numpy_broadcast_shape(x.shape, shape))
+
+
+def _ints(values: np.ndarray) -> list[int]:
+    return [int(v) for v in np.asarray(values).reshape(-1)]
