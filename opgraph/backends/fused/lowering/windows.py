@@ -116,7 +116,7 @@ def _constant_kernels(
             (low[axis] + shown[axis], n - low[axis] - shown[axis]),
         ):
             starts = [0] * axis + [start] + low[axis + 1 :]
-            shape = (*out.shape[:axis], length, *interior[axis + 1 :])
+            shape: tuple[int, ...] = (*out.shape[:axis], length, *interior[axis + 1 :])
             if length > 0 and math.prod(shape):
                 target = window(out, tuple(starts), ones, shape)
                 assert isinstance(target, View)
