@@ -117,7 +117,7 @@ def _constant_kernels(
         ):
             starts = [0] * axis + [start] + low[axis + 1 :]
             shape: tuple[int, ...] = (*out.shape[:axis], length, *interior[axis + 1 :])
-            if length > 0 and math.prod(shape):
+            if length > 0 and 0 not in shape:
                 target = window(out, tuple(starts), ones, shape)
                 assert isinstance(target, View)
                 kernels.append(_copy(builder, uniform(value, shape), target))
