@@ -7,10 +7,11 @@ whose running extremes and their indices live in stack arrays; the axis is walke
 kept, and a NaN replaces any number and is never replaced (the reference: numpy's argmax).
 
 TopK: a unit is one row. The ``k`` best elements seen so far are a binary heap whose root is
-the worst of them; each further element is compared with the root only (O(n log k) at worst,
-about n comparisons when k is small). The heap is then sorted in place: best first, or by
-index for ``sorted=False``. The ranking is total: NaN above every number, ties by lower
-index, so every result equals INTERPRETER's.
+the worst of them; further elements are compared with the root only, a block at a time by a
+vector loop, and only a block holding an element that beats the root is walked again to
+insert (O(n log k) at worst, about n vector comparisons when k is small). The heap is then
+sorted in place: best first, or by index for ``sorted=False``. The ranking is total: NaN
+above every number, ties by lower index, so every result equals INTERPRETER's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from opgraph.core.element_type import ElementType
 
 #: Inner positions per ArgMax unit: their running extremes stay in L1.
 LANES = 256
+#: Elements per block of a row's extreme search.
+ROW_BLOCK = 256
 #: Heaps up to this many bytes live on the stack; larger ones are allocated per call.
 STACK_BYTES = 1 << 16
 
@@ -64,6 +67,8 @@ def comment(name: str, label: str) -> str:
 
 def _arg(step: ArgStep, i: int, module: ModuleContext) -> Emitted:
     assert step.x is not None and step.out is not None
+    if step.x.shape[2] == 1:
+        return _arg_rows(step, i, module)
     name = f"a{i}"
     x, out = step.x, step.out
     outer, n, inner = x.shape
@@ -115,6 +120,79 @@ def _arg(step: ArgStep, i: int, module: ModuleContext) -> Emitted:
     return "\n".join(lines), f"if ((e = {name}_run(T, A))) return OG_FAIL({i}, e);", ()
 
 
+def _arg_rows(step: ArgStep, i: int, module: ModuleContext) -> Emitted:
+    """One row per unit, in blocks of :data:`ROW_BLOCK`: the block's extreme by a vector
+    reduction (and whether it holds a NaN); only a block that beats the best so far is
+    scanned again for the position of its extreme (or of its first NaN, which ends the row).
+    Blocks are visited backwards for ``select_last_index``, and scanned backwards."""
+    assert step.x is not None and step.out is not None
+    name = f"a{i}"
+    x, out = step.x, step.out
+    outer, n, _ = x.shape
+    t = x.element_type
+    st, ct = dialect.storage_type(t), dialect.compute_type(t)
+    it = dialect.storage_type(out.element_type)
+    s = x.strides[1]
+    blocks = -(-n // ROW_BLOCK)
+    op, reduce = (">", "max") if step.largest else ("<", "min")
+    real = t.is_real
+
+    def at(k: str) -> str:
+        return dialect.load(t, f"x[({k}) * {s}L]")
+
+    scan = "for (long k = e - 1; k >= b0; --k)" if step.last else "for (long k = b0; k < e; ++k)"
+    visit = (
+        f"for (long c = {blocks - 1}L; c >= 0; --c)"
+        if step.last
+        else f"for (long c = 0; c < {blocks}L; ++c)"
+    )
+    nan_lines = (
+        [
+            "      if (nan) {",
+            f"        {scan} if ({at('k')} != {at('k')}) {{ where = k; break; }}",
+            "        break;",
+            "      }",
+        ]
+        if real
+        else []
+    )
+    first = n - 1 if step.last else 0
+    lines = [
+        comment(name, step.label),
+        f"static int {name}(void* const* T, char* A, long lo, long hi) {{",
+        f"  const {st}* x0 = (const {st}*)({module.base(x.buffer)}) + {x.offset}L;",
+        f"  {it}* y0 = ({it}*)({module.base(out.buffer)}) + {out.offset}L;",
+        "  for (long u = lo; u < hi; ++u) {",
+        f"    const {st}* x = x0 + u * {x.strides[0]}L;",
+        f"    {ct} best = {at(str(first))};",
+        f"    long where = {first}L;",
+        f"    if ({'best == best' if real else '1'}) {visit} {{",
+        f"      const long b0 = c * {ROW_BLOCK}L;",
+        f"      const long e = b0 + {ROW_BLOCK}L < {n}L ? b0 + {ROW_BLOCK}L : {n}L;",
+        f"      {ct} m = {at('b0')};",
+        "      int nan = 0;",
+        f"      #pragma omp simd reduction({reduce}:m) reduction(|:nan)",
+        "      for (long k = b0; k < e; ++k) {",
+        f"        const {ct} v = {at('k')};",
+        f"        m = v {op} m ? v : m;",
+        "        nan |= v != v;" if real else "",
+        "      }",
+        *nan_lines,
+        f"      if (m {op} best) {{",
+        "        best = m;",
+        f"        {scan} if ({at('k')} == m) {{ where = k; break; }}",
+        "      }",
+        "    }",
+        f"    y0[u] = ({it})where;",
+        "  }",
+        "  return 0;",
+        "}",
+        driver(name, outer, outer * n, module),
+    ]
+    call = f"if ((e = {name}_run(T, A))) return OG_FAIL({i}, e);"
+    return "\n".join(line for line in lines if line), call, ()
+
+
 def _top_k(step: TopKStep, i: int, module: ModuleContext) -> Emitted:
     assert step.x is not None and step.values is not None and step.indices is not None
     name = f"t{i}"
@@ -140,6 +218,12 @@ def _top_k(step: TopKStep, i: int, module: ModuleContext) -> Emitted:
         release = "    __builtin_free(hv); __builtin_free(hx);"
     xs = x.strides
     base = module.base
+    load = dialect.load(t, f"x[j * {xs[1]}L]")
+
+    def beats(v: str, root: str) -> str:
+        """``v`` ranks above the heap's worst by value (a later index never wins a tie)."""
+        return greater(t, v, root) if step.largest else greater(t, root, v)
+
     lines = [
         comment(name, step.label),
         _heap_helpers(name, t, step.largest),
@@ -155,10 +239,19 @@ def _top_k(step: TopKStep, i: int, module: ModuleContext) -> Emitted:
         f"      hv[j] = {dialect.load(t, f'x[j * {xs[1]}L]')}; hx[j] = j;",
         "    }",
         f"    for (long j = {k // 2 - 1}L; j >= 0; --j) {name}_sift(hv, hx, j, {k}L, 0);",
-        f"    for (long j = {k}L; j < {n}L; ++j) {{",
-        f"      const {ct} v = {dialect.load(t, f'x[j * {xs[1]}L]')};",
-        f"      if ({name}_worse(hv[0], hx[0], v, j)) {{",
-        f"        hv[0] = v; hx[0] = j; {name}_sift(hv, hx, 0, {k}L, 0);",
+        f"    for (long j0 = {k}L; j0 < {n}L; j0 += {ROW_BLOCK}L) {{",
+        f"      const long e = j0 + {ROW_BLOCK}L < {n}L ? j0 + {ROW_BLOCK}L : {n}L;",
+        f"      const {ct} r = hv[0];",
+        "      int any = 0;",
+        "      #pragma omp simd reduction(|:any)",
+        "      for (long j = j0; j < e; ++j) {",
+        f"        const {ct} v = {load}; any |= {beats('v', 'r')};",
+        "      }",
+        "      if (any) for (long j = j0; j < e; ++j) {",
+        f"        const {ct} v = {load};",
+        f"        if ({beats('v', 'hv[0]')}) {{",
+        f"          hv[0] = v; hx[0] = j; {name}_sift(hv, hx, 0, {k}L, 0);",
+        "        }",
         "      }",
         "    }",
         *_sort(name, k, step.ordered),
