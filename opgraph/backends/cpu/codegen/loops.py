@@ -135,14 +135,16 @@ class CLoopEmitter(LoopEmitter):
 
     def streaming(self) -> bool:
         """Large results go straight to memory (non-temporal stores: no read for ownership,
-        no cache pollution) when every store is a contiguous f32 run."""
+        no cache pollution) when every store is a contiguous f32 run of a gap-free window (a
+        strided window, such as a pad's interior, leaves lines partly written: other kernels
+        then read them back)."""
         if not self.module.stream_bytes:
             return False
         for slot, (_, view) in enumerate(self.kernel.stores):
             access = self.accesses[(slot, True)]
             if view.element_type is not et.f32 or self.domain.vector[0].strides[access.name] != 1:
                 return False
-            if not self.module.streamable(view.buffer):
+            if not self.module.streamable(view.buffer) or not view.is_dense:
                 return False
         return bool(self.kernel.stores)
 
