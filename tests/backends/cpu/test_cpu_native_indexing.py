@@ -199,6 +199,14 @@ def test_pad_through_strides(cpu, reference, mode, below, above):
     agree(cpu, reference, fn, [data, np.asarray(-1.5, np.float32)])
 
 
+def test_reflect_leaves_an_axis_of_one_alone(cpu, reference):
+    """ONNX's test_reflect_pad: reflection pads H and W; the channel axis of size 1 (which
+    could not be reflected) is neither padded nor cropped."""
+    x = og.parameter(og.i32, (1, 3, 4, 5))
+    fn = og.Function([ops.pad(x, (0, 0, 2, 1), (0, 0, 1, 3), "reflect")], [x])
+    agree(cpu, reference, fn, [np.arange(60, dtype=np.int32).reshape(1, 3, 4, 5)])
+
+
 def test_a_large_pad_writes_its_windows_without_streaming(cpu):
     """Non-temporal stores into a strided window leave lines partly written, which the slabs
     then read back: only gap-free stores stream (the fill of a whole result still does)."""

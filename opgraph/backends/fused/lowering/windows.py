@@ -81,7 +81,7 @@ def _runs_per_axis(op: Pad, shape: tuple[int, ...]) -> list[list[Run]]:
     per_axis = []
     for lo, dim, hi in zip(op.padding_below, shape, op.padding_above, strict=True):
         n = lo + dim + hi
-        if op.mode is PadMode.CONSTANT:
+        if op.mode is PadMode.CONSTANT or max(lo, hi) <= 0:  # (an uncropped axis: no extension)
             sources = [j - lo if 0 <= j - lo < dim else None for j in range(n)]
         else:
             sources = [_extended_index(j - lo, dim, op.mode) for j in range(n)]
