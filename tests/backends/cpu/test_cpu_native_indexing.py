@@ -2,6 +2,8 @@
 reference fallback) and agree with INTERPRETER bit for bit: ties, NaNs, strided inputs,
 duplicate scatter targets under every reduction, 16-bit accumulation, bad indices."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -243,3 +245,14 @@ def test_replace_slice_with_strides(cpu, reference):
         -np.arange(6, dtype=np.int32).reshape(2, 3),
     ]
     agree(cpu, reference, fn, args)
+
+
+def test_an_embedding_reads_each_row_id_once_before_the_vector_loop(cpu, reference):
+    """The id of a row does not move along the embedding width: it is loaded before the
+    vector loop, so the row is one contiguous vector load (not a vector gather)."""
+    table = np.arange(50 * 16, dtype=np.float32).reshape(50, 16)
+    ids = og.parameter(og.i64, (3, 4))
+    fn = og.Function([ops.gather(og.constant(table), ids, 0)], [ids])
+    source = cpu.compile(fn).source()
+    assert re.search(r"const int64_t v\d+ = p\d+\[o_p\d+\];\n\s*#pragma omp simd", source)
+    agree(cpu, reference, fn, [np.array([[0, 49, -1, 7], [3, 3, 3, 3], [-50, 1, 2, 48]])])
