@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 import opgraph.backends.gpu.interpret as interpret
+from opgraph.backends.fused.indexed import ArgStep, NodeStep, ScatterStep, TopKStep
 from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,
@@ -79,7 +80,19 @@ def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
 
 #: Step classes the host runs through the ops' reference kernels (``fallback_ops`` lists them
 #: beside the fallback steps).
-REFERENCE_STEPS: frozenset[type] = frozenset({ScanStep})
+REFERENCE_STEPS: frozenset[type] = frozenset({ScanStep, ArgStep, TopKStep, ScatterStep})
+
+
+def _node_step(step: NodeStep, resolve: Resolve) -> None:
+    """Index searches, selections and scatters have no GPU kernel: the host runs the node's
+    reference kernel on the step's operands (in the node's shapes)."""
+    assert step.node is not None
+    inputs = [_operand(x, resolve) for x in step.inputs]
+    interpret.run_reference(step.node, inputs, [resolve(v) for v in step.outputs])
+
+
+for _step in (ArgStep, TopKStep, ScatterStep):
+    HOST_STEPS.add(_step, _node_step)
 
 
 @HOST_STEPS.register(ScanStep)

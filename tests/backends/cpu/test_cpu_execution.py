@@ -99,18 +99,16 @@ def test_integer_division_by_zero_names_the_fused_node(cpu):
 
 
 def test_fallback_errors_name_the_node(cpu):
-    data = og.parameter(og.f32, (4,))
-    index = og.parameter(og.i64, (2,))
-    updates = og.parameter(og.f32, (2,))
-    scattered = ops.scatter_elements(data, index, updates, 0)
-    exe = cpu.compile(og.Function([ops.exp(scattered)], [data, index, updates]))
-    assert exe.fallback_ops() == ["ScatterElements"]
-    values = np.arange(4, dtype=np.float32)
-    update = np.array([7.0, 8.0], np.float32)
-    want = np.exp([0.0, 8.0, 2.0, 7.0])
-    np.testing.assert_allclose(exe(values, np.array([3, 1]), update)[0], want, rtol=1e-6)
-    with pytest.raises(og.ExecutionError, match=r"while executing %\d+ = ScatterElements"):
-        exe(values, np.array([0, 9]), update)
+    data = og.parameter(og.f32, (2, 3))
+    lengths = og.parameter(og.i64, (2,))
+    reversed_ = ops.reverse_sequence(data, lengths, 0, 1)
+    exe = cpu.compile(og.Function([ops.exp(reversed_)], [data, lengths]))
+    assert exe.fallback_ops() == ["ReverseSequence"]
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    want = np.exp([[1.0, 0.0, 2.0], [5.0, 4.0, 3.0]])
+    np.testing.assert_allclose(exe(values, np.array([2, 3]))[0], want, rtol=1e-6)
+    with pytest.raises(og.ExecutionError, match=r"while executing %\d+ = ReverseSequence"):
+        exe(values, np.array([0, 9]))
 
 
 def test_profile_counts_every_step(cpu):

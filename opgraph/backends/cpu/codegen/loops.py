@@ -135,14 +135,16 @@ class CLoopEmitter(LoopEmitter):
 
     def streaming(self) -> bool:
         """Large results go straight to memory (non-temporal stores: no read for ownership,
-        no cache pollution) when every store is a contiguous f32 run."""
+        no cache pollution) when every store is a contiguous f32 run of a gap-free window (a
+        strided window, such as a pad's interior, leaves lines partly written: other kernels
+        then read them back)."""
         if not self.module.stream_bytes:
             return False
         for slot, (_, view) in enumerate(self.kernel.stores):
             access = self.accesses[(slot, True)]
             if view.element_type is not et.f32 or self.domain.vector[0].strides[access.name] != 1:
                 return False
-            if not self.module.streamable(view.buffer):
+            if not self.module.streamable(view.buffer) or not view.is_dense:
                 return False
         return bool(self.kernel.stores)
 
@@ -151,6 +153,7 @@ class CLoopEmitter(LoopEmitter):
         stored = [k for k, _ in self.kernel.stores]
         length = self.domain.vector[0].size
         stream = self.streaming()
+        hoisted = self.row_index_loads(stored)
         body = self.full_body(stored, "        " if stream else "      ")
         for slot, (k, view) in enumerate(self.kernel.stores):
             access = self.accesses[(slot, True)]
@@ -161,13 +164,14 @@ class CLoopEmitter(LoopEmitter):
                 body.append(f"      {self.element(access, Level.FULL)} = {value};")
         pragma = " reduction(|:err)" if self.checks else ""
         if stream:
-            return self.streamed_loop(length, body, pragma)
+            return self.streamed_loop(length, body, pragma, hoisted)
         out = [
             f"  long r_ = begin / {length}L, i_ = begin - r_ * {length}L;",
             "  while (begin < end) {",
             f"    long n_ = {length}L - i_;",
             "    if (n_ > end - begin) n_ = end - begin;",
             *self.row_offsets("r_"),
+            *hoisted,
             f"    #pragma omp simd{pragma}",
             "    for (long l0 = i_; l0 < i_ + n_; ++l0) {",
             *body,
@@ -177,7 +181,27 @@ class CLoopEmitter(LoopEmitter):
         ]
         return out
 
-    def streamed_loop(self, length: int, body: list[str], pragma: str) -> list[str]:
+    def row_index_loads(self, targets: list[int]) -> list[str]:
+        """Definitions, before the vector loop, of the gathers' index loads that do not move
+        along it (an embedding's id, one per row): the gathered elements are then one
+        contiguous vector load, not a vector gather per element."""
+        lines: list[str] = []
+        for k in self.needed(targets, Level.FULL):
+            node = self.kernel.nodes[k]
+            if node.kind is not KKind.GATHER:
+                continue
+            for a in node.args:
+                access = self.accesses.get((a, False))
+                still = access is not None and all(
+                    d.strides[access.name] == 0 for d in self.domain.vector
+                )
+                if still and a not in self.defined:
+                    self.define(a, lines, "    ")
+        return lines
+
+    def streamed_loop(
+        self, length: int, body: list[str], pragma: str, hoisted: list[str] | None = None
+    ) -> list[str]:
         """The flat loop by blocks of ``STREAM_BLOCK``: compute into aligned stack buffers,
         then stream each buffer to its destination."""
         self.module.helper("stream_f32")
@@ -196,6 +220,7 @@ class CLoopEmitter(LoopEmitter):
             f"    long n_ = {length}L - i_;",
             "    if (n_ > end - begin) n_ = end - begin;",
             *self.row_offsets("r_"),
+            *(hoisted or []),
             f"    for (long c_ = i_; c_ < i_ + n_; c_ += {STREAM_BLOCK}L) {{",
             f"      long e_ = c_ + {STREAM_BLOCK}L < i_ + n_ ? c_ + {STREAM_BLOCK}L : i_ + n_;",
             *buffers,

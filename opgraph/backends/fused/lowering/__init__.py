@@ -12,7 +12,9 @@ from opgraph.backends.fused.lowering import (  # noqa: F401 - importing register
     nn,
     reduction,
     scan,
+    selection,
     trigonometric,
+    windows,
 )
 from opgraph.backends.fused.lowering.registry import (
     BRIDGES,

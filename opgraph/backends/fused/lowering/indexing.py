@@ -9,15 +9,31 @@ for GatherND). The loop emitter wraps negative indices, checks them against the 
 reads outside the data: a bad index reads element 0 of the axis while the failure is
 recorded. Consumers of the gathered value fuse into the same kernel (an embedding lookup, its
 position add and the layer norm after it are one loop).
+
+OneHot is a rewrite (``REWRITES``) into a pointwise compare: the indices (negative ones
+wrapped; unsigned ones compared as they are, in u64) broadcast along the new axis, equal to
+the position along it, select the on or the off value. An index out of range matches no
+position: its row is all off, as the reference gives.
 """
 
 from __future__ import annotations
 
-from opgraph.backends.fused.lowering.registry import GATHERS, IndexedRead
+from collections.abc import Sequence
+
+import numpy as np
+
+from opgraph.backends.fused.lowering.registry import GATHERS, REWRITES, IndexedRead
 from opgraph.backends.fused.program import IndexTerm
 from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.core import element_type as et
+from opgraph.core.literals import constant
+from opgraph.core.node import Node, Output
 from opgraph.core.shape import Shape
-from opgraph.ops.indexing import Gather, GatherElements, GatherND
+from opgraph.ops import elementwise as ew
+from opgraph.ops.broadcasting import scalar_like
+from opgraph.ops.conversion import convert
+from opgraph.ops.indexing import Gather, GatherElements, GatherND, OneHot
+from opgraph.ops.movement import broadcast
 
 
 def _restrided(x: Operand, shape: Shape, strides: tuple[int, ...], offset: int = 0) -> Operand:
@@ -69,3 +85,24 @@ def _gather_nd(op: GatherND, x: Operand, indices: Operand, shape: Shape) -> Inde
     slices = tuple(_restrided(indices, shape, coordinate, c * js[-1]) for c in range(k))
     terms = tuple(IndexTerm(x.shape[b + c], xs[b + c], f"axis {b + c}") for c in range(k))
     return IndexedRead(table, slices, terms)
+
+
+@REWRITES.register(OneHot)
+def _one_hot(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output]:
+    op = node.op
+    assert isinstance(op, OneHot)
+    (indices,) = inputs
+    shape = node.outputs[0].shape
+    wide = et.i64 if indices.element_type.is_signed else et.u64
+    index = convert(indices, wide) if indices.element_type is not wide else indices
+    if wide is et.i64:
+        below = ew.less(index, scalar_like(0, index))
+        index = ew.select(below, ew.add(index, scalar_like(op.depth, index)), index)
+    others = tuple(a for a in range(len(shape)) if a != op.axis)
+    positions = constant(np.arange(op.depth, dtype=wide.dtype), wide)
+    hot = ew.equal(broadcast(index, shape, (op.axis,)), broadcast(positions, shape, others))
+    on, off = (
+        broadcast(constant(v, op.element_type), shape, tuple(range(len(shape))))
+        for v in (op.on_value, op.off_value)
+    )
+    return [ew.select(hot, on, off)]
