@@ -161,9 +161,10 @@ class Resize(Op):
                 continue
             n = self.output_shape[axis] if self.output_shape is not None else None
             s = self.scales[axis] if self.scales is not None else None
-            if s is not None and float(s).is_integer() and s >= 1 and n is None:
-                shape.append(d * int(s))
-                scales.append(float(s))
+            factor = int(s) if s is not None and float(s).is_integer() and s >= 1 else 0
+            if factor and (n is None or n == d * factor):  # canonical: both given
+                shape.append(d * factor)
+                scales.append(float(factor))
             elif n == d or (n is None and s == 1.0):
                 shape.append(d)
                 scales.append(1.0)

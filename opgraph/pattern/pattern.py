@@ -313,7 +313,9 @@ class _Const(Pattern):
             return False
         if self.value is None:
             return True
-        return value.tensor_type.size > 0 and bool(np.all(source.value == self.value))
+        size = value.tensor_type.size  # symbolic: every element is the source's, if any
+        nonempty = type(size) is not int or size > 0
+        return nonempty and source.value.size > 0 and bool(np.all(source.value == self.value))
 
     def _match_here(self, value: Output, bound: Bindings) -> Iterator[Bindings]:
         yield bound
@@ -377,8 +379,8 @@ def constant_value(value: Output) -> np.ndarray | None:
         return op.value
     if isinstance(op, Broadcast):
         source = constant_value(value.node.inputs[0])
-        if source is None:
-            return None
+        if source is None or any(type(d) is not int for d in op.shape):
+            return None  # a symbolic shape has no elements before a call binds it
         expanded = source.reshape(
             tuple(1 if axis in op.broadcast_axes else d for axis, d in enumerate(op.shape))
         )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from opgraph.backends.fused.views import Operand, View
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Node
 from opgraph.core.op import Op
@@ -35,13 +36,13 @@ class Buffer:
     id: int
     kind: BufferKind
     element_type: ElementType
-    size: int
+    size: Dim  # an expression of the symbols in a symbolic Program
     index: int = -1
     label: str = ""
     data: np.ndarray | None = None  # constants
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> Dim:
         return self.size * self.element_type.itemsize
 
 
@@ -84,8 +85,8 @@ class IndexTerm:
     checked against ``size``) adds ``i * stride`` elements to the table's position;
     ``what`` names the axis in the error message (``"axis 1"``)."""
 
-    size: int
-    stride: int
+    size: Dim
+    stride: Dim
     what: str
 
 

@@ -16,18 +16,19 @@ from __future__ import annotations
 from opgraph.backends.fused.lowering.registry import GATHERS, IndexedRead
 from opgraph.backends.fused.program import IndexTerm
 from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.core.dim import Dim
 from opgraph.core.shape import Shape
 from opgraph.ops.indexing import Gather, GatherElements, GatherND
 
 
-def _restrided(x: Operand, shape: Shape, strides: tuple[int, ...], offset: int = 0) -> Operand:
+def _restrided(x: Operand, shape: Shape, strides: tuple[Dim, ...], offset: Dim = 0) -> Operand:
     """``x``'s elements seen as ``shape`` through ``strides`` (a literal stays uniform)."""
     if isinstance(x, Literal):
         return Literal(x.value, x.element_type, shape)
     return View(x.buffer, x.element_type, shape, strides, x.offset + offset)
 
 
-def _strides(x: Operand) -> tuple[int, ...]:
+def _strides(x: Operand) -> tuple[Dim, ...]:
     return x.strides if isinstance(x, View) else (0,) * len(x.shape)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from opgraph.backends.fused import views
 from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS
 from opgraph.backends.fused.program import BufferKind, GemmStep
-from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View, static
 from opgraph.builders.broadcasting import numpy_broadcast_shape
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -39,11 +39,11 @@ def blas_layout(view: View) -> tuple[bool, int] | None:
     if cols == 1 or col_stride == 1:
         ld = row_stride if rows > 1 else max(cols, 1)
         if ld >= max(1, cols):
-            return False, ld
+            return False, static(ld)
     if rows == 1 or row_stride == 1:
         ld = col_stride if cols > 1 else max(rows, 1)
         if ld >= max(1, rows):
-            return True, ld
+            return True, static(ld)
     return None
 
 
@@ -134,7 +134,7 @@ def _batch_strides(view: View, batch: Shape, rank: int) -> list[int]:
     own = view.shape[: rank - 2]
     strides = view.strides[: rank - 2]
     lead = len(batch) - len(own)
-    return [0] * lead + [0 if d == 1 else s for d, s in zip(own, strides, strict=True)]
+    return [0] * lead + [0 if d == 1 else static(s) for d, s in zip(own, strides, strict=True)]
 
 
 def _operand(builder: ProgramBuilder, x: Output, shape: Shape, compute: ElementType) -> View:

@@ -130,8 +130,9 @@ def _reverse(op: mv.Reverse, x: Operand, copy: Copy) -> Operand:
     strides = list(x.strides)
     offset = x.offset
     for axis in op.axes:
-        if x.shape[axis]:
-            offset += (x.shape[axis] - 1) * strides[axis]
+        size = x.shape[axis]
+        if type(size) is not int or size:  # symbolic: at size 0 nothing is read anyway
+            offset += (size - 1) * strides[axis]
             strides[axis] = -strides[axis]
     return View(x.buffer, x.element_type, x.shape, tuple(strides), offset)
 
