@@ -165,7 +165,7 @@ class GemmStep(Step):
     a: View | None = None
     b: View | None = None
     out: View | None = None
-    batch: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
+    batch: tuple[tuple[Dim, Dim, Dim], ...] = ((0, 0, 0),)
     epilogue: LoopKernel | None = None
     panel: int = 0
 

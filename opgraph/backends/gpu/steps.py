@@ -127,13 +127,14 @@ class DeviceGemm:
         if self.int_kernel is not None:
             for da, db, dc in self.step.batch:
                 pointers = {
-                    "p0": call.device_ptr(a, da),
-                    "p1": call.device_ptr(b, db),
-                    "q0": call.device_ptr(c, dc),
+                    "p0": call.device_ptr(a, static(da)),
+                    "p1": call.device_ptr(b, static(db)),
+                    "q0": call.device_ptr(c, static(dc)),
                 }
                 call.launch(self.int_kernel, pointers)
         else:
-            for sa, sb, sc in _gemm_operands(call, a, b, c, self.step.batch):
+            batch = tuple((static(x), static(y), static(z)) for x, y, z in self.step.batch)
+            for sa, sb, sc in _gemm_operands(call, a, b, c, batch):
                 call.runtime.gemm(sa, sb, sc, call.stream)
         if self.epilogue is not None:
             call.launch(self.epilogue)

@@ -21,6 +21,7 @@ from opgraph.backends.cpu.codegen.depthwise import DirectConvEmitter
 from opgraph.backends.cpu.codegen.dims import DIM_HELPERS, render_dim
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.scan import ScanEmitter
+from opgraph.backends.cpu.codegen.symbolic_blas import SymbolicGemmEmitter
 from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
 from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
 from opgraph.backends.cpu.config import CpuConfig
@@ -199,7 +200,8 @@ def _loop(step: LoopStep, i: int, module: ModuleContext) -> Emitted:
 
 def _gemm(step: GemmStep, i: int, module: ModuleContext) -> Emitted:
     checks: list[Check] = []
-    text = GemmEmitter(step, f"g{i}", module, checks).emit()
+    emitter = SymbolicGemmEmitter if module.symbolic else GemmEmitter
+    text = emitter(step, f"g{i}", module, checks).emit()
     return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
 
 
