@@ -66,7 +66,8 @@ class ArenaPool:
         slot = self.take()
         if slot[2].size - 64 >= arena_bytes:
             return slot
-        arena = np.empty(arena_bytes + 64, np.uint8)
+        grown = max(arena_bytes, 2 * (slot[2].size - 64))  # a few sizes cover growing calls
+        arena = np.empty(grown + 64, np.uint8)
         aligned = (address(arena) + 63) // 64 * 64
         return slot[0], aligned, arena
 

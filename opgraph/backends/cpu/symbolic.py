@@ -4,9 +4,10 @@ binding of the symbols (``docs/dynamic-shapes.md``, "Backends").
 The generated C reads each symbol's value and each arena buffer's byte offset from the pointer
 table ``T`` (after the constants, arguments and results: :class:`SymbolSlots`), so a call only
 fills those entries. What a new binding costs is Python work done once and cached (the last
-``PLANS`` bindings): checking the binding against every type rule
-(``specialize_shapes``, so a slice past a symbolic axis is a ``CallTypeError`` naming the
-node, raised before anything is written) and planning the arena for the binding's sizes
+``PLANS`` bindings): checking that every symbolic view stays inside its buffer at the
+binding (``fused/reach.py``; when one does not, a type check deferred on symbols fails, and
+the type rules are re-run to word the ``CallTypeError``, raised before anything is written)
+and planning the arena for the binding's sizes
 (:func:`~opgraph.backends.fused.memory.place`: first fit over lifetimes computed once). No
 binding runs the C compiler or the lowering and fusion pipeline again.
 
@@ -32,6 +33,7 @@ from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address
 from opgraph.backends.fused.memory import MemoryPlan, place
 from opgraph.backends.fused.pipeline import SymbolicProgram
 from opgraph.backends.fused.program import Buffer, BufferKind, FallbackStep
+from opgraph.backends.fused.reach import Reach, first_outside, symbolic_reaches
 from opgraph.backends.fused.views import Literal, Operand
 from opgraph.backends.interpreter.backend import InterpreterBackend
 from opgraph.backends.interpreter.kernels import KERNELS
@@ -112,6 +114,7 @@ class SymbolicCpuExecutable(Executable):
         entry.restype = ctypes.c_int
         self._entry = entry
         self._callback = ctypes.cast(self._fallbacks.callback, ctypes.c_void_p).value
+        self._reaches = symbolic_reaches(self.program)
         self._plans: OrderedDict[tuple[tuple[str, int], ...], BoundPlan] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -136,10 +139,9 @@ class SymbolicCpuExecutable(Executable):
         return made
 
     def _make_plan(self, binding: Binding) -> BoundPlan:
-        try:
-            specialize_shapes(self.function, binding)  # every deferred type check, once
-        except OpTypeError as error:  # as INTERPRETER says it
-            raise CallTypeError(str(error)) from None
+        outside = first_outside(self._reaches, binding)
+        if outside is not None:
+            raise self._rejected(binding, outside)
         live = self.symbolic.lifetimes
         sizes = {b: _value(n, binding) for b, n in live.sizes.items()}
         plan = place(self.program, live, sizes)
@@ -148,6 +150,19 @@ class SymbolicCpuExecutable(Executable):
         assert self.binder is not None
         _, result_types = self.binder.types(binding)
         return BoundPlan(tuple(values), plan.peak, plan, result_types)
+
+    def _rejected(self, binding: Binding, outside: Reach) -> CallTypeError:
+        """The error for a binding that makes ``outside`` leave its buffer: a deferred type
+        check fails for these values; the type rules (re-run only now) say which."""
+        try:
+            specialize_shapes(self.function, binding)
+        except OpTypeError as error:  # worded as INTERPRETER words it
+            return CallTypeError(str(error))
+        values = ", ".join(f"{k}={v}" for k, v in sorted(binding.items()))
+        return CallTypeError(
+            f"{self.function.name}: with {values}, {outside.step.label} would access "
+            "elements outside its buffer (a size check the type rules deferred fails)"
+        )
 
     def memory_plan(self, binding: Mapping[str, int] | None = None) -> MemoryPlan:
         """The arena layout for ``binding`` (symbol name -> value); ``.peak`` is the arena
