@@ -104,18 +104,30 @@ def test_encoder_matches_interpreter_at_several_sizes(cpu):
         _compare(exe, ref, [_random(batch, seq, 32)], 1e-3, 1e-4)
 
 
-def test_cnn_with_symbolic_batch(cpu):
+def _cnn(size):
     n = og.dim("n", max=32)
-    x = og.parameter(og.f32, (n, 3, 12, 12), name="x")
-    conv = ops.convolution(x, og.constant(_random(8, 3, 3, 3)), (1, 1), (1, 1), (1, 1))
-    pooled = ops.max_pool(ops.relu(conv), (2, 2), (2, 2))
+    x = og.parameter(og.f32, (n, 3, size, size), name="x")
+    conv = ops.convolution(x, og.constant(_random(16, 3, 3, 3)), (1, 1), (1, 1), (1, 1))
+    conv = ops.convolution(
+        ops.relu(conv), og.constant(_random(16, 16, 3, 3)), (1, 1), (1, 1), (1, 1)
+    )
+    pooled = ops.avg_pool(ops.max_pool(ops.relu(conv), (2, 2), (2, 2)), (2, 2), (1, 1))
     features = math.prod(pooled.shape[1:])
     flat = ops.reshape(pooled, (n, features))
-    fn = og.Function([_linear(flat, _random(features, 10), _random(10))], [x], name="cnn")
-    exe = cpu.compile(fn)
-    ref = og.backend("INTERPRETER").compile(fn)
-    for batch in (1, 4, 2):
-        _compare(exe, ref, [_random(batch, 3, 12, 12)], 1e-3, 1e-4)
+    return og.Function([_linear(flat, _random(features, 10), _random(10))], [x], name="cnn")
+
+
+@pytest.mark.parametrize("size", [12, 24], ids=["wide", "rows"])
+def test_cnn_with_symbolic_batch_is_native(cpu, parallel_cpu, size):
+    # 12x12 outputs run as one GEMM over every image ("wide"), 24x24 by blocks of output
+    # rows: both take the batch per call
+    fn = _cnn(size)
+    reference = og.backend("INTERPRETER").compile(fn)
+    for backend in (cpu, parallel_cpu):
+        exe = backend.compile(fn)
+        assert exe.fallback_ops() == []
+        for batch in (1, 4, 2):
+            _compare(exe, reference, [_random(batch, 3, size, size)], 1e-3, 1e-4)
 
 
 def test_fallback_ops_name_the_steps_without_symbolic_code(cpu):

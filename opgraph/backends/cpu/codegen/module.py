@@ -22,6 +22,11 @@ from opgraph.backends.cpu.codegen.dims import DIM_HELPERS, render_dim
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.scan import ScanEmitter
 from opgraph.backends.cpu.codegen.symbolic_blas import SymbolicGemmEmitter
+from opgraph.backends.cpu.codegen.symbolic_windows import (
+    SymbolicConvEmitter,
+    SymbolicPoolEmitter,
+    SymbolicWinogradEmitter,
+)
 from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
 from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
 from opgraph.backends.cpu.config import CpuConfig
@@ -208,18 +213,22 @@ def _gemm(step: GemmStep, i: int, module: ModuleContext) -> Emitted:
 def _conv(step: ConvStep, i: int, module: ModuleContext) -> Emitted:
     checks: list[Check] = []
     emitter = DirectConvEmitter if step.direct else ConvEmitter
+    if module.symbolic:
+        emitter = SymbolicConvEmitter  # never direct: those fall back (lowering/convolution.py)
     text = emitter(step, f"g{i}", module, checks).emit()
     return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
 
 
 def _winograd(step: WinogradStep, i: int, module: ModuleContext) -> Emitted:
     checks: list[Check] = []
-    text = WinogradEmitter(step, f"g{i}", module, checks).emit()
+    emitter = SymbolicWinogradEmitter if module.symbolic else WinogradEmitter
+    text = emitter(step, f"g{i}", module, checks).emit()
     return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
 
 
 def _pool(step: PoolStep, i: int, module: ModuleContext) -> Emitted:
-    return PoolEmitter(step, f"w{i}", module).emit(), f"w{i}_run(T, A);", ()
+    emitter = SymbolicPoolEmitter if module.symbolic else PoolEmitter
+    return emitter(step, f"w{i}", module).emit(), f"w{i}_run(T, A);", ()
 
 
 def _scan(step: ScanStep, i: int, module: ModuleContext) -> Emitted:
