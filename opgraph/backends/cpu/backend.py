@@ -20,6 +20,7 @@ from opgraph.backends.cpu.symbolic import SymbolicCpuExecutable, arena_buffers, 
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.pipeline import compile_program, compile_symbolic_program
 from opgraph.backends.fused.program import KKind, LoopStep, Program
+from opgraph.core.errors import UnsupportedOpError
 from opgraph.core.function import Function
 from opgraph.passes.specialize_shapes import is_symbolic
 from opgraph.runtime.backend import Backend, Progress
@@ -74,9 +75,17 @@ class CpuBackend(Backend):
             UnsupportedOpError: an op has neither a CPU lowering nor a reference kernel.
             CompilerError: no C compiler (use INTERPRETER), or it failed.
             CpuConfigError: an unknown ``precision``, or one this CPU cannot run.
+            UnsupportedOpError: ``precision="bf16"`` for a Function with symbolic sizes.
         """
+        symbolic = is_symbolic(function)
+        if symbolic and precision == "bf16":
+            raise UnsupportedOpError(
+                f"CPU precision='bf16' needs static shapes; {function.name} has symbolic "
+                "dimensions: compile it with precision='f32', or specialise it first: "
+                "og.passes.specialize_shapes(fn, {'batch': 8})"
+            )
         check_precision(precision, self.config.isa)
-        if is_symbolic(function):
+        if symbolic:
             return self._compile_symbolic(function, profile, progress)
         started = time.perf_counter()
         fused = compile_program(function, self.name, self.config.optimize, self.config.num_threads)

@@ -249,3 +249,8 @@ def test_data_dependent_nodes_are_refused(cpu):
     x = og.parameter(og.f32, (og.dim("n"),), name="x")
     with pytest.raises(og.UnsupportedOpError, match="NonZero"):
         cpu.compile(og.Function([ops.non_zero(x)], [x]))
+
+
+def test_bf16_precision_needs_static_sizes(cpu):
+    with pytest.raises(og.UnsupportedOpError, match="precision='bf16' needs static shapes"):
+        cpu.compile(_elementwise(), precision="bf16")
