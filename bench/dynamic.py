@@ -80,6 +80,13 @@ def _times(
     ]
 
 
+def _plan_seconds(exe: og.Executable, binding: dict[str, int]) -> float:
+    """What a new binding costs before the native call: its plan and bounds check."""
+    started = time.perf_counter()
+    exe.bound_plan(binding)  # type: ignore[attr-defined]
+    return time.perf_counter() - started
+
+
 def _row(name: str, size: int, dynamic: float, static: float, onnx: float) -> str:
     return (
         f"| {name} | {size} | {dynamic * 1e3:.2f} | {static * 1e3:.2f} | {onnx * 1e3:.2f} | "
@@ -107,8 +114,11 @@ def bench_bert(repeat: int, threads: int) -> list[str]:
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
         times = _times(dynamic, static, session, "hidden", x, repeat)
         rows.append(_row("BERT layer", n, *times))
-    extra = _first_call_extra(dynamic, make, (20, 33, 47, 70, 90))
-    rows.append(f"first call at a new binding (BERT, median of 5 sequence lengths): "
+    lengths = (20, 33, 47, 70, 90, 111, 150, 200, 250)
+    plan = statistics.median(_plan_seconds(dynamic, {"seq": n + 1}) for n in lengths)
+    extra = _first_call_extra(dynamic, make, lengths)
+    rows.append(f"per-binding Python work (plan and bounds check, BERT): {plan * 1e3:.2f} ms")
+    rows.append(f"first call at a new binding (BERT, median of {len(lengths)} lengths): "
                 f"{extra * 1e3:+.2f} ms; fallbacks: {dynamic.fallback_ops() or 'none'}; "
                 f"one dynamic compile {compile_seconds:.1f} s")  # fmt: skip
     return rows

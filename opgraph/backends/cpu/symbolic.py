@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from opgraph.backends.fused.reach import Reach, first_outside, symbolic_reaches
 from opgraph.backends.fused.views import Literal, Operand
 from opgraph.backends.interpreter.backend import InterpreterBackend
 from opgraph.backends.interpreter.kernels import KERNELS
-from opgraph.core.dim import Dim, evaluate
+from opgraph.core.dim import Dim, Symbol, evaluate
 from opgraph.core.errors import CallTypeError, ExecutionError, GraphError, OpgraphError, OpTypeError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, parameter
@@ -51,6 +51,10 @@ from opgraph.runtime.tensor import Tensor
 
 #: Bindings whose checked memory plans are kept.
 PLANS = 16
+#: Arenas are made this large at most from the start: the plan's peak at the largest values
+#: the symbols' bounds allow, so that a new binding does not grow the arena (fresh pages cost
+#: the first call that touches them). Larger (or unbounded) plans grow arenas as calls need.
+PREALLOCATE_BYTES = 64 << 20
 #: Runs the decompositions of fallback nodes that have no reference kernel.
 INTERPRETER = InterpreterBackend()
 
@@ -107,7 +111,8 @@ class SymbolicCpuExecutable(Executable):
         pointers = [address(c) if c is not None else 0 for c in self._constants]
         self._io_slice = slice(len(constants), len(buffer_slots))
         self._bound_slice = slice(len(buffer_slots), len(buffer_slots) + slots.size)
-        self._pool = ArenaPool(0, len(buffer_slots) + slots.size, pointers)
+        arena = _largest_arena(symbolic, self.binder.symbols.values())
+        self._pool = ArenaPool(arena, len(buffer_slots) + slots.size, pointers)
         self._fallbacks = SymbolicFallbackRunner(self.program, buffer_slots, slots, self._describe)
         entry = compiled.library.og_run
         entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
@@ -330,3 +335,16 @@ def _value(d: Dim, binding: Mapping[str, int]) -> int:
     value = evaluate(d, binding)
     assert isinstance(value, int), f"{d} has a symbol outside the binding {dict(binding)}"
     return value
+
+
+def _largest_arena(symbolic: SymbolicProgram, symbols: Iterable[Symbol]) -> int:
+    """The arena peak at every symbol's upper bound when all have one and it is at most
+    ``PREALLOCATE_BYTES``, else 0 (arenas then grow per call)."""
+    binding = {s.name: s.max for s in symbols}
+    if any(v is None for v in binding.values()):
+        return 0
+    bound: Binding = {k: v for k, v in binding.items() if v is not None}
+    live = symbolic.lifetimes
+    sizes = {b: _value(n, bound) for b, n in live.sizes.items()}
+    peak = place(symbolic.program, live, sizes).peak
+    return peak if peak <= PREALLOCATE_BYTES else 0

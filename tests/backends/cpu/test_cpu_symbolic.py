@@ -254,3 +254,15 @@ def test_data_dependent_nodes_are_refused(cpu):
 def test_bf16_precision_needs_static_sizes(cpu):
     with pytest.raises(og.UnsupportedOpError, match="precision='bf16' needs static shapes"):
         cpu.compile(_elementwise(), precision="bf16")
+
+
+def test_arenas_grow_for_unbounded_symbols(cpu):
+    n = og.dim("n")  # no bound: arenas start empty and grow as calls need
+    x = og.parameter(og.f32, (n, 8), name="x")
+    hidden = ops.relu(_linear(x, _random(8, 64), _random(64)))
+    fn = og.Function([_linear(ops.exp(hidden), _random(64, 8), _random(8))], [x], name="mlp")
+    exe = cpu.compile(fn)
+    reference = og.backend("INTERPRETER").compile(fn)
+    for rows in (2, 500, 3, 1000, 1):
+        _compare(exe, reference, [_random(rows, 8) * 0.1], 1e-4, 1e-5)
+    assert exe.memory_plan({"n": 1000}).peak > exe.memory_plan({"n": 2}).peak > 0
