@@ -13,6 +13,7 @@ Run: ``python -m bench.dynamic [--repeat N] [--threads N] [--only bert|resnet]``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -24,9 +25,17 @@ import onnxruntime as ort
 
 import opgraph as og
 from bench import bert, resnet
+from opgraph.backends.cpu import CpuBackend, default_config
 
 BERT_LENGTHS = (16, 64, 128, 384)
+#: Seconds of sleep after each timed call (longer than onnxruntime's spin-wait).
+PAUSE = 0.05
 RESNET_BATCHES = (1, 8)
+
+
+def _cpu(threads: int) -> CpuBackend:
+    """The CPU backend with ``threads`` threads (the same count onnxruntime gets)."""
+    return CpuBackend(dataclasses.replace(default_config(), num_threads=threads))
 
 
 def _median_seconds(run: Callable[[], object], repeat: int) -> float:
@@ -73,11 +82,25 @@ def _times(
     x: np.ndarray,
     repeat: int,
 ) -> list[float]:
-    return [
-        _median_seconds(lambda: dynamic(x), repeat),
-        _median_seconds(lambda: static(x), repeat),
-        _median_seconds(lambda: session.run(None, {name: x}), repeat),
+    """Median seconds of each, the calls interleaved (load changes hit all three alike), the
+    first runtime of a round rotating, and a pause after each call: onnxruntime's threads
+    spin after a call and would otherwise slow whichever call comes next."""
+    runs: list[Callable[[], object]] = [
+        lambda: dynamic(x),
+        lambda: static(x),
+        lambda: session.run(None, {name: x}),
     ]
+    times: list[list[float]] = [[], [], []]
+    for run in runs:
+        run()  # warm: arenas, caches
+    for r in range(repeat):
+        for k in range(3):
+            i = (r + k) % 3
+            started = time.perf_counter()
+            runs[i]()
+            times[i].append(time.perf_counter() - started)
+            time.sleep(PAUSE)
+    return [statistics.median(seconds) for seconds in times]
 
 
 def _plan_seconds(exe: og.Executable, binding: dict[str, int]) -> float:
@@ -98,7 +121,7 @@ def bench_bert(repeat: int, threads: int) -> list[str]:
     w = bert._weights()
     seq = og.dim("seq", max=512)
     started = time.perf_counter()
-    dynamic = og.backend("CPU").compile(bert._opgraph(w, seq))
+    dynamic = _cpu(threads).compile(bert._opgraph(w, seq))
     compile_seconds = time.perf_counter() - started
     rows = []
     rng = np.random.default_rng(6)
@@ -108,7 +131,7 @@ def bench_bert(repeat: int, threads: int) -> list[str]:
 
     for n in BERT_LENGTHS:
         x = make(n)
-        static = og.backend("CPU").compile(bert._opgraph(w, n))
+        static = _cpu(threads).compile(bert._opgraph(w, n))
         session = _session(bert._onnx(w, n).model(), threads)
         got, want = dynamic(x)[0], static(x)[0]
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
@@ -127,7 +150,7 @@ def bench_bert(repeat: int, threads: int) -> list[str]:
 def bench_resnet(repeat: int, threads: int) -> list[str]:
     w = resnet.Weights(False, 1000)
     batch = og.dim("batch", max=64)
-    dynamic = og.backend("CPU").compile(resnet._opgraph(w, batch, 224))  # type: ignore[arg-type]
+    dynamic = _cpu(threads).compile(resnet._opgraph(w, batch, 224))  # type: ignore[arg-type]
     rows = []
     rng = np.random.default_rng(8)
 
@@ -136,7 +159,7 @@ def bench_resnet(repeat: int, threads: int) -> list[str]:
 
     for n in RESNET_BATCHES:
         x = make(n)
-        static = og.backend("CPU").compile(resnet._opgraph(w, n, 224))
+        static = _cpu(threads).compile(resnet._opgraph(w, n, 224))
         session = _session(resnet._onnx(w, n, 224).model(), threads)
         got, want = dynamic(x)[0], static(x)[0]
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)

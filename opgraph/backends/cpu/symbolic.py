@@ -189,6 +189,12 @@ class SymbolicCpuExecutable(Executable):
         plan = self.bound_plan(self.binder.bind([t.shape for t in inputs], "input"))
         self._invoke([address(t.buffer) for t in (*inputs, *outputs)], plan)
 
+    def call_unchecked(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        """Run without validating the tensors (the binding is still taken from the input
+        shapes and checked): wrong result shapes or aliasing are undefined behavior. For
+        callers that validated once and call in a loop."""
+        self._run(outputs, inputs)
+
     def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
         """Numpy arrays in, fresh numpy arrays out (the binding from the array shapes)."""
         assert self.binder is not None

@@ -184,9 +184,13 @@ def test_disagreeing_arguments_raise_and_write_nothing(cpu):
     with pytest.raises(og.CallTypeError, match="symbol m"):
         exe.call(out, bad)
     wrong = [out[0], cpu.create_tensor(og.f32, (3,)), out[2]]
-    with pytest.raises(og.GraphError):
+    with pytest.raises(og.GraphError, match=r"output 1 has shape \[3\], result 1 has \[2\]"):
         exe.call(wrong, inputs)
     assert all(np.all(t.buffer == 7.0) for t in out)
+    exe.call_unchecked(out, inputs)  # validated above: now it runs
+    want = og.backend("INTERPRETER").compile(_elementwise())(*(t.buffer for t in inputs))
+    for got, expected in zip(out, want, strict=True):
+        assert_close(got.buffer, expected, 1e-5, 1e-6)
 
 
 def test_value_above_its_bound(cpu):
