@@ -343,10 +343,13 @@ class LoopEmitter:
         self.cost += 2
         access = self.accesses[(node.index, False)]
         read = d.load(node.element_type, self.element(access, node.level, tuple(extra)))
-        if type(table.size) is int:
+        sizes = [x for x in (table.size, *(t.size for t in node.terms)) if type(x) is not int]
+        if not sizes:
             return read
-        # a symbolic table may be empty at some binding: then no index is valid, read nothing
-        return f"({self.size_expr(table.size)} > 0 ? {read} : {d.literal(0, node.element_type)})"
+        # a symbolic table or indexed axis may be empty at some binding: then no index is
+        # valid (the check fails the run) and nothing may be read
+        nonempty = " && ".join(f"{self.size_expr(x)} > 0" for x in sizes)
+        return f"({nonempty} ? {read} : {d.literal(0, node.element_type)})"
 
     def op_expr(self, node: KNode) -> str:
         assert node.op is not None

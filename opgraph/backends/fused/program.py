@@ -160,7 +160,11 @@ class GemmStep(Step):
 
     ``panel``: when not 0, ``b`` is a constant repacked as column panels of that width (a
     ``(cols/panel, inner, panel)`` array, zero-padded), read by the generated GEMV (16) or
-    GEMM (32) kernel instead of BLAS."""
+    GEMM (32) kernel instead of BLAS.
+
+    ``grid`` (symbolic Programs only): a batch whose entries cannot be listed (a symbolic
+    batch size) as one ``(size, stride in a, stride in b, stride in out)`` per batch axis;
+    every grid position is an entry, its offsets added to ``batch``'s single entry."""
 
     a: View | None = None
     b: View | None = None
@@ -168,6 +172,7 @@ class GemmStep(Step):
     batch: tuple[tuple[Dim, Dim, Dim], ...] = ((0, 0, 0),)
     epilogue: LoopKernel | None = None
     panel: int = 0
+    grid: tuple[tuple[Dim, Dim, Dim, Dim], ...] = ()
 
     def reads(self) -> list[View]:
         assert self.a is not None and self.b is not None and self.out is not None

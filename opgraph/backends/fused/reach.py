@@ -21,13 +21,14 @@ from opgraph.core.dim import Dim, DimExpr, evaluate
 @dataclass(frozen=True)
 class Reach:
     """A view some step reads or writes; ``shifts`` are element offsets added to it (a GEMM's
-    batch entries), ``extent`` the extra elements an indexed read may add at most."""
+    listed batch entries), ``extent`` more (size, stride) axes it is read along: a gather's
+    indexed axes, or a GEMM's batch grid."""
 
     step: Step
     view: View
     size: Dim  # the buffer's element count
     shifts: tuple[Dim, ...] = (0,)
-    extent: tuple[tuple[Dim, Dim], ...] = ()  # (axis size, stride) of gathered axes
+    extent: tuple[tuple[Dim, Dim], ...] = ()  # (axis size, stride) of further axes
 
 
 def symbolic_reaches(program: Program) -> list[Reach]:
@@ -52,7 +53,8 @@ def _accesses(step: Step) -> list[Access]:
         columns: list[tuple[Dim, ...]] = [tuple(c) for c in zip(*step.batch, strict=True)]
         own = [(step.a, columns[0]), (step.b, columns[1]), (step.out, columns[2])]
         rest = [v for v in step.reads() + step.writes() if v not in (step.a, step.b, step.out)]
-        found: list[Access] = [(v, s, ()) for v, s in own]
+        grids = [tuple((g[0], g[1 + i]) for g in step.grid) for i in range(3)]
+        found: list[Access] = [(v, s, grid) for (v, s), grid in zip(own, grids, strict=True)]
         return found + [(v, (0,), ()) for v in rest]
     if isinstance(step, LoopStep):
         out: list[Access] = []
@@ -86,11 +88,11 @@ def first_outside(reaches: list[Reach], binding: Mapping[str, int]) -> Reach | N
 def _inside(reach: Reach, binding: Mapping[str, int]) -> bool:
     v = reach.view
     shape = [_int(d, binding) for d in v.shape]
-    if 0 in shape:
-        return True
+    extent = [(_int(n, binding), _int(s, binding)) for n, s in reach.extent]
+    if 0 in shape or any(n == 0 for n, _ in extent):
+        return True  # nothing is accessed (an empty batch grid, an empty gathered axis)
     low = high = _int(v.offset, binding)
-    pairs = list(zip(shape, (_int(s, binding) for s in v.strides), strict=True))
-    pairs += [(_int(n, binding), _int(s, binding)) for n, s in reach.extent]
+    pairs = list(zip(shape, (_int(s, binding) for s in v.strides), strict=True)) + extent
     for d, s in pairs:
         span = (d - 1) * s if d > 0 else 0
         low, high = low + min(span, 0), high + max(span, 0)

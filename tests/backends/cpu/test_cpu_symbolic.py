@@ -131,9 +131,28 @@ def test_cnn_with_symbolic_batch_is_native(cpu, parallel_cpu, size):
 
 
 def test_fallback_ops_name_the_steps_without_symbolic_code(cpu):
-    # a symbolic batch of products (attention over a symbolic batch) is a fallback step
-    exe = cpu.compile(_encoder())
-    assert exe.fallback_ops() == ["MatMul"]
+    n = og.dim("n", max=64)
+    a = og.parameter(og.i32, (n, 3), name="a")
+    b = og.parameter(og.i32, (3, n), name="b")
+    fn = og.Function([ops.add(ops.matmul(a, b), ops.matmul(a, b))], [a, b], name="ints")
+    exe = cpu.compile(fn)
+    assert exe.fallback_ops() == ["MatMul"]  # integer products are static-only code
+    reference = og.backend("INTERPRETER").compile(fn)
+    for rows in (1, 5):
+        arrays = [RNG.integers(-9, 9, (rows, 3), dtype=np.int32) for _ in range(1)]
+        arrays.append(RNG.integers(-9, 9, (3, rows), dtype=np.int32))
+        _compare(exe, reference, arrays)
+
+
+def test_encoder_with_symbolic_batch_and_sequence_is_native(cpu, parallel_cpu):
+    # attention multiplies over a symbolic batch of heads: a grid of GEMMs
+    fn = _encoder()
+    reference = og.backend("INTERPRETER").compile(fn)
+    for backend in (cpu, parallel_cpu):
+        exe = backend.compile(fn)
+        assert exe.fallback_ops() == []
+        for batch, seq in ((2, 5), (3, 40)):
+            _compare(exe, reference, [_random(batch, seq, 32)], 1e-3, 1e-4)
 
 
 def test_products_are_native_on_symbols(cpu, parallel_cpu):
@@ -247,6 +266,16 @@ def test_gather_and_reverse_with_symbolic_sizes(cpu):
         _compare(exe, ref, [_random(size, 4), RNG.integers(-size, size, size)])
     with pytest.raises(og.ExecutionError, match="index out of range"):
         exe(_random(3, 4), np.array([0, 1, 3], np.int64))
+
+
+def test_gather_from_an_axis_empty_at_the_binding(cpu):
+    n, m = og.dim("n", max=10), og.dim("m", max=10)
+    x = og.parameter(og.f32, (n, 3), name="x")
+    index = og.parameter(og.i64, (m,), name="index")
+    exe = cpu.compile(og.Function([ops.gather(x, index, 0)], [x, index]))
+    with pytest.raises(og.ExecutionError, match="index out of range for axis 0 of size n"):
+        exe(np.ones((0, 3), np.float32), np.array([0, 0]))  # nothing is read from x
+    assert exe(np.ones((0, 3), np.float32), np.zeros(0, np.int64))[0].shape == (0, 3)
 
 
 def test_data_dependent_nodes_are_refused(cpu):

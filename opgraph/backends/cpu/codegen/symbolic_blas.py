@@ -11,6 +11,8 @@ values (``codegen/dims.py``). Integer products and symbolic batches are fallback
 
 from __future__ import annotations
 
+import math
+
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import BLOCK, PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
@@ -38,8 +40,14 @@ class SymbolicGemmEmitter:
         rows, inner = self.a.shape
         self.sizes = f"  const long M = {d(rows)}, N = {d(self.b.shape[1])}, K = {d(inner)};"
 
+    def entries(self) -> str:
+        """The number of batch entries, a C expression (the grid's size, or the list's)."""
+        if not self.step.grid:
+            return f"{len(self.step.batch)}L"
+        return self.module.dim(math.prod(size for size, _, _, _ in self.step.grid))
+
     def emit(self) -> str:
-        nb, threads = len(self.step.batch), self.module.num_threads
+        nb, threads = self.entries(), self.module.num_threads
         lines = [f"/* {self.name}: {self.step.label.replace('*/', '* /')} */"]
         if self.step.epilogue is not None:
             label = "epilogue of " + self.name
@@ -52,19 +60,19 @@ class SymbolicGemmEmitter:
         lines += [
             f"static int {self.name}_run(void* const* T, char* A) {{",
             self.sizes,
-            "  if (M <= 0 || N <= 0) return 0;",
-            f"  long units = {nb}L * {self.name}_split(T, 0);",
+            f"  if (M <= 0 || N <= 0 || {nb} <= 0) return 0;",
+            f"  long units = {nb} * {self.name}_split(T, 0);",
         ]
         if threads > 1:
             self.module.uses_pool = True
             lines += [
-                f"  if (units > 1 && M * N * K * {nb}L >= {PARALLEL_MACS}L)",
+                f"  if (units > 1 && M * N * K * {nb} >= {PARALLEL_MACS}L)",
                 f"    return og_parallel({self.name}, T, A, units, 1L, {threads});",
             ]
         lines += [f"  return {self.name}(T, A, 0, units);", "}"]
         return "\n".join(lines)
 
-    def split_function(self, nb: int, threads: int) -> list[str]:
+    def split_function(self, nb: str, threads: int) -> list[str]:
         """``<name>_split(T, what)``: the number of blocks per batch entry (what 0), or 1 when
         blocks split columns (what 1), decided from this call's sizes as ``GemmEmitter``
         decides them from static ones."""
@@ -82,8 +90,8 @@ class SymbolicGemmEmitter:
             f"  const int by_columns = {columns};",
             "  if (what) return by_columns;",
             "  const long extent = by_columns ? N : M;",
-            f"  if ({threads} <= 1 || M * N * K * {nb}L < {PARALLEL_MACS}L) return 1;",
-            f"  if ({nb}L >= {threads}L || extent < {2 * BLOCK}L) return 1;",
+            f"  if ({threads} <= 1 || M * N * K * {nb} < {PARALLEL_MACS}L) return 1;",
+            f"  if ({nb} >= {threads}L || extent < {2 * BLOCK}L) return 1;",
             f"  long want = {per_thread} * {threads}L, most = (extent + {BLOCK - 1}L) / {BLOCK}L;",
             "  return want < most ? want : most;",
             "}",
@@ -104,9 +112,10 @@ class SymbolicGemmEmitter:
             f"  const int by_columns = (int){self.name}_split(T, 1);",
             "  for (long u_ = lo; u_ < hi; ++u_) {",
             "    long i_ = u_ / blocks, k_ = u_ % blocks;",
-            f"    const {self.c}* a = a0 + batch_[i_][0];",
-            f"    const {cb}* b = b0 + batch_[i_][1];",
-            f"    {self.c}* c = c0 + batch_[i_][2];",
+            *self.entry_offsets(),
+            f"    const {self.c}* a = a0 + oa_;",
+            f"    const {cb}* b = b0 + ob_;",
+            f"    {self.c}* c = c0 + oc_;",
             "    const long extent = by_columns ? N : M;",
             "    long first = extent * k_ / blocks, last = extent * (k_ + 1) / blocks;",
             "    if (blocks > 1 && by_columns) {",
@@ -121,6 +130,19 @@ class SymbolicGemmEmitter:
             "  return err;",
             "}",
         ]
+
+    def entry_offsets(self) -> list[str]:
+        """``oa_``, ``ob_``, ``oc_``: element offsets of batch entry ``i_`` in a, b, out."""
+        if not self.step.grid:
+            return ["    long oa_ = batch_[i_][0], ob_ = batch_[i_][1], oc_ = batch_[i_][2];"]
+        d = self.module.dim
+        lines = ["    long e_ = i_, oa_ = 0, ob_ = 0, oc_ = 0, q_;"]
+        for size, sa, sb, sc in reversed(self.step.grid):
+            lines.append(
+                f"    q_ = e_ % {d(size)}; e_ /= {d(size)}; "
+                f"oa_ += q_ * {d(sa)}; ob_ += q_ * {d(sb)}; oc_ += q_ * {d(sc)};"
+            )
+        return lines
 
     def pointers(self) -> list[str]:
         d, lines = self.module.dim, []
@@ -166,7 +188,7 @@ class SymbolicGemmEmitter:
         """Run the epilogue on the block just computed (flat indices of the output)."""
         if self.step.epilogue is None:
             return []
-        ep, base = f"{self.name}_ep", "batch_[i_][2]"
+        ep, base = f"{self.name}_ep", "oc_"
         return [
             "    if (by_columns) {",
             "      for (long r_ = 0; r_ < M; ++r_)",

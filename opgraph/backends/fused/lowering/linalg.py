@@ -20,7 +20,7 @@ from opgraph.core.dim import Dim, bounds, dim_max
 from opgraph.core.element_type import ElementType
 from opgraph.core.literals import Constant
 from opgraph.core.node import Node, Output
-from opgraph.core.shape import Shape, static_shape
+from opgraph.core.shape import DimShape, Shape, static_shape
 from opgraph.ops import elementwise, movement
 from opgraph.ops.conversion import Convert
 from opgraph.ops.linalg import Dot, MatMul
@@ -95,7 +95,7 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
     a, b = node.inputs
     out = node.outputs[0]
     assert isinstance(node.op, Dot) and node.op.reduction_axes_count is not None
-    if builder.symbolic and not _native_on_symbols(node, ()):
+    if builder.symbolic and not _native_on_symbols(node):
         builder.fallback(node)
         return
     n = node.op.reduction_axes_count
@@ -196,8 +196,7 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
     out = node.outputs[0]
     a_shape = (1, *a.shape) if a.rank == 1 else a.shape
     b_shape = (*b.shape, 1) if b.rank == 1 else b.shape
-    batch_dims = (*a_shape[:-2], *b_shape[:-2]) if math.prod(b_shape[:-2]) != 1 else ()
-    if builder.symbolic and not _native_on_symbols(node, batch_dims):
+    if builder.symbolic and not _native_on_symbols(node):
         builder.fallback(node)
         return
     target = builder.home(out)
@@ -210,6 +209,7 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
         return
     t = out.element_type
     compute = t if t in BLAS_TYPES or t.is_integral else et.f32
+    grid: tuple[tuple[Dim, Dim, Dim, Dim], ...] = ()
     if math.prod(b_shape[:-2]) == 1:
         rows = math.prod(a_shape[:-1])
         left = as_matrix(builder, builder.operand(a), rows, k, compute)
@@ -222,7 +222,10 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
         left = View(av.buffer, compute, (n, k), av.strides[-2:], av.offset)
         right = View(bv.buffer, compute, (k, m), bv.strides[-2:], bv.offset)
         rows = n
-        batched = _batch_offsets(av, bv, static_shape(batch), n * m)
+        if all(type(d) is int for d in batch):
+            batched = _batch_offsets(av, bv, static_shape(batch), n * m)
+        else:  # a symbolic batch: its entries are the positions of a grid
+            batched, grid = ((0, 0, 0),), _batch_grid(av, bv, batch, n * m)
         packed = None
     dense = View(target.buffer, t, (rows, m), (m, 1), target.offset)
     scratch = cast(Shape, (math.prod(batch) * rows, m))
@@ -230,17 +233,29 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
     result = View(result.buffer, compute, (rows, m), (m, 1), result.offset)
     step = GemmStep(builder.describe(node), (node,), left, right, result, batched)
     step.panel = packed[1] if packed and batched == ((0, 0, 0),) else 0
+    step.grid = grid
     builder.add_step(step)
     if compute is not t:
         source = View(result.buffer, compute, out.shape, target.strides, result.offset)
         builder.materialize(source, t, Convert(t), into=target)
 
 
-def _native_on_symbols(node: Node, batch: Shape) -> bool:
+def _native_on_symbols(node: Node) -> bool:
     """Whether a product in a symbolic Program is a native GEMM step: floating point (the
-    integer loops are static only) over a static batch (its entries are enumerated)."""
-    t = node.outputs[0].element_type
-    return not t.is_integral and all(type(d) is int for d in batch)
+    integer loops are static only)."""
+    return not node.outputs[0].element_type.is_integral
+
+
+def _batch_grid(
+    av: View, bv: View, batch: DimShape, block: Dim
+) -> tuple[tuple[Dim, Dim, Dim, Dim], ...]:
+    """Per batch axis: its size and the strides of a, b and the dense output in elements."""
+    sa = _batch_strides(av, cast(Shape, batch), len(av.shape))
+    sb = _batch_strides(bv, cast(Shape, batch), len(bv.shape))
+    sc: list[Dim] = []
+    for axis in range(len(batch)):
+        sc.append(math.prod(batch[axis + 1 :]) * block)
+    return tuple(zip(batch, sa, sb, sc, strict=True))
 
 
 SYMBOLIC_STEP_OPS.update({Dot, MatMul})
