@@ -15,6 +15,7 @@ import opgraph as og
 from bench.models import Case, _bias, _const
 from bench.onnx_builder import OnnxGraph
 from opgraph import ops
+from opgraph.core.dim import Dim
 
 HIDDEN, HEADS, FFN, TOKENS = 768, 12, 3072, 128
 HEAD = HIDDEN // HEADS
@@ -59,7 +60,7 @@ def _weights() -> Weights:
     )  # fmt: skip
 
 
-def _opgraph(w: Weights, tokens: og.Dim = TOKENS) -> og.Function:
+def _opgraph(w: Weights, tokens: Dim = TOKENS) -> og.Function:
     """The layer over ``tokens`` tokens (an int, or a symbolic dimension: bench/dynamic.py)."""
     x = og.parameter(og.f32, (1, tokens, HIDDEN), "hidden")
     shape = (1, tokens, HIDDEN)
