@@ -1,5 +1,6 @@
 """CPU runs Functions with symbolic dimensions: one compile serves every binding (issue 16)."""
 
+import ctypes
 import math
 import threading
 
@@ -9,6 +10,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import compiler
+from opgraph.backends.cpu.codegen.dims import DIM_HELPERS, render_dim
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.symbolic import SymbolicCpuExecutable
 from opgraph.backends.fused import pipeline
@@ -299,3 +301,25 @@ def test_arenas_grow_for_unbounded_symbols(cpu):
     for rows in (2, 500, 3, 1000, 1):
         _compare(exe, reference, [_random(rows, 8) * 0.1], 1e-4, 1e-5)
     assert exe.memory_plan({"n": 1000}).peak > exe.memory_plan({"n": 2}).peak > 0
+
+
+def test_dimension_expressions_in_c_match_python(cpu):
+    # every DimOp rendered to C agrees with Python's //, max and min, negatives included
+    n, m = og.dim("n"), og.dim("m", min=1)
+    exprs = [
+        og.core.dim.floor_div(n - 7, m),
+        og.core.dim.dim_max(n - 5, m),
+        og.core.dim.dim_min(3 - n, m),
+    ]
+    body = "\n".join(
+        f"long e{i}(void* const* T) {{ return {render_dim(e, {'n': 0, 'm': 1})}; }}"
+        for i, e in enumerate(exprs)
+    )
+    compiled = cpu.toolchain.build(f"{DIM_HELPERS}\n{body}\n", frozenset())
+    for value_n, value_m in ((0, 1), (3, 2), (4, 3), (11, 4), (1, 7), (6, 5)):
+        table = (ctypes.c_void_p * 2)(value_n or None, value_m)
+        for i, e in enumerate(exprs):
+            entry = getattr(compiled.library, f"e{i}")
+            entry.argtypes, entry.restype = [ctypes.c_void_p], ctypes.c_long
+            want = og.core.dim.evaluate(e, {"n": value_n, "m": value_m})
+            assert entry(ctypes.cast(table, ctypes.c_void_p)) == want, (e, value_n, value_m)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from opgraph.core.dim import Dim, DimExpr, DimOp, DimOpKind, Symbol
+from opgraph.core.dim import Dim, DimOp, DimOpKind, Symbol
 
 #: The helpers the rendered expressions call (only symbolic modules include them).
 DIM_HELPERS = """static inline long og_fdiv(long a, long b) {
@@ -53,18 +53,3 @@ def _atom(a: Symbol | DimOp, slots: Mapping[str, int]) -> str:
         return f"((long)T[{slots[a.name]}])"
     args = ", ".join(render_dim(x, slots) for x in a.args)
     return f"{_FUNCTIONS[a.kind]}({args})"
-
-
-def is_zero(d: Dim) -> bool:
-    """Whether ``d`` is 0 for every binding (a symbolic size may be 0 at some: not this)."""
-    return type(d) is int and d == 0
-
-
-def known_above(d: Dim, limit: int) -> bool:
-    """Whether ``d > limit`` for every binding (False when the bounds do not decide it)."""
-    if type(d) is int:
-        return d > limit
-    assert isinstance(d, DimExpr)
-    from opgraph.core.dim import bounds
-
-    return bounds(d)[0] > limit
