@@ -15,6 +15,7 @@ import opgraph as og
 from bench.models import Case, _bias, _const
 from bench.onnx_builder import OnnxGraph
 from opgraph import ops
+from opgraph.core.dim import Dim
 
 HIDDEN, HEADS, FFN, TOKENS = 768, 12, 3072, 128
 HEAD = HIDDEN // HEADS
@@ -59,16 +60,17 @@ def _weights() -> Weights:
     )  # fmt: skip
 
 
-def _opgraph(w: Weights) -> og.Function:
-    x = og.parameter(og.f32, (1, TOKENS, HIDDEN), "hidden")
-    shape = (1, TOKENS, HIDDEN)
+def _opgraph(w: Weights, tokens: Dim = TOKENS) -> og.Function:
+    """The layer over ``tokens`` tokens (an int, or a symbolic dimension: bench/dynamic.py)."""
+    x = og.parameter(og.f32, (1, tokens, HIDDEN), "hidden")
+    shape = (1, tokens, HIDDEN)
 
     def linear(v: og.Output, weight: np.ndarray, bias: np.ndarray) -> og.Output:
         out = (*v.shape[:-1], weight.shape[1])
         return ops.add(ops.matmul(v, _const(weight)), _bias(bias, out))
 
     def heads(v: og.Output, perm: tuple[int, ...]) -> og.Output:
-        return ops.transpose(ops.reshape(v, (1, TOKENS, HEADS, HEAD)), perm)
+        return ops.transpose(ops.reshape(v, (1, tokens, HEADS, HEAD)), perm)
 
     q = heads(linear(x, w.wq, w.bq), (0, 2, 1, 3))
     k = heads(linear(x, w.wk, w.bk), (0, 2, 3, 1))
@@ -85,14 +87,14 @@ def _opgraph(w: Weights) -> og.Function:
     return og.Function([out], [x], name="bert_layer")
 
 
-def _onnx(w: Weights) -> OnnxGraph:
+def _onnx(w: Weights, tokens: int = TOKENS) -> OnnxGraph:
     g = OnnxGraph("bert_layer")
-    x = g.input("hidden", (1, TOKENS, HIDDEN))
+    x = g.input("hidden", (1, tokens, HIDDEN))
 
     def linear(v: str, weight: np.ndarray, bias: np.ndarray) -> str:
         return g.op("Add", g.op("MatMul", v, g.const(weight)), g.const(bias))
 
-    split = g.const(np.array([1, TOKENS, HEADS, HEAD], np.int64))
+    split = g.const(np.array([1, tokens, HEADS, HEAD], np.int64))
 
     def heads(v: str, perm: list[int]) -> str:
         return g.op("Transpose", g.op("Reshape", v, split), perm=perm)
@@ -103,7 +105,7 @@ def _onnx(w: Weights) -> OnnxGraph:
     scale = g.const(np.array(1.0 / math.sqrt(HEAD), np.float32))
     probs = g.op("Softmax", g.op("Mul", g.op("MatMul", q, k), scale), axis=-1)
     context = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
-    merged = g.op("Reshape", context, g.const(np.array([1, TOKENS, HIDDEN], np.int64)))
+    merged = g.op("Reshape", context, g.const(np.array([1, tokens, HIDDEN], np.int64)))
     attention = linear(merged, w.wo, w.bo)
 
     def norm(v: str, gamma: np.ndarray, beta: np.ndarray) -> str:
@@ -114,7 +116,7 @@ def _onnx(w: Weights) -> OnnxGraph:
     root2, one, half = (g.const(np.array(c, np.float32)) for c in (math.sqrt(2), 1.0, 0.5))
     gelu = g.op("Mul", g.op("Mul", f, g.op("Add", g.op("Erf", g.op("Div", f, root2)), one)), half)
     out = norm(g.op("Add", linear(gelu, w.w2, w.c2), h1), w.g2, w.b2)
-    g.output(out, (1, TOKENS, HIDDEN))
+    g.output(out, (1, tokens, HIDDEN))
     return g
 
 

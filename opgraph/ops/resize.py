@@ -158,9 +158,9 @@ class Resize(Op):
                 assert one.output_shape is not None and one.scales is not None
                 shape.append(one.output_shape[0])
                 scales.append(one.scales[0])
-            elif s is not None and float(s).is_integer() and s >= 1 and n is None:
-                shape.append(d * int(s))
-                scales.append(float(s))
+            elif (factor := _factor(s)) and (n is None or n == d * factor):  # canonical
+                shape.append(d * factor)
+                scales.append(float(factor))
             elif n == d or (n is None and s == 1.0):
                 shape.append(d)
                 scales.append(1.0)
@@ -331,3 +331,8 @@ def resize(
         ``resize(x: f32[1,3,4,4], scales=(1, 1, 2, 2), mode="linear")`` is ``f32[1,3,8,8]``.
     """
     return Resize(output_shape, scales, mode, coordinate_transformation_mode, nearest_mode)(x)
+
+
+def _factor(s: float | None) -> int:
+    """``s`` as an integer scale >= 1, or 0 when it is not one."""
+    return int(s) if s is not None and float(s).is_integer() and s >= 1 else 0

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import opgraph as og
+from opgraph.backends.cpu import unavailable_reason as cpu_unavailable
 from opgraph.passes import specialize_shapes
 from opgraph.testing.compare import assert_close
 from opgraph.testing.oracle import evaluate
@@ -25,10 +26,16 @@ STATIC_ONLY = frozenset(
 )
 
 CASES = [pytest.param(r, id=r.name) for r in RECORDS]
+#: One compile per record serves both bindings on every backend that runs symbolic Functions.
+BACKENDS = [
+    "INTERPRETER",
+    pytest.param("CPU", marks=pytest.mark.skipif(bool(cpu_unavailable()), reason="no C compiler")),
+]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("record", CASES)
-def test_record_at_two_bindings(record):
+def test_record_at_two_bindings(record, backend):
     if not has_dimensions(record):
         pytest.skip("scalar inputs only: no dimension to make symbolic")
     element_type = record.element_types[0]
@@ -37,7 +44,7 @@ def test_record_at_two_bindings(record):
         assert record.name in STATIC_ONLY, f"{record.name} no longer builds symbolically"
         return
     assert record.name not in STATIC_ONLY, f"{record.name} builds symbolically now: unpin it"
-    exe = og.backend("INTERPRETER").compile(case.function)
+    exe = og.backend(backend).compile(case.function)
     rtol, atol = record.tolerance(element_type)
     for binding in case.bindings:
         args = case.arguments(element_type, binding)

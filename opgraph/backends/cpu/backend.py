@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 from opgraph.backends.cpu.codegen.bf16 import to_bf16
-from opgraph.backends.cpu.codegen.module import generate
+from opgraph.backends.cpu.codegen.module import SymbolSlots, generate
 from opgraph.backends.cpu.compiler import CompilerError, Toolchain
 from opgraph.backends.cpu.config import (
     CpuConfig,
@@ -16,9 +16,13 @@ from opgraph.backends.cpu.config import (
     default_config,
 )
 from opgraph.backends.cpu.executable import CpuExecutable
-from opgraph.backends.fused.pipeline import compile_program
+from opgraph.backends.cpu.symbolic import SymbolicCpuExecutable, arena_buffers, symbol_names
+from opgraph.backends.fused.memory import MemoryPlan
+from opgraph.backends.fused.pipeline import compile_program, compile_symbolic_program
 from opgraph.backends.fused.program import KKind, LoopStep, Program
+from opgraph.core.errors import UnsupportedOpError
 from opgraph.core.function import Function
+from opgraph.passes.specialize_shapes import is_symbolic
 from opgraph.runtime.backend import Backend, Progress
 
 log = logging.getLogger("opgraph.cpu")
@@ -53,7 +57,7 @@ class CpuBackend(Backend):
         *,
         progress: Progress | None = None,
         precision: str = "f32",
-    ) -> CpuExecutable:
+    ) -> CpuExecutable | SymbolicCpuExecutable:
         """Compile ``function``.
 
         Args:
@@ -71,8 +75,18 @@ class CpuBackend(Backend):
             UnsupportedOpError: an op has neither a CPU lowering nor a reference kernel.
             CompilerError: no C compiler (use INTERPRETER), or it failed.
             CpuConfigError: an unknown ``precision``, or one this CPU cannot run.
+            UnsupportedOpError: ``precision="bf16"`` for a Function with symbolic sizes.
         """
+        symbolic = is_symbolic(function)
+        if symbolic and precision == "bf16":
+            raise UnsupportedOpError(
+                f"CPU precision='bf16' needs static shapes; {function.name} has symbolic "
+                "dimensions: compile it with precision='f32', or specialise it first: "
+                "og.passes.specialize_shapes(fn, {'batch': 8})"
+            )
         check_precision(precision, self.config.isa)
+        if symbolic:
+            return self._compile_symbolic(function, profile, progress)
         started = time.perf_counter()
         fused = compile_program(function, self.name, self.config.optimize, self.config.num_threads)
         self._require_compiler()
@@ -98,6 +112,33 @@ class CpuBackend(Backend):
         return CpuExecutable(
             function, fused.lowered, program, fused.plan, generated, compiled, profile
         )
+
+    def _compile_symbolic(
+        self, function: Function, profile: bool, progress: Progress | None
+    ) -> SymbolicCpuExecutable:
+        """One native module for every binding of ``function``'s symbols
+        (``cpu/symbolic.py``)."""
+        started = time.perf_counter()
+        symbolic = compile_symbolic_program(
+            function, self.name, self.config.optimize, self.config.num_threads
+        )
+        self._require_compiler()
+        slots = SymbolSlots.of(symbolic.program, symbol_names(symbolic), arena_buffers(symbolic))
+        template = MemoryPlan({}, {}, 0, symbolic.lifetimes.inplace)
+        generated = generate(
+            symbolic.program, template, self.config, function.name, profile, symbolic=slots
+        )
+        compiled = self.toolchain.build(
+            generated.source, generated.needs, units=generated.units, progress=progress
+        )
+        log.info(
+            "compiled symbolic %s: %s in %.1f ms (%s)",
+            function.name,
+            describe_program(symbolic.program),
+            (time.perf_counter() - started) * 1e3,
+            "cache hit" if compiled.cache_hit else f"{len(generated.units)} C batch(es)",
+        )
+        return SymbolicCpuExecutable(function, symbolic, slots, generated, compiled, profile)
 
     def _require_compiler(self) -> None:
         problem = compiler_problem() if self._from_environment else ""

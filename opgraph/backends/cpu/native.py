@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.fused.program import Buffer, BufferKind, FallbackStep, Program
-from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View, static
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import ExecutionError, OpgraphError
 from opgraph.core.literals import Constant
@@ -59,6 +59,17 @@ class ArenaPool:
             return self.free.pop()
         except IndexError:
             return self.make()
+
+    def take_at_least(self, arena_bytes: int) -> tuple[Any, int, np.ndarray]:
+        """A slot whose arena holds ``arena_bytes`` (a symbolic program's peak differs per
+        binding: a slot too small for this call gets a larger arena, which it keeps)."""
+        slot = self.take()
+        if slot[2].size - 64 >= arena_bytes:
+            return slot
+        grown = max(arena_bytes, 2 * (slot[2].size - 64))  # a few sizes cover growing calls
+        arena = np.empty(grown + 64, np.uint8)
+        aligned = (address(arena) + 63) // 64 * 64
+        return slot[0], aligned, arena
 
     def give(self, slot: tuple[Any, int, np.ndarray]) -> None:
         self.free.append(slot)
@@ -148,9 +159,9 @@ def view_array(buffer: Buffer, view: View, base: int) -> np.ndarray:
     dtype = view.element_type.dtype
     if buffer.nbytes == 0 or view.size == 0:
         return np.zeros(view.shape, dtype)
-    raw = (ctypes.c_char * buffer.nbytes).from_address(base)
+    raw = (ctypes.c_char * static(buffer.nbytes)).from_address(base)
     flat = np.frombuffer(raw, dtype=dtype)  # type: ignore[call-overload]
     itemsize = dtype.itemsize
     return np.lib.stride_tricks.as_strided(
-        flat[view.offset :], view.shape, tuple(s * itemsize for s in view.strides)
+        flat[static(view.offset) :], view.shape, tuple(static(s) * itemsize for s in view.strides)
     )

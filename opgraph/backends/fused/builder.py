@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from opgraph.backends.fused.fusion import Group, GroupKind, Kind, Partition, classify, partition
-from opgraph.backends.fused.lowering import GATHERS, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.lowering import GATHERS, STEP_OPS, SYMBOLIC_STEP_OPS, VIEW_OPS
 from opgraph.backends.fused.program import (
     Buffer,
     BufferKind,
@@ -27,7 +27,7 @@ from opgraph.backends.fused.program import (
     Program,
     Step,
 )
-from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View, shape_size
 from opgraph.core.element_type import ElementType
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
@@ -35,6 +35,7 @@ from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.core.printing import format_node, value_names
 from opgraph.core.shape import Shape
+from opgraph.passes.specialize_shapes import is_symbolic
 
 
 class ProgramBuilder:
@@ -44,6 +45,7 @@ class ProgramBuilder:
     def __init__(self, fn: Function, threads: int = 1) -> None:
         self.fn = fn
         self.threads = threads
+        self.symbolic = is_symbolic(fn)
         self.names = value_names(fn)
         self.partition: Partition = partition(fn)
         self.buffers: list[Buffer] = []
@@ -78,7 +80,7 @@ class ProgramBuilder:
     ) -> Buffer:
         label = self.names.get(value, "") if value is not None else ""
         buffer = Buffer(
-            len(self.buffers), kind, element_type, int(np.prod(shape)), index, label, data
+            len(self.buffers), kind, element_type, shape_size(shape), index, label, data
         )
         self.buffers.append(buffer)
         return buffer
@@ -182,6 +184,9 @@ class ProgramBuilder:
 
     def step_group(self, group: Group) -> None:
         (node,) = group.nodes
+        if self.symbolic and type(node.op) not in SYMBOLIC_STEP_OPS:
+            self.fallback(node)  # no symbolic lowering yet: reference kernel, per-call shapes
+            return
         STEP_OPS[type(node.op)](self, node)
 
     def fallback_group(self, group: Group) -> None:

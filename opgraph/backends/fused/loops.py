@@ -21,8 +21,9 @@ from typing import Protocol
 from opgraph.backends.fused.dialect import Dialect
 from opgraph.backends.fused.lowering import REDUCTIONS, SCALAR_OPS
 from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.fused.views import Literal, View
+from opgraph.backends.fused.views import Literal, View, static
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim as DimValue
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpgraphError
 from opgraph.core.node import Node
@@ -37,15 +38,15 @@ class Access:
     name: str
     view: View
     level: Level
-    strides: list[int]
+    strides: list[DimValue]
     store: bool
 
 
 @dataclass
 class Dim:
-    size: int
+    size: DimValue
     inner: bool
-    strides: dict[str, int] = field(default_factory=dict)
+    strides: dict[str, DimValue] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,19 +55,29 @@ class Domain:
     vector: list[Dim]
 
     @property
-    def num_rows(self) -> int:
+    def num_rows(self) -> DimValue:
         return math.prod(d.size for d in self.rows)
 
     @property
-    def row_length(self) -> int:
+    def row_length(self) -> DimValue:
         return math.prod(d.size for d in self.vector)
 
+    @property
+    def static_rows(self) -> int:
+        """:attr:`num_rows` of a static kernel (targets without symbolic sizes)."""
+        return static(self.num_rows)
 
-def domain_strides(kernel: LoopKernel, view: View, level: Level) -> list[int]:
+    @property
+    def static_length(self) -> int:
+        """:attr:`row_length` of a static kernel (targets without symbolic sizes)."""
+        return static(self.row_length)
+
+
+def domain_strides(kernel: LoopKernel, view: View, level: Level) -> list[DimValue]:
     """Strides of ``view`` along the kernel's domain axes (reduced axes last)."""
     axes = kernel.axes
     kept = [i for i in range(len(kernel.shape)) if i not in axes]
-    inner_zeros = [0] * len(axes)
+    inner_zeros: list[DimValue] = [0] * len(axes)
     if level is Level.FULL:
         return [view.strides[p] for p in kept + list(axes)]
     if len(view.shape) == len(kept):
@@ -248,6 +259,13 @@ class LoopEmitter:
         self.accesses[(key, store)] = Access(name, view, level, strides, store)
 
     # ---------------------------------------------------------------------- indexing
+    def size_expr(self, d: DimValue) -> str:
+        """A size, stride or offset in index arithmetic (targets with symbolic sizes render
+        expressions; this base renders ints only)."""
+        if not isinstance(d, int):
+            raise OpgraphError(f"{type(self).__name__} cannot render the symbolic size {d}")
+        return f"{d}{self.index_suffix}"
+
     def element(self, a: Access, level: Level, extra: tuple[str, ...] = ()) -> str:
         """Access ``a``'s element at the current loop position (``o_<name>``: its row
         offset; ``l0, l1, …``: the inner coordinates), plus the ``extra`` offsets."""
@@ -258,8 +276,8 @@ class LoopEmitter:
             stride = dim.strides[a.name]
             if stride == 1:
                 terms.append(f"l{i}")
-            elif stride:
-                terms.append(f"l{i} * {stride}{self.index_suffix}")
+            elif not (type(stride) is int and stride == 0):
+                terms.append(f"l{i} * {self.size_expr(stride)}")
         return f"{a.name}[{' + '.join(terms)}]"
 
     # ------------------------------------------------------------------- node values
@@ -301,7 +319,11 @@ class LoopEmitter:
         wide, unsigned = d.compute_type(et.i64), d.compute_type(et.u64)
         extra = []
         for j, (arg, term) in enumerate(zip(node.args, node.terms, strict=True)):
-            size = d.literal(term.size, et.i64)
+            size = (
+                d.literal(term.size, et.i64)
+                if type(term.size) is int
+                else self.size_expr(term.size)
+            )
             g, c = f"g{node.index}_{j}", f"c{node.index}_{j}"
             out.append(f"{indent}const {wide} {g} = ({wide}){self.var(arg)};")
             out.append(f"{indent}const {wide} w{g} = {g} < 0 ? {g} + {size} : {g};")
@@ -311,16 +333,23 @@ class LoopEmitter:
             bit = check_bit(self.checks, node.source, message, self.check_limit)
             out.append(f"{indent}{d.flag(bad, 1 << bit)}")
             out.append(f"{indent}const {wide} {c} = {bad} ? 0 : w{g};")
-            if term.stride:
-                extra.append(c if term.stride == 1 else f"{c} * {term.stride}{self.index_suffix}")
+            if not (type(term.stride) is int and term.stride == 0):
+                extra.append(c if term.stride == 1 else f"{c} * {self.size_expr(term.stride)}")
         table = node.table
         if isinstance(table, Literal):
             return d.literal(table.value, table.element_type)
-        if table is None or table.size == 0 or any(t.size == 0 for t in node.terms):
+        if table is None or _zero(table.size) or any(_zero(t.size) for t in node.terms):
             return d.literal(0, node.element_type)  # every index is out of range: no read
         self.cost += 2
         access = self.accesses[(node.index, False)]
-        return d.load(node.element_type, self.element(access, node.level, tuple(extra)))
+        read = d.load(node.element_type, self.element(access, node.level, tuple(extra)))
+        sizes = [x for x in (table.size, *(t.size for t in node.terms)) if type(x) is not int]
+        if not sizes:
+            return read
+        # a symbolic table or indexed axis may be empty at some binding: then no index is
+        # valid (the check fails the run) and nothing may be read
+        nonempty = " && ".join(f"{self.size_expr(x)} > 0" for x in sizes)
+        return f"({nonempty} ? {read} : {d.literal(0, node.element_type)})"
 
     def op_expr(self, node: KNode) -> str:
         assert node.op is not None
@@ -394,6 +423,11 @@ class LoopEmitter:
             rounded = self.dialect.round_to(r.element_type, value)
             out.append(f"    const {ctype} v{r.index} = {rounded};")
             self.defined.add(r.index)
+
+
+def _zero(d: DimValue) -> bool:
+    """Whether ``d`` is 0 at every binding."""
+    return type(d) is int and d == 0
 
 
 def comment(text: str) -> str:

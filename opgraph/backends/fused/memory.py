@@ -10,9 +10,11 @@ constants, results and buffers no step writes are persistent (never planned).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opgraph.backends.fused.program import BufferKind, Program, Step
+from opgraph.core.dim import Dim
 from opgraph.passes.liveness import live_ranges
 from opgraph.passes.plan_memory import assign_offsets
 
@@ -90,8 +92,36 @@ def _producers(step: Step, writer: dict[int, Step]) -> list[Step]:
     return [writer[b] for b in reads(step) if b in writer]
 
 
-def plan_memory(program: Program) -> MemoryPlan:
-    """Schedule the steps of ``program`` (in place: :func:`schedule`) and plan its arena."""
+@dataclass(frozen=True)
+class Lifetimes:
+    """What the arena plan needs besides the byte sizes, computed once per Program: each
+    step's new and dying buffers, and the in-place pairs it allows.
+
+    ``sizes`` are byte sizes, expressions of the symbols in a symbolic Program; in-place pairs
+    of a symbolic Program are those whose sizes are equal expressions (so every binding's plan
+    shares a subset of :attr:`inplace`).
+    """
+
+    steps: tuple[Step, ...]
+    born: Mapping[Step, Sequence[int]]
+    dying: Mapping[Step, Collection[int]]
+    sizes: Mapping[int, Dim]
+    pairs: dict[Step, list[tuple[int, int]]]
+
+    @property
+    def inplace(self) -> tuple[tuple[int, int], ...]:
+        """Every (input, output) pair some binding may place in one block."""
+        found = []
+        for step in self.steps:
+            for dst, src in self.pairs[step]:
+                if dst in self.born[step] and src in self.dying[step]:
+                    found.append((src, dst))
+        return tuple(found)
+
+
+def lifetimes(program: Program) -> Lifetimes:
+    """Schedule the steps of ``program`` (in place: :func:`schedule`) and find each arena
+    buffer's interval."""
     program.steps = schedule(program)
     written = {b for step in program.steps for b in writes(step)}
     persistent = {
@@ -99,18 +129,34 @@ def plan_memory(program: Program) -> MemoryPlan:
     }
     born, dying = live_ranges(program.steps, reads, writes, persistent)
     sizes = {b: program.buffers[b].nbytes for step in program.steps for b in born[step]}
-
-    def in_place(step: Step) -> list[tuple[int, int]]:
-        return [
+    pairs = {
+        step: [
             (dst, src)
             for src, dst in step.inplace_pairs()
             if program.buffers[src].kind is BufferKind.ARENA
+            and (type(sizes.get(src)) is int or sizes.get(src) == sizes.get(dst))
         ]
+        for step in program.steps
+    }
+    return Lifetimes(tuple(program.steps), born, dying, sizes, pairs)
 
-    offsets, shared, peak = assign_offsets(program.steps, born, dying, sizes, in_place)
-    first = {b: i for i, step in enumerate(program.steps) for b in born[step]}
-    last = {b: i for i, step in enumerate(program.steps) for b in dying[step]}
+
+def place(program: Program, live: Lifetimes, sizes: dict[int, int]) -> MemoryPlan:
+    """The arena plan of ``live`` for concrete byte ``sizes`` (one binding's)."""
+    offsets, shared, peak = assign_offsets(
+        live.steps, live.born, live.dying, sizes, lambda step: live.pairs[step]
+    )
+    first = {b: i for i, step in enumerate(live.steps) for b in live.born[step]}
+    last = {b: i for i, step in enumerate(live.steps) for b in live.dying[step]}
     inplace = tuple((src, dst) for dst, src in shared.items())
     labels = {b: program.buffers[b].label for b in offsets}
     intervals = {b: (first[b], last[b]) for b in offsets}
-    return MemoryPlan(offsets, sizes, peak, inplace, labels, intervals)
+    return MemoryPlan(offsets, dict(sizes), peak, inplace, labels, intervals)
+
+
+def plan_memory(program: Program) -> MemoryPlan:
+    """Schedule the steps of ``program`` (in place: :func:`schedule`) and plan its arena
+    (static sizes)."""
+    live = lifetimes(program)
+    sizes = {b: int(n) for b, n in live.sizes.items()}
+    return place(program, live, sizes)

@@ -18,7 +18,7 @@ from opgraph.backends.fused.lowering import (
     STEP_OPS,
     VIEW_OPS,
 )
-from opgraph.backends.fused.memory import MemoryPlan, plan_memory
+from opgraph.backends.fused.memory import Lifetimes, MemoryPlan, lifetimes, plan_memory
 from opgraph.backends.fused.program import Program
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import UnsupportedOpError
@@ -55,7 +55,7 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     reference kernel, or is reported by :func:`compile_program` as unsupported.
     """
     fn = unbox_tuples(inline_calls(fn.clone()))
-    fn = apply_rewrites(decompose(fn, is_supported=is_native))
+    fn = apply_rewrites(decompose(fn, is_supported=is_native, keep_symbolic=is_symbolic(fn)))
     if optimize:
         fn = apply_rewrites(optimize_function(fn))
     return fn
@@ -94,13 +94,7 @@ class FusedProgram:
 def require_static(function: Function, backend: str) -> None:
     """Raise ``UnsupportedOpError`` when ``function`` has symbolic dimensions: the fused
     backends compile static shapes only (so far)."""
-    data = sorted({n.op.name for n in function.nodes if n.op.bound_symbols()})
-    if data:
-        raise UnsupportedOpError(
-            f"{backend} cannot run {', '.join(data)} in {function.name}: its output size is "
-            "decided by the input values at run time (a data-dependent symbol), and the "
-            f"{backend} memory plan needs sizes known before the call. Run it on INTERPRETER"
-        )
+    require_sized(function, backend)
     if not is_symbolic(function):
         return
     types = ", ".join(str(t) for t in function.parameter_types)
@@ -109,6 +103,19 @@ def require_static(function: Function, backend: str) -> None:
         "Run it on INTERPRETER, which binds symbols per call, or specialise it first: "
         "og.passes.specialize_shapes(fn, {'batch': 8})"
     )
+
+
+def require_sized(function: Function, backend: str) -> None:
+    """Raise ``UnsupportedOpError`` when a node of ``function`` decides an output size from
+    its input values (a data-dependent symbol): the fused memory plan needs every size at the
+    start of a call."""
+    data = sorted({n.op.name for n in function.nodes if n.op.bound_symbols()})
+    if data:
+        raise UnsupportedOpError(
+            f"{backend} cannot run {', '.join(data)} in {function.name}: its output size is "
+            "decided by the input values at run time (a data-dependent symbol), and the "
+            f"{backend} memory plan needs sizes known before the call. Run it on INTERPRETER"
+        )
 
 
 def compile_program(
@@ -127,12 +134,49 @@ def compile_program(
         UnsupportedOpError: an op has neither a lowering nor a reference kernel.
     """
     require_static(function, backend)
+    lowered, program = _build(function, backend, optimize, threads)
+    plan = plan_memory(program)
+    return FusedProgram(lowered, program, plan)
+
+
+@dataclass(frozen=True)
+class SymbolicProgram:
+    """What the shared pipeline hands a backend for a Function with symbolic sizes: as
+    :class:`FusedProgram`, with the arena's lifetimes in place of a plan (each binding's plan
+    is :func:`~opgraph.backends.fused.memory.place` of them, for that binding's sizes)."""
+
+    lowered: Function
+    program: Program
+    lifetimes: Lifetimes
+
+
+def compile_symbolic_program(
+    function: Function, backend: str, optimize: bool = True, threads: int = 1
+) -> SymbolicProgram:
+    """:func:`compile_program` for a Function with symbolic dimensions: sizes, strides and
+    offsets of the Program are expressions of the symbols; step ops without a symbolic lowering
+    (``SYMBOLIC_STEP_OPS``) run their reference kernels.
+
+    Raises:
+        UnsupportedOpError: a data-dependent node, or an op with neither a lowering nor a
+            reference kernel.
+    """
+    require_sized(function, backend)
+    lowered, program = _build(function, backend, optimize, threads)
+    return SymbolicProgram(lowered, program, lifetimes(program))
+
+
+def _build(
+    function: Function, backend: str, optimize: bool, threads: int
+) -> tuple[Function, Program]:
     lowered = lower(function, optimize)
     missing = sorted(
         {
             n.op.name
             for n in lowered.ops
-            if classify(n) is Kind.FALLBACK and type(n.op) not in KERNELS
+            if classify(n) is Kind.FALLBACK
+            and type(n.op) not in KERNELS
+            and not (is_symbolic(lowered) and n.op.has_decomposition())  # decomposed per call
         }
     )
     if missing:
@@ -141,5 +185,4 @@ def compile_program(
         )
     program = build_program(lowered, threads)
     fuse_epilogues(program)
-    plan = plan_memory(program)
-    return FusedProgram(lowered, program, plan)
+    return lowered, program

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from opgraph.backends.fused.views import Operand, View
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Node
 from opgraph.core.op import Op
@@ -35,13 +36,13 @@ class Buffer:
     id: int
     kind: BufferKind
     element_type: ElementType
-    size: int
+    size: Dim  # an expression of the symbols in a symbolic Program
     index: int = -1
     label: str = ""
     data: np.ndarray | None = None  # constants
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> Dim:
         return self.size * self.element_type.itemsize
 
 
@@ -84,8 +85,8 @@ class IndexTerm:
     checked against ``size``) adds ``i * stride`` elements to the table's position;
     ``what`` names the axis in the error message (``"axis 1"``)."""
 
-    size: int
-    stride: int
+    size: Dim
+    stride: Dim
     what: str
 
 
@@ -159,14 +160,19 @@ class GemmStep(Step):
 
     ``panel``: when not 0, ``b`` is a constant repacked as column panels of that width (a
     ``(cols/panel, inner, panel)`` array, zero-padded), read by the generated GEMV (16) or
-    GEMM (32) kernel instead of BLAS."""
+    GEMM (32) kernel instead of BLAS.
+
+    ``grid`` (symbolic Programs only): a batch whose entries cannot be listed (a symbolic
+    batch size) as one ``(size, stride in a, stride in b, stride in out)`` per batch axis;
+    every grid position is an entry, its offsets added to ``batch``'s single entry."""
 
     a: View | None = None
     b: View | None = None
     out: View | None = None
-    batch: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
+    batch: tuple[tuple[Dim, Dim, Dim], ...] = ((0, 0, 0),)
     epilogue: LoopKernel | None = None
     panel: int = 0
+    grid: tuple[tuple[Dim, Dim, Dim, Dim], ...] = ()
 
     def reads(self) -> list[View]:
         assert self.a is not None and self.b is not None and self.out is not None

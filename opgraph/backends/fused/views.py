@@ -10,15 +10,40 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from opgraph.core.dim import Dim, DimExpr, InconclusiveDimensionError, dim_max
 from opgraph.core.element_type import ElementType
+from opgraph.core.errors import UnsupportedOpError
 from opgraph.core.shape import Shape
 
 
-def row_major_strides(shape: Shape) -> tuple[int, ...]:
-    """Element strides of a dense row-major array of ``shape``."""
-    strides = [1] * len(shape)
+def static(d: Dim) -> int:
+    """``d`` where only static Programs get (the GPU, steps without a symbolic lowering).
+
+    Raises:
+        UnsupportedOpError: ``d`` is symbolic (a compiler bug: that code was reached).
+    """
+    if isinstance(d, int):
+        return d
+    raise UnsupportedOpError(f"the symbolic size {d} reached code that needs static sizes")
+
+
+def static_all(ds: tuple[Dim, ...] | list[Dim]) -> tuple[int, ...]:
+    """Every dimension of ``ds`` by :func:`static`."""
+    return tuple(static(d) for d in ds)
+
+
+def shape_size(shape: Shape) -> Dim:
+    """The element count of ``shape``: an int, or an expression of its symbols."""
+    return math.prod(shape)
+
+
+def row_major_strides(shape: Shape) -> tuple[Dim, ...]:
+    """Element strides of a dense row-major array of ``shape`` (expressions where the shape
+    is symbolic: ``max(d, 1)`` stays a ``max`` unless the bounds decide it)."""
+    strides: list[Dim] = [1] * len(shape)
     for axis in range(len(shape) - 2, -1, -1):
-        strides[axis] = strides[axis + 1] * max(shape[axis + 1], 1)
+        d = shape[axis + 1]
+        strides[axis] = strides[axis + 1] * (max(d, 1) if type(d) is int else dim_max(d, 1))
     return tuple(strides)
 
 
@@ -29,21 +54,21 @@ class View:
     buffer: int
     element_type: ElementType
     shape: Shape
-    strides: tuple[int, ...]
-    offset: int = 0
+    strides: tuple[Dim, ...]
+    offset: Dim = 0
 
     @staticmethod
     def dense(buffer: int, element_type: ElementType, shape: Shape) -> View:
         return View(buffer, element_type, shape, row_major_strides(shape), 0)
 
     @property
-    def size(self) -> int:
+    def size(self) -> Dim:
         return math.prod(self.shape)
 
     @property
     def is_dense(self) -> bool:
         """Row-major and gap-free (size-1 axes may have any stride)."""
-        if self.size == 0:
+        if type(self.size) is int and self.size == 0:
             return True
         expected = row_major_strides(self.shape)
         return all(
@@ -65,7 +90,7 @@ class Literal:
     shape: Shape
 
     @property
-    def size(self) -> int:
+    def size(self) -> Dim:
         return math.prod(self.shape)
 
 
@@ -84,20 +109,28 @@ def reshape(x: Operand, shape: Shape) -> Operand | None:
     """``x`` re-viewed row-major as ``shape``, or None when strides cannot express it."""
     if isinstance(x, Literal):
         return Literal(x.value, x.element_type, shape)
-    if x.size == 0 or x.is_dense:
+    if (type(x.size) is int and x.size == 0) or x.is_dense:
         return View(x.buffer, x.element_type, shape, row_major_strides(shape), x.offset)
-    strides = _nocopy_strides(
-        [(d, s) for d, s in zip(x.shape, x.strides, strict=True) if d != 1], shape
-    )
+    if any(isinstance(d, DimExpr) for d in (*x.shape, *shape)):
+        try:  # symbolic: split/merge only where the bounds decide every comparison
+            strides = _nocopy_strides(
+                [(d, s) for d, s in zip(x.shape, x.strides, strict=True) if d != 1], shape
+            )
+        except (InconclusiveDimensionError, IndexError):
+            return None
+    else:
+        strides = _nocopy_strides(
+            [(d, s) for d, s in zip(x.shape, x.strides, strict=True) if d != 1], shape
+        )
     if strides is None:
         return None
     return View(x.buffer, x.element_type, shape, strides, x.offset)
 
 
-def _nocopy_strides(old: list[tuple[int, int]], new: Shape) -> tuple[int, ...] | None:
+def _nocopy_strides(old: list[tuple[Dim, Dim]], new: Shape) -> tuple[Dim, ...] | None:
     """numpy's ``_attempt_nocopy_reshape``: split/merge groups of old axes that are
     contiguous relative to each other."""
-    result = [0] * len(new)
+    result: list[Dim] = [0] * len(new)
     oi = ni = 0
     while oi < len(old) and ni < len(new):
         oj, nj = oi + 1, ni + 1

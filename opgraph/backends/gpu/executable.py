@@ -21,7 +21,7 @@ import numpy as np
 from opgraph.backends.fused.loops import Check
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.program import BufferKind, FallbackStep, Program, Step
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static
 from opgraph.backends.gpu.cuda.kernel import CudaKernel
 from opgraph.backends.gpu.device import DeviceBuffer, DeviceRuntime
 from opgraph.backends.gpu.host import REFERENCE_STEPS, run_host_step
@@ -313,7 +313,8 @@ class _CallState:
 
     # ------------------------------------------------------------- the Call protocol
     def device_ptr(self, view: View, extra: int = 0) -> int:
-        return self.device[view.buffer] + (view.offset + extra) * view.element_type.itemsize
+        offset = static(view.offset) + extra
+        return self.device[view.buffer] + offset * view.element_type.itemsize
 
     def launch(self, kernel: CudaKernel, pointers: dict[str, int] | None = None) -> None:
         given = pointers or {}
@@ -342,12 +343,12 @@ class _CallState:
             view.element_type.dtype,
             buffer=backing,
             offset=offset + view.offset * item,
-            strides=tuple(s * item for s in view.strides),
+            strides=tuple(static(s) * item for s in view.strides),
         )
 
     def transfer(self, transfer: Transfer) -> None:
         b = transfer.buffer
-        nbytes = self.exe.compiled.program.buffers[b].nbytes
+        nbytes = static(self.exe.compiled.program.buffers[b].nbytes)
         if transfer.target is Side.DEVICE:
             self.runtime.upload(self.host_bytes(b, nbytes), self.device[b], self.stream)
         else:

@@ -29,6 +29,7 @@ import numpy as np
 
 import opgraph.backends.gpu.interpret as interpret
 from opgraph.backends.fused.program import LoopKernel
+from opgraph.backends.fused.views import static_all
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, Im2Col, IntGemm, Pool
 from opgraph.backends.gpu.device import Strided, TransferStats, cuda_array_interface
 from opgraph.core import element_type
@@ -223,7 +224,9 @@ class FakeDevice:
             raise FakeDeviceError(f"bad launch of {kernel.name}: {len(args)} args, grid {grid}")
         self.launches.append((kernel.name, grid, kernel.block))
         arrays = {
-            p.name: self.view(Strided(ptr, p.view.element_type, p.view.shape, p.view.strides))
+            p.name: self.view(
+                Strided(ptr, p.view.element_type, p.view.shape, static_all(p.view.strides))
+            )
             for p, ptr in zip(kernel.params, args, strict=False)
         }
         try:

@@ -24,7 +24,7 @@ from opgraph.backends.fused.program import (
     ScanStep,
     Step,
 )
-from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View, static
 from opgraph.backends.gpu.cuda.kernel import IntGemm
 from opgraph.backends.gpu.steps import direct, im2col_spec, pool_spec
 from opgraph.core import element_type as et
@@ -120,9 +120,9 @@ def _gemm(step: GemmStep, resolve: Resolve) -> None:
     assert a is not None and b is not None and c is not None
     for da, db, dc in step.batch:
         left, right, out = (
-            resolve(_shifted(a, da)),
-            resolve(_shifted(b, db)),
-            resolve(_shifted(c, dc)),
+            resolve(_shifted(a, static(da))),
+            resolve(_shifted(b, static(db))),
+            resolve(_shifted(c, static(dc))),
         )
         if c.element_type in (et.f32, et.f64):
             interpret.matmul(left, right, out)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.fused.views import Literal, View
+from opgraph.backends.fused.views import Literal, View, static
 from opgraph.backends.gpu.cuda.kernel import Im2Col, IntGemm, Pool
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import ExecutionError
@@ -81,10 +81,11 @@ def _gather(
     """A GATHER node: indices wrapped and checked (the generated kernel's messages), then the
     table read at them (its view with one more axis per indexed axis of the data)."""
     positions = []
-    for arg, term in zip(node.args, node.terms, strict=True):
+    sizes = [static(term.size) for term in node.terms]
+    for arg, term, size in zip(node.args, node.terms, sizes, strict=True):
         index = np.broadcast_to(values[arg], shape).astype(np.int64)
-        wrapped = np.where(index < 0, index + term.size, index)
-        if np.any((wrapped < 0) | (wrapped >= term.size)):
+        wrapped = np.where(index < 0, index + size, index)
+        if np.any((wrapped < 0) | (wrapped >= size)):
             raise ExecutionError(
                 f"index out of range for {term.what} of size {term.size} "
                 f"(valid: -{term.size}..{term.size - 1})"
@@ -98,8 +99,8 @@ def _gather(
     base = arrays[f"p{node.index}"].reshape(shape)  # adds unit axes at most: a view
     wide = np.lib.stride_tricks.as_strided(
         base,
-        shape + tuple(t.size for t in node.terms),
-        base.strides + tuple(t.stride * base.itemsize for t in node.terms),
+        shape + tuple(sizes),
+        base.strides + tuple(static(t.stride) * base.itemsize for t in node.terms),
         writeable=False,
     )
     return np.array(wide[(*np.indices(shape, sparse=True), *positions)], dtype)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opgraph.backends.fused.program import BufferKind, FallbackStep, LoopStep, Program, Step
+from opgraph.backends.fused.views import static
 
 
 class Side(enum.Enum):
@@ -186,7 +187,7 @@ def describe(program: Program, placement: Placement) -> str:
     for i, placed in enumerate(placement.steps):
         step = placed.step
         if isinstance(step, Transfer):
-            nbytes = program.buffers[step.buffer].nbytes
+            nbytes = static(program.buffers[step.buffer].nbytes)
             moved += nbytes
             lines.append(f"{i:4d}  {step.direction:<6}  transfer {step.label} ({nbytes} bytes)")
             continue

@@ -22,7 +22,7 @@ from opgraph.backends.fused.program import (
     PoolStep,
     Step,
 )
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static, static_all
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, Im2Col, Pool
 from opgraph.backends.gpu.cuda.loops import CudaLoopEmitter
 from opgraph.backends.gpu.cuda.windows import im2col_kernel, int_gemm_kernel, pool_kernel
@@ -127,13 +127,14 @@ class DeviceGemm:
         if self.int_kernel is not None:
             for da, db, dc in self.step.batch:
                 pointers = {
-                    "p0": call.device_ptr(a, da),
-                    "p1": call.device_ptr(b, db),
-                    "q0": call.device_ptr(c, dc),
+                    "p0": call.device_ptr(a, static(da)),
+                    "p1": call.device_ptr(b, static(db)),
+                    "q0": call.device_ptr(c, static(dc)),
                 }
                 call.launch(self.int_kernel, pointers)
         else:
-            for sa, sb, sc in _gemm_operands(call, a, b, c, self.step.batch):
+            batch = tuple((static(x), static(y), static(z)) for x, y, z in self.step.batch)
+            for sa, sb, sc in _gemm_operands(call, a, b, c, batch):
                 call.runtime.gemm(sa, sb, sc, call.stream)
         if self.epilogue is not None:
             call.launch(self.epilogue)
@@ -151,15 +152,18 @@ def _gemm_operands(
 
         def batched(v: View, s: int) -> Strided:
             return Strided(
-                call.device_ptr(v), v.element_type, (len(batch), *v.shape), (s, *v.strides)
+                call.device_ptr(v),
+                v.element_type,
+                (len(batch), *v.shape),
+                (s, *static_all(v.strides)),
             )
 
         return [(batched(a, step[0]), batched(b, step[1]), batched(c, step[2]))]
     return [
         (
-            Strided(call.device_ptr(a, da), a.element_type, a.shape, a.strides),
-            Strided(call.device_ptr(b, db), b.element_type, b.shape, b.strides),
-            Strided(call.device_ptr(c, dc), c.element_type, c.shape, c.strides),
+            Strided(call.device_ptr(a, da), a.element_type, a.shape, static_all(a.strides)),
+            Strided(call.device_ptr(b, db), b.element_type, b.shape, static_all(b.strides)),
+            Strided(call.device_ptr(c, dc), c.element_type, c.shape, static_all(c.strides)),
         )
         for da, db, dc in batch
     ]
@@ -200,13 +204,16 @@ class DeviceConv:
             call.launch(self.im2col, {"q0": patches.ptr})
             source, strides = patches.ptr, (g * k * p, p, 1)
         else:  # 1x1, stride 1, unpadded: the image rows are the patch rows
-            source, strides = call.device_ptr(s.x), (s.x.strides[0], s.x.strides[1], 1)
+            xs = static_all(s.x.strides)
+            source, strides = call.device_ptr(s.x), (xs[0], xs[1], 1)
         og = o // g
         out = call.device_ptr(s.out)
         wide = (p, n * p, 1) if s.wide else (o * p, p, 1)
         for grp in range(g):
             a = Strided(call.device_ptr(s.w, grp * og * k), t, (n, og, k), (0, k, 1))
-            b_offset = grp * (k * p if self.im2col is not None else (c // g) * s.x.strides[1])
+            b_offset = grp * (
+                k * p if self.im2col is not None else (c // g) * static(s.x.strides[1])
+            )
             b = Strided(source + b_offset * item, t, (n, k, p), strides)
             c_offset = grp * og * (n * p if s.wide else p)
             call.runtime.gemm(

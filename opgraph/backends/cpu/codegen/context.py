@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.fused.loops import Check as Check  # re-exported for the kernels
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
+
+
+def static_dim(d: Dim) -> str:
+    """A static dimension as a C ``long`` literal."""
+    if not isinstance(d, int):
+        raise TypeError(f"a static module has no symbolic dimension, got {d}")
+    return f"{d}L"
 
 
 @dataclass
@@ -19,6 +27,10 @@ class ModuleContext:
         base: the C expression of a buffer's first byte (``char*``), by buffer id.
         num_threads: threads of parallel regions.
         parallel_threshold: work below which a step runs serially.
+        dim: a dimension (size, stride, offset in elements) as a C ``long`` expression;
+            static modules have only ints (``768L``); a symbolic module's renders its
+            expressions over the call's symbol values (``codegen/dims.py``).
+        symbolic: whether the module's sizes may be expressions.
     """
 
     base: Callable[[int], str]
@@ -28,10 +40,15 @@ class ModuleContext:
     math: set[tuple[str, ElementType]] = field(default_factory=set)
     uses_pool: bool = False
     stream_bytes: int = 0  # results at least this large are written with streaming stores
-    sizes: dict[int, int] = field(default_factory=dict)  # result buffers: bytes
+    sizes: dict[int, Dim] = field(default_factory=dict)  # result buffers: bytes
+    dim: Callable[[Dim], str] = static_dim
+    symbolic: bool = False
 
     def streamable(self, buffer: int) -> bool:
-        return bool(self.stream_bytes) and self.sizes.get(buffer, 0) >= self.stream_bytes
+        size = self.sizes.get(buffer, 0)
+        if type(size) is not int:  # symbolic: streaming only pays for large results
+            return False
+        return bool(self.stream_bytes) and size >= self.stream_bytes
 
     uses_blas: bool = False
 

@@ -17,7 +17,9 @@ from opgraph.backends.cpu.codegen.context import ModuleContext
 from opgraph.backends.fused.loops import Check, LoopEmitter, comment
 from opgraph.backends.fused.lowering import REDUCTIONS
 from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
+from opgraph.backends.fused.views import static
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 
 STREAM_BLOCK = 512  # elements computed into a stack buffer before they are streamed out
 #: Elements per block of a pairwise sum: the vectorized loop sums a block in its lanes (32 or
@@ -52,7 +54,8 @@ class CLoopEmitter(LoopEmitter):
             const = "" if a.store else "const "
             base = self.module.base(a.view.buffer)
             lines.append(
-                f"  {const}{t}* restrict {a.name} = ({const}{t}*)({base}) + {a.view.offset}L;"
+                f"  {const}{t}* restrict {a.name} = ({const}{t}*)({base})"
+                f" + {self.size_expr(a.view.offset)};"
             )
         return lines
 
@@ -62,11 +65,16 @@ class CLoopEmitter(LoopEmitter):
         lines = [f"    long t_ = {row};"]
         names = []
         for i, dim in reversed(list(enumerate(self.domain.rows))):
-            lines.append(f"    long x{i} = t_ % {dim.size}L; t_ /= {dim.size}L;")
+            size = self.size_expr(dim.size)
+            lines.append(f"    long x{i} = t_ % {size}; t_ /= {size};")
             names.append((i, dim))
         lines.append("    (void)t_;")
         for a in self.accesses.values():
-            terms = [f"x{i} * {d.strides[a.name]}L" for i, d in names if d.strides[a.name]]
+            terms = [
+                f"x{i} * {self.size_expr(d.strides[a.name])}"
+                for i, d in names
+                if not _zero(d.strides[a.name])
+            ]
             lines.append(f"    long o_{a.name} = {' + '.join(terms) or '0'};")
         return lines
 
@@ -107,21 +115,21 @@ class CLoopEmitter(LoopEmitter):
         for i, dim in enumerate(dims):
             first = "0"
             if i == len(dims) - 1:
-                if block and dim.size > block:
-                    out.append(f"{indent}for (long b_ = 0; b_ < {dim.size}L; b_ += {block}L) {{")
+                size = self.size_expr(dim.size)
+                if block and (type(dim.size) is not int or dim.size > block):
+                    out.append(f"{indent}for (long b_ = 0; b_ < {size}; b_ += {block}L) {{")
                     closers.append(f"{indent}}}")
                     indent += "  "
                     out.append(
-                        f"{indent}long e_ = b_ + {block}L < {dim.size}L ? b_ + {block}L"
-                        f" : {dim.size}L;"
+                        f"{indent}long e_ = b_ + {block}L < {size} ? b_ + {block}L : {size};"
                     )
                     first, last = "b_", "e_"
                 else:
-                    last = f"{dim.size}L"
+                    last = size
                 out.extend(f"{indent}{line}" for line in enter or [])
                 out.append(f"{indent}#pragma omp simd")
             else:
-                last = f"{dim.size}L"
+                last = self.size_expr(dim.size)
             out.append(f"{indent}for (long l{i} = {first}; l{i} < {last}; ++l{i}) {{")
             closers.append(f"{indent}}}")
             indent += "  "
@@ -164,11 +172,12 @@ class CLoopEmitter(LoopEmitter):
                 body.append(f"      {self.element(access, Level.FULL)} = {value};")
         pragma = " reduction(|:err)" if self.checks else ""
         if stream:
-            return self.streamed_loop(length, body, pragma, hoisted)
+            return self.streamed_loop(static(length), body, pragma, hoisted)
+        size = self.size_expr(length)
         out = [
-            f"  long r_ = begin / {length}L, i_ = begin - r_ * {length}L;",
+            f"  long r_ = begin / {size}, i_ = begin - r_ * {size};",
             "  while (begin < end) {",
-            f"    long n_ = {length}L - i_;",
+            f"    long n_ = {size} - i_;",
             "    if (n_ > end - begin) n_ = end - begin;",
             *self.row_offsets("r_"),
             *hoisted,
@@ -263,7 +272,8 @@ class CLoopEmitter(LoopEmitter):
         self.define_outer_for(body_nodes, self.lines)
         clauses = self.declare_accumulators(reductions)
         pairwise = [r for r in reductions if rule_pairwise(r)]
-        cascade = bool(pairwise) and self.domain.row_length > PAIRWISE_BLOCK
+        length = self.domain.row_length
+        cascade = bool(pairwise) and (type(length) is not int or length > PAIRWISE_BLOCK)
         phase = f"_{pairwise[0].index}" if pairwise else ""
         if cascade:
             self.lines.append(
@@ -334,12 +344,17 @@ class CLoopEmitter(LoopEmitter):
     # --------------------------------------------------------------------- driver
     def work(self) -> tuple[int, int]:
         """(units the driver splits, estimated cost of the whole kernel)."""
-        rows, length = self.domain.num_rows, self.domain.row_length
+        rows, length = self.domain.static_rows, self.domain.static_length
         total = rows if self.kernel.axes else rows * length
         return total, rows * length * max(self.cost, 1)
 
+    def size_expr(self, d: Dim) -> str:
+        return self.module.dim(d)
+
     def driver(self) -> str:
         """``<name>_run``: the whole range, split between threads when the work is large."""
+        if self.module.symbolic:
+            return self.symbolic_driver()
         total, cost = self.work()
         lines = [f"static int {self.name}_run(void* const* T, char* A) {{"]
         threads = self.module.num_threads
@@ -354,6 +369,36 @@ class CLoopEmitter(LoopEmitter):
             lines.append(f"  return {self.name}(T, A, 0, {total}L);")
         lines.append("}")
         return "\n".join(lines)
+
+    def symbolic_driver(self) -> str:
+        """The driver of a kernel with symbolic sizes: the split is decided per call, as
+        :meth:`driver` decides it at compile time."""
+        rows, length = self.domain.num_rows, self.domain.row_length
+        total = rows if self.kernel.axes else rows * length
+        unit = (length if self.kernel.axes else 1) * max(self.cost, 1)
+        threads = self.module.num_threads
+        lines = [
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            f"  long total_ = {self.size_expr(total)};",
+            "  if (total_ <= 0) return 0;",
+        ]
+        if threads > 1:
+            threshold = self.module.parallel_threshold
+            lines += [
+                f"  long unit_ = {self.size_expr(unit)};",
+                f"  if (total_ >= 2 && total_ * unit_ >= {threshold}L) {{",
+                f"    long grain_ = {threshold}L / (2 * unit_);",
+                f"    return og_parallel({self.name}, T, A, total_, grain_ > 0 ? grain_ : 1L,"
+                f" {threads});",
+                "  }",
+            ]
+            self.module.uses_pool = True
+        lines += [f"  return {self.name}(T, A, 0, total_);", "}"]
+        return "\n".join(lines)
+
+
+def _zero(d: Dim) -> bool:
+    return type(d) is int and d == 0
 
 
 def rule_pairwise(node: KNode) -> bool:

@@ -9,6 +9,7 @@ With profiling, ``prof[step]`` accumulates each step's seconds.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,15 @@ from opgraph.backends.cpu.codegen import bf16, dialect, kernels, runtime, select
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.depthwise import DirectConvEmitter
+from opgraph.backends.cpu.codegen.dims import DIM_HELPERS, render_dim
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.scan import ScanEmitter
+from opgraph.backends.cpu.codegen.symbolic_blas import SymbolicGemmEmitter
+from opgraph.backends.cpu.codegen.symbolic_windows import (
+    SymbolicConvEmitter,
+    SymbolicPoolEmitter,
+    SymbolicWinogradEmitter,
+)
 from opgraph.backends.cpu.codegen.windows import ConvEmitter, PoolEmitter
 from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
 from opgraph.backends.cpu.config import CpuConfig
@@ -88,18 +96,52 @@ def table_slots(program: Program) -> dict[int, int]:
     return slots
 
 
+@dataclass(frozen=True)
+class SymbolSlots:
+    """Where a symbolic module reads what a call decides, in ``T`` after the results: each
+    symbol's value, then each arena buffer's byte offset (the binding's memory plan)."""
+
+    symbols: dict[str, int]
+    offsets: dict[int, int]
+
+    @staticmethod
+    def of(program: Program, symbols: list[str], arena: list[int]) -> SymbolSlots:
+        first = len(table_slots(program))
+        return SymbolSlots(
+            {s: first + i for i, s in enumerate(symbols)},
+            {b: first + len(symbols) + i for i, b in enumerate(arena)},
+        )
+
+    @property
+    def size(self) -> int:
+        """Entries of ``T`` these slots need beyond the buffers'."""
+        return len(self.symbols) + len(self.offsets)
+
+
 def generate(
-    program: Program, plan: MemoryPlan, config: CpuConfig, name: str, profile: bool = False
+    program: Program,
+    plan: MemoryPlan,
+    config: CpuConfig,
+    name: str,
+    profile: bool = False,
+    symbolic: SymbolSlots | None = None,
 ) -> GeneratedModule:
-    """The C source of ``program`` laid out by ``plan``."""
+    """The C source of ``program`` laid out by ``plan``; a symbolic program (``symbolic``
+    given) reads its sizes and arena offsets from ``T`` instead (``plan`` then gives only the
+    in-place pairs any binding may use)."""
     slots = table_slots(program)
 
     def base(buffer: int) -> str:
         if buffer in slots:
             return f"(char*)T[{slots[buffer]}]"
+        if symbolic is not None:
+            return f"(A + (long)T[{symbolic.offsets[buffer]}])"
         return f"(A + {plan.offsets.get(buffer, 0)}L)"
 
     module = ModuleContext(base, config.num_threads, config.parallel_threshold)
+    if symbolic is not None:
+        module.symbolic = True
+        module.dim = functools.partial(render_dim, slots=symbolic.symbols)
     module.stream_bytes = STREAM_BYTES
     module.sizes = {b.id: b.nbytes for b in program.buffers if b.kind is BufferKind.RESULT}
     inplace = {b for pair in plan.inplace for b in pair}
@@ -163,25 +205,30 @@ def _loop(step: LoopStep, i: int, module: ModuleContext) -> Emitted:
 
 def _gemm(step: GemmStep, i: int, module: ModuleContext) -> Emitted:
     checks: list[Check] = []
-    text = GemmEmitter(step, f"g{i}", module, checks).emit()
+    emitter = SymbolicGemmEmitter if module.symbolic else GemmEmitter
+    text = emitter(step, f"g{i}", module, checks).emit()
     return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
 
 
 def _conv(step: ConvStep, i: int, module: ModuleContext) -> Emitted:
     checks: list[Check] = []
     emitter = DirectConvEmitter if step.direct else ConvEmitter
+    if module.symbolic:
+        emitter = SymbolicConvEmitter  # never direct: those fall back (lowering/convolution.py)
     text = emitter(step, f"g{i}", module, checks).emit()
     return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
 
 
 def _winograd(step: WinogradStep, i: int, module: ModuleContext) -> Emitted:
     checks: list[Check] = []
-    text = WinogradEmitter(step, f"g{i}", module, checks).emit()
+    emitter = SymbolicWinogradEmitter if module.symbolic else WinogradEmitter
+    text = emitter(step, f"g{i}", module, checks).emit()
     return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
 
 
 def _pool(step: PoolStep, i: int, module: ModuleContext) -> Emitted:
-    return PoolEmitter(step, f"w{i}", module).emit(), f"w{i}_run(T, A);", ()
+    emitter = SymbolicPoolEmitter if module.symbolic else PoolEmitter
+    return emitter(step, f"w{i}", module).emit(), f"w{i}_run(T, A);", ()
 
 
 def _scan(step: ScanStep, i: int, module: ModuleContext) -> Emitted:
@@ -240,6 +287,8 @@ def _assemble(
     if module.uses_blas:
         head.append(PROTOTYPES)
     head.append(dialect.simd_declarations(module.math))
+    if module.symbolic:
+        head.append(DIM_HELPERS)
     head.append(dialect.HELPERS["bf16"]())
     helpers = list(module.helpers)
     own = [h for h in helpers if h not in kernels.LIBRARY_HELPERS]

@@ -23,7 +23,7 @@ LONG_WINDOW = 64
 def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
     t = dialect.storage_type(view.element_type)
     q = "const " if const else ""
-    return f"  {q}{t}* {name} = ({q}{t}*)({module.base(view.buffer)}) + {view.offset}L;"
+    return f"  {q}{t}* {name} = ({q}{t}*)({module.base(view.buffer)}) + {module.dim(view.offset)};"
 
 
 def _driver(name: str, units: int, parallel: bool, threads: int, module: ModuleContext) -> str:
@@ -315,11 +315,14 @@ class PoolEmitter:
             "  }",
             "  return 0;",
             "}",
-            _driver(
-                self.name, n * c, work >= PARALLEL_MACS // 4, self.module.num_threads, self.module
-            ),
+            self.driver(n * c, work),
         ]
         return "\n".join(lines)
+
+    def driver(self, units: int, work: int) -> str:
+        """``<name>_run``: ``units`` planes, split between threads when ``work`` is large."""
+        parallel = work >= PARALLEL_MACS // 4
+        return _driver(self.name, units, parallel, self.module.num_threads, self.module)
 
     def window(self) -> list[str]:
         """Output row ``i``: a row of accumulators, updated tap by tap with a vector loop over

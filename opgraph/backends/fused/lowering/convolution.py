@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from opgraph.backends.fused import views
-from opgraph.backends.fused.lowering.registry import STEP_OPS
+from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.program import BufferKind, ConvStep, PoolStep, WinogradStep
 from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim, bounds
 from opgraph.core.element_type import ElementType
 from opgraph.core.literals import Constant
 from opgraph.core.node import Node
@@ -70,11 +71,14 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
     if x.rank not in (3, 4) or any(d != 1 for d in op.data_dilations or ()):
         builder.fallback(node)
         return
+    if builder.symbolic and (not _batch_only(node) or _direct_node(node)):
+        builder.fallback(node)  # (the direct plan sizes its blocks from the batch)
+        return
     target = builder.home(out)
     if out.tensor_type.size == 0:
         return
     compute = t if t in (et.f32, et.f64) else et.f32
-    data = _as_2d(builder.operand(x), builder, compute)
+    data = _static_layout(builder, _as_2d(builder.operand(x), builder, compute))
     filters = _as_2d(builder.operand(w), builder, compute)
     o, cg, kh, kw = filters.shape
     matrix = views.reshape(filters, (o, cg * kh * kw))
@@ -245,6 +249,7 @@ def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> boo
         return False
     th, tw = -(-oh // 2), -(-ow // 2)
     rows = max(1, min(th, -(-WINOGRAD_BLOCK // tw)))
+    n = least_batch(n)  # a symbolic batch: blocks sized for its smallest value
     if n * -(-th // rows) < 2 * builder.threads:
         rows = max(1, -(-th // max(1, -(-2 * builder.threads // n))))
     units = n * -(-th // rows)
@@ -289,8 +294,9 @@ def _conv_step(
     # least MIN_COLUMNS pixels, then fewer if the blocks would not feed every thread.
     fit = PATCH_BYTES // max(1, k * ow * itemsize)
     rows = max(1, min(oh, max(fit, -(-MIN_COLUMNS // ow))))
-    if n * op.groups * -(-oh // rows) < 2 * threads:
-        rows = max(1, min(rows, math.ceil(oh / max(1, -(-2 * threads // (n * op.groups))))))
+    least = least_batch(n)  # a symbolic batch: blocks sized for its smallest value
+    if least * op.groups * -(-oh // rows) < 2 * threads:
+        rows = max(1, min(rows, math.ceil(oh / max(1, -(-2 * threads // (least * op.groups))))))
     scratch: View | None = None
     if direct:
         rows = 1
@@ -331,7 +337,7 @@ def _pool(builder: ProgramBuilder, node: Node, maximum: bool) -> None:
     assert isinstance(op, AvgPool | MaxPool)
     x = node.inputs[0]
     out = node.outputs[0]
-    if x.rank not in (3, 4):
+    if x.rank not in (3, 4) or (builder.symbolic and not _batch_only(node)):
         builder.fallback(node)
         return
     target = builder.home(out)
@@ -340,7 +346,7 @@ def _pool(builder: ProgramBuilder, node: Node, maximum: bool) -> None:
     data = builder.operand(x)
     if isinstance(data, Literal):
         data = builder.materialize(data)
-    data = _as_2d(data, builder, data.element_type)
+    data = _static_layout(builder, _as_2d(data, builder, data.element_type))
     one_d = x.rank == 3
     window = (1, op.window_shape[0]) if one_d else tuple(op.window_shape)
     strides = (1, op.strides[0]) if one_d and op.strides else _pair(op.strides, 1)
@@ -374,3 +380,43 @@ def _pool(builder: ProgramBuilder, node: Node, maximum: bool) -> None:
 
 STEP_OPS.add(MaxPool, lambda builder, node: _pool(builder, node, True))
 STEP_OPS.add(AvgPool, lambda builder, node: _pool(builder, node, False))
+
+
+def _batch_only(node: Node) -> bool:
+    """Whether the only symbolic size of a windowed node is its batch (axis 0 of the data
+    and the result): what the targets' convolution and pooling steps take symbolically."""
+    types = [x.tensor_type for x in node.inputs[:1]] + [node.outputs[0].tensor_type]
+    types += [x.tensor_type for x in node.inputs[1:]]
+    for i, t in enumerate(types):
+        rest = t.shape if i >= 2 else t.shape[1:]
+        if any(type(d) is not int for d in rest):
+            return False
+    return True
+
+
+def _static_layout(builder: ProgramBuilder, data: View) -> View:
+    """``data``, copied densely when a stride or its offset is symbolic (the windowed
+    kernels index images with static strides; a dense batch-first copy has them)."""
+    if all(type(d) is int for d in (*data.strides, data.offset)):
+        return data
+    return builder.materialize(data)
+
+
+def _direct_node(node: Node) -> bool:
+    """Whether the convolution ``node`` would be a direct step."""
+    op = node.op
+    assert isinstance(op, Convolution)
+    w, out = node.inputs[1], node.outputs[0]
+    kernel = (1, w.shape[2]) if w.rank == 3 else (w.shape[2], w.shape[3])
+    pixels = math.prod(out.shape[2:])
+    return _direct(op.groups, w.shape[1], kernel, pixels)
+
+
+def least_batch(n: Dim) -> int:
+    """A static batch, or a symbolic one's smallest value that has work (at least 1)."""
+    if type(n) is int:
+        return n
+    return max(1, int(bounds(n)[0]))
+
+
+SYMBOLIC_STEP_OPS.update({Convolution, MaxPool, AvgPool})

@@ -26,6 +26,7 @@ from opgraph.backends.fused.lowering.registry import GATHERS, REWRITES, IndexedR
 from opgraph.backends.fused.program import IndexTerm
 from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.literals import constant
 from opgraph.core.node import Node, Output
 from opgraph.core.shape import Shape
@@ -36,14 +37,14 @@ from opgraph.ops.indexing import Gather, GatherElements, GatherND, OneHot
 from opgraph.ops.movement import broadcast
 
 
-def _restrided(x: Operand, shape: Shape, strides: tuple[int, ...], offset: int = 0) -> Operand:
+def _restrided(x: Operand, shape: Shape, strides: tuple[Dim, ...], offset: Dim = 0) -> Operand:
     """``x``'s elements seen as ``shape`` through ``strides`` (a literal stays uniform)."""
     if isinstance(x, Literal):
         return Literal(x.value, x.element_type, shape)
     return View(x.buffer, x.element_type, shape, strides, x.offset + offset)
 
 
-def _strides(x: Operand) -> tuple[int, ...]:
+def _strides(x: Operand) -> tuple[Dim, ...]:
     return x.strides if isinstance(x, View) else (0,) * len(x.shape)
 
 

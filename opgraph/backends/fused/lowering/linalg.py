@@ -6,20 +6,21 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from opgraph.backends.fused import views
-from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS
+from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.program import BufferKind, GemmStep
-from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View, static
 from opgraph.builders.broadcasting import numpy_broadcast_shape
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim, bounds, dim_max
 from opgraph.core.element_type import ElementType
 from opgraph.core.literals import Constant
 from opgraph.core.node import Node, Output
-from opgraph.core.shape import Shape, static_shape
+from opgraph.core.shape import DimShape, Shape, static_shape
 from opgraph.ops import elementwise, movement
 from opgraph.ops.conversion import Convert
 from opgraph.ops.linalg import Dot, MatMul
@@ -32,10 +33,35 @@ GEMV_PANEL = 16  # columns per panel of a repacked GEMV matrix: one AVX-512 vect
 GEMM_PANEL = 32  # columns per panel of a repacked GEMM matrix: two vectors per row
 
 
-def blas_layout(view: View) -> tuple[bool, int] | None:
-    """(transposed, leading dimension) of a 2-D view in BLAS's row-major terms, or None."""
+def blas_layout(view: View) -> tuple[bool, Dim] | None:
+    """(transposed, leading dimension) of a 2-D view in BLAS's row-major terms, or None.
+
+    With symbolic sizes, a layout is accepted only where it holds at every binding: the
+    leading dimension is the other axis's stride and, unless that axis is static 1, at least
+    ``max(1, extent)`` for every value of the symbols."""
     rows, cols = view.shape
     row_stride, col_stride = view.strides
+    if type(rows) is int and type(cols) is int:
+        return _static_layout(rows, cols, static(row_stride), static(col_stride))
+    if col_stride == 1 and _leading(row_stride, rows, cols):
+        return False, row_stride if rows != 1 else dim_max(cols, 1)
+    if row_stride == 1 and _leading(col_stride, cols, rows):
+        return True, col_stride if cols != 1 else dim_max(rows, 1)
+    return None
+
+
+def _leading(ld: Dim, own: Dim, other: Dim) -> bool:
+    """Whether ``ld`` is a valid leading dimension for ``other`` columns at every binding
+    (``own`` static 1: any, the stride is never used)."""
+    if own == 1:
+        return True
+    wanted = dim_max(other, 1)
+    return ld == wanted or bounds(ld - wanted)[0] >= 0
+
+
+def _static_layout(
+    rows: int, cols: int, row_stride: int, col_stride: int
+) -> tuple[bool, Dim] | None:
     if cols == 1 or col_stride == 1:
         ld = row_stride if rows > 1 else max(cols, 1)
         if ld >= max(1, cols):
@@ -48,15 +74,16 @@ def blas_layout(view: View) -> tuple[bool, int] | None:
 
 
 def as_matrix(
-    builder: ProgramBuilder, x: Operand, rows: int, cols: int, compute: ElementType
+    builder: ProgramBuilder, x: Operand, rows: Dim, cols: Dim, compute: ElementType
 ) -> View:
     """``x`` as a ``rows x cols`` view of ``compute`` elements that the GEMM can read."""
     if isinstance(x, Literal) or x.element_type is not compute:
         op = Convert(compute) if x.element_type is not compute else None
         x = builder.materialize(x, compute, op)
-    matrix = views.reshape(x, (rows, cols))
+    shape = cast(Shape, (rows, cols))  # expressions in a symbolic Program (core/shape.py)
+    matrix = views.reshape(x, shape)
     if matrix is None:
-        matrix = views.reshape(builder.materialize(x), (rows, cols))
+        matrix = views.reshape(builder.materialize(x), shape)
     assert isinstance(matrix, View)
     if compute in BLAS_TYPES and blas_layout(matrix) is None:
         matrix = builder.materialize(matrix)
@@ -68,6 +95,9 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
     a, b = node.inputs
     out = node.outputs[0]
     assert isinstance(node.op, Dot) and node.op.reduction_axes_count is not None
+    if builder.symbolic and not _native_on_symbols(node):
+        builder.fallback(node)
+        return
     n = node.op.reduction_axes_count
     rows = math.prod(a.shape[: a.rank - n])
     inner = math.prod(a.shape[a.rank - n :])
@@ -101,9 +131,11 @@ def _panels(
     GEMV, 32 wide for the register-blocked GEMM (whose rows must be contiguous)."""
     rows, inner = left.shape
     width = GEMV_PANEL if rows == 1 else GEMM_PANEL
-    if compute is not et.f32 or cols < width or not isinstance(b.node.op, Constant):
+    if compute is not et.f32 or not isinstance(b.node.op, Constant):
         return None
-    if rows > 1 and left.strides[1] != 1:
+    if type(cols) is not int or cols < width:
+        return None
+    if (type(rows) is not int or rows > 1) and left.strides[1] != 1:
         return None
     matrix = b.node.op.value.reshape(inner, cols).astype(np.float32)
     count = -(-cols // width)
@@ -129,12 +161,13 @@ def _outer_product(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] |
 
 
 # --------------------------------------------------------------------------------- matmul
-def _batch_strides(view: View, batch: Shape, rank: int) -> list[int]:
+def _batch_strides(view: View, batch: Shape, rank: int) -> list[Dim]:
     """Element strides of ``view``'s batch axes aligned to ``batch`` (0 where broadcast)."""
     own = view.shape[: rank - 2]
     strides = view.strides[: rank - 2]
     lead = len(batch) - len(own)
-    return [0] * lead + [0 if d == 1 else s for d, s in zip(own, strides, strict=True)]
+    zeros: list[Dim] = [0] * lead
+    return zeros + [0 if d == 1 else s for d, s in zip(own, strides, strict=True)]
 
 
 def _operand(builder: ProgramBuilder, x: Output, shape: Shape, compute: ElementType) -> View:
@@ -161,11 +194,14 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
     has no batch (the left batch folds into rows)."""
     a, b = node.inputs
     out = node.outputs[0]
-    target = builder.home(out)
     a_shape = (1, *a.shape) if a.rank == 1 else a.shape
     b_shape = (*b.shape, 1) if b.rank == 1 else b.shape
+    if builder.symbolic and not _native_on_symbols(node):
+        builder.fallback(node)
+        return
+    target = builder.home(out)
     (n, k), m = a_shape[-2:], b_shape[-1]
-    batch = static_shape(numpy_broadcast_shape(a_shape[:-2], b_shape[:-2]))
+    batch = numpy_broadcast_shape(a_shape[:-2], b_shape[:-2])
     if out.tensor_type.size == 0:
         return
     if k == 0:
@@ -173,39 +209,66 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
         return
     t = out.element_type
     compute = t if t in BLAS_TYPES or t.is_integral else et.f32
+    grid: tuple[tuple[Dim, Dim, Dim, Dim], ...] = ()
     if math.prod(b_shape[:-2]) == 1:
         rows = math.prod(a_shape[:-1])
         left = as_matrix(builder, builder.operand(a), rows, k, compute)
         packed = _panels(builder, b, left, m, compute)
         right = packed[0] if packed else as_matrix(builder, builder.operand(b), k, m, compute)
-        batched: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
+        batched: tuple[tuple[Dim, Dim, Dim], ...] = ((0, 0, 0),)
     else:
         av = _operand(builder, a, a_shape, compute)
         bv = _operand(builder, b, b_shape, compute)
         left = View(av.buffer, compute, (n, k), av.strides[-2:], av.offset)
         right = View(bv.buffer, compute, (k, m), bv.strides[-2:], bv.offset)
         rows = n
-        batched = _batch_offsets(av, bv, batch, n * m)
+        if all(type(d) is int for d in batch):
+            batched = _batch_offsets(av, bv, static_shape(batch), n * m)
+        else:  # a symbolic batch: its entries are the positions of a grid
+            batched, grid = ((0, 0, 0),), _batch_grid(av, bv, batch, n * m)
         packed = None
     dense = View(target.buffer, t, (rows, m), (m, 1), target.offset)
-    result = dense if compute is t else builder.scratch(compute, (math.prod(batch) * rows, m))
+    scratch = cast(Shape, (math.prod(batch) * rows, m))
+    result = dense if compute is t else builder.scratch(compute, scratch)
     result = View(result.buffer, compute, (rows, m), (m, 1), result.offset)
     step = GemmStep(builder.describe(node), (node,), left, right, result, batched)
     step.panel = packed[1] if packed and batched == ((0, 0, 0),) else 0
+    step.grid = grid
     builder.add_step(step)
     if compute is not t:
         source = View(result.buffer, compute, out.shape, target.strides, result.offset)
         builder.materialize(source, t, Convert(t), into=target)
 
 
+def _native_on_symbols(node: Node) -> bool:
+    """Whether a product in a symbolic Program is a native GEMM step: floating point (the
+    integer loops are static only)."""
+    return not node.outputs[0].element_type.is_integral
+
+
+def _batch_grid(
+    av: View, bv: View, batch: DimShape, block: Dim
+) -> tuple[tuple[Dim, Dim, Dim, Dim], ...]:
+    """Per batch axis: its size and the strides of a, b and the dense output in elements."""
+    sa = _batch_strides(av, cast(Shape, batch), len(av.shape))
+    sb = _batch_strides(bv, cast(Shape, batch), len(bv.shape))
+    sc: list[Dim] = []
+    for axis in range(len(batch)):
+        sc.append(math.prod(batch[axis + 1 :]) * block)
+    return tuple(zip(batch, sa, sb, sc, strict=True))
+
+
+SYMBOLIC_STEP_OPS.update({Dot, MatMul})
+
+
 def _batch_offsets(
-    av: View, bv: View, batch: Shape, block: int
-) -> tuple[tuple[int, int, int], ...]:
+    av: View, bv: View, batch: tuple[int, ...], block: Dim
+) -> tuple[tuple[Dim, Dim, Dim], ...]:
     sa = _batch_strides(av, batch, len(av.shape))
     sb = _batch_strides(bv, batch, len(bv.shape))
     offsets = []
     for position, index in enumerate(itertools.product(*(range(d) for d in batch))):
-        da = sum(i * s for i, s in zip(index, sa, strict=True))
-        db = sum(i * s for i, s in zip(index, sb, strict=True))
+        da: Dim = sum((i * s for i, s in zip(index, sa, strict=True)), 0)
+        db: Dim = sum((i * s for i, s in zip(index, sb, strict=True)), 0)
         offsets.append((da, db, position * block))
     return tuple(offsets)

@@ -6,7 +6,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from opgraph.backends.fused import views
-from opgraph.backends.fused.lowering.registry import BRIDGES, REWRITES, STEP_OPS, VIEW_OPS
+from opgraph.backends.fused.lowering.registry import (
+    BRIDGES,
+    REWRITES,
+    STEP_OPS,
+    SYMBOLIC_STEP_OPS,
+    VIEW_OPS,
+)
 from opgraph.backends.fused.program import LoopStep
 from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core.node import Node, Output
@@ -112,13 +118,17 @@ def _concat(builder: ProgramBuilder, node: Node) -> None:
     kernels = []
     start = 0
     for x in node.inputs:
-        if x.tensor_type.size:
+        size = x.tensor_type.size
+        if type(size) is not int or size:  # a symbolic input may be empty: the copy is too
             offset = target.offset + start * target.strides[axis]
             piece = View(target.buffer, target.element_type, x.shape, target.strides, offset)
             kernels.append(builder.copy_kernel(builder.operand(x), piece))
         start += x.shape[axis]
     if kernels:
         builder.add_step(LoopStep(builder.describe(node), (node,), tuple(kernels)))
+
+
+SYMBOLIC_STEP_OPS.add(mv.Concat)  # copy kernels: loop kernels take symbolic sizes
 
 
 # ------------------------------------------------------------------- more movement views
@@ -130,8 +140,9 @@ def _reverse(op: mv.Reverse, x: Operand, copy: Copy) -> Operand:
     strides = list(x.strides)
     offset = x.offset
     for axis in op.axes:
-        if x.shape[axis]:
-            offset += (x.shape[axis] - 1) * strides[axis]
+        size = x.shape[axis]
+        if type(size) is not int or size:  # symbolic: at size 0 nothing is read anyway
+            offset += (size - 1) * strides[axis]
             strides[axis] = -strides[axis]
     return View(x.buffer, x.element_type, x.shape, tuple(strides), offset)
 

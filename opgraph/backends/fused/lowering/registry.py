@@ -108,6 +108,9 @@ REWRITES: Registry[type, Rewrite] = Registry("fusion rewrite")
 
 #: Ops lowered to a whole native step: ``lowering(program_builder, node)`` adds the step.
 STEP_OPS: Registry[type, Callable[..., Any]] = Registry("step lowering")
+#: The ``STEP_OPS`` whose lowering (and every target's code for the steps it makes) handles
+#: symbolic sizes; on a symbolic Function, the other step ops run their reference kernels.
+SYMBOLIC_STEP_OPS: set[type] = set()
 
 #: ``bridge(op, input_shape, output_shape, full_shape, axes, input_level) -> level | None``:
 #: a movement op that, inside a row kernel, re-presents a row value at another shape without

@@ -25,6 +25,7 @@ import math
 
 from opgraph.backends.fused.loops import Access, LoopEmitter, comment
 from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
+from opgraph.backends.fused.views import static
 from opgraph.backends.gpu.cuda import dialect
 from opgraph.backends.gpu.cuda.context import MAX_CHECKS, KernelState
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, KernelParam, LaunchKind
@@ -64,16 +65,16 @@ class CudaLoopEmitter(LoopEmitter):
     def _extent(self) -> int:
         """An upper bound of every index the kernel computes."""
         dims = self.domain.rows + self.domain.vector
-        biggest = self.domain.num_rows * self.domain.row_length
+        biggest = self.domain.static_rows * self.domain.static_length
         for a in self.accesses.values():
-            reach = sum(abs(d.strides[a.name]) * max(d.size - 1, 0) for d in dims)
+            reach = sum(abs(static(d.strides[a.name])) * max(static(d.size) - 1, 0) for d in dims)
             biggest = max(biggest, reach + 1)
         return biggest
 
     # ------------------------------------------------------------------------ result
     def render(self) -> CudaKernel | None:
         """The kernel, or None when its domain is empty (nothing to launch)."""
-        rows, length = self.domain.num_rows, self.domain.row_length
+        rows, length = self.domain.static_rows, self.domain.static_length
         if rows == 0 or (not self.kernel.axes and length == 0):
             return None
         if not self.kernel.axes:
@@ -104,7 +105,7 @@ class CudaLoopEmitter(LoopEmitter):
         cooperation (pointwise and thread-per-row); it calls the module's ``<name>_body``.
         Tests compile it with nvcc for the host and run it on real data: the generated CUDA's
         numbers without a GPU. None for block-per-row kernels and empty domains."""
-        rows, length = self.domain.num_rows, self.domain.row_length
+        rows, length = self.domain.static_rows, self.domain.static_length
         if rows == 0 or (not self.kernel.axes and length == 0):
             return None
         if self.kernel.axes and length >= BLOCK_ROW_MIN:
@@ -209,7 +210,10 @@ class CudaLoopEmitter(LoopEmitter):
     def gather_pointwise(self) -> list[str]:
         """A pointwise kernel with gathers: each thread computes its elements in place, its
         pointers in scope (an indexed load needs the table, not a loaded element)."""
-        total, length = self.domain.num_rows * self.domain.row_length, self.domain.row_length
+        total, length = (
+            self.domain.static_rows * self.domain.static_length,
+            self.domain.static_length,
+        )
         body = [self.grid_loop("i_", total), *self.split_flat("i_", length)]
         if not self.domain.rows:
             body += [f"    const {self.index} o_{a.name} = 0;" for a in self.accesses.values()]
@@ -223,11 +227,11 @@ class CudaLoopEmitter(LoopEmitter):
 
     def pointwise(self) -> tuple[str, int, int, LaunchKind]:
         if self.gathers():
-            total = self.domain.num_rows * self.domain.row_length
+            total = self.domain.static_rows * self.domain.static_length
             source = "\n".join([self.header(), *self.gather_pointwise()])
             return source, total, self.block, LaunchKind.ELEMENTS
         body, loads, stores = self.body_function()
-        total = self.domain.num_rows * self.domain.row_length
+        total = self.domain.static_rows * self.domain.static_length
         vector = self.vectorizable()
         lines = [self.header(), body, self.signature(self.block)]
         if not self.state.checks:
@@ -280,7 +284,7 @@ class CudaLoopEmitter(LoopEmitter):
         return f"{a.name}[{' + '.join(terms) or '0'}]"
 
     def scalar_loop(self, total: int, loads: list[Access], stores: list[Access]) -> list[str]:
-        length = self.domain.row_length
+        length = self.domain.static_length
         args = [self.point(a) for a in loads + stores]
         return [
             self.grid_loop("i_", total),
@@ -290,7 +294,7 @@ class CudaLoopEmitter(LoopEmitter):
         ]
 
     def vector_loop(self, total: int, loads: list[Access], stores: list[Access]) -> list[str]:
-        chunks = self.domain.row_length // VECTOR
+        chunks = self.domain.static_length // VECTOR
         lines = [self.grid_loop("c_", total // VECTOR), *self.split_flat("c_", chunks, " * 4")]
         args = []
         for a in loads:
@@ -322,10 +326,10 @@ class CudaLoopEmitter(LoopEmitter):
         phases = sorted({n.phase for n in reductions})
         body: list[str] = []
         if block is not None:
-            rows = self.domain.num_rows
+            rows = self.domain.static_rows
             body.append(f"  for ({self.index} r_ = blockIdx.x; r_ < {rows}; r_ += gridDim.x) {{")
         else:
-            body.append(self.grid_loop("r_", self.domain.num_rows))
+            body.append(self.grid_loop("r_", self.domain.static_rows))
         body += self.row_offsets("r_", "    ")
         for phase in phases:
             body += self.reduction_phase([n for n in reductions if n.phase == phase], block)
@@ -353,7 +357,7 @@ class CudaLoopEmitter(LoopEmitter):
         return lines
 
     def inner_loop(self, block: int | None) -> str:
-        i_t, length = self.index, self.domain.row_length
+        i_t, length = self.index, self.domain.static_length
         if block is None:
             return f"    for ({i_t} i_ = 0; i_ < {length}; ++i_) {{"
         return f"    for ({i_t} i_ = threadIdx.x; i_ < {length}; i_ += {block}) {{"

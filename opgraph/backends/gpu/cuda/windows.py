@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from opgraph.backends.fused.loops import comment
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static_all
 from opgraph.backends.gpu.cuda import dialect
 from opgraph.backends.gpu.cuda.kernel import (
     CudaKernel,
@@ -29,7 +29,8 @@ def _index_type(*extents: int) -> str:
 
 
 def _reach(view: View) -> int:
-    return sum(abs(s) * max(d - 1, 0) for d, s in zip(view.shape, view.strides, strict=True)) + 1
+    strides = static_all(view.strides)
+    return sum(abs(s) * max(d - 1, 0) for d, s in zip(view.shape, strides, strict=True)) + 1
 
 
 def _signature(name: str, params: list[KernelParam], block: int) -> str:
@@ -58,7 +59,7 @@ def im2col_kernel(
     cg, k, p = c // g, (c // g) * kh * kw, oh * ow
     total = n * g * k * p
     i_t = _index_type(total, _reach(x))
-    xs = x.strides
+    xs = static_all(x.strides)
     t = dialect.storage_type(x.element_type)
     params = [KernelParam("p0", x, False), KernelParam("q0", patches, True)]
     lines = [
@@ -92,7 +93,7 @@ def pool_kernel(
     oh, ow = out.shape[2:]
     total = n * c * oh * ow
     i_t = _index_type(total, _reach(x))
-    xs = x.strides
+    xs = static_all(x.strides)
     et = x.element_type
     t = dialect.storage_type(et)
     params = [KernelParam("p0", x, False), KernelParam("q0", out, True)]
