@@ -22,8 +22,7 @@ from opgraph.core.op import OP_REGISTRY
 #: Ops that ran through their reference kernels when this list was last updated.
 PINNED = {
     "AllReduce", "ArgMax", "ArgMin", "BatchNormTraining", "BroadcastDistributed",
-    "ConvolutionBackpropData",
-    "ConvolutionBackpropFilters", "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
+    "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
     "QuantizeLinear", "ReplaceSlice", "ReverseSequence", "ScatterElements", "ScatterND", "TopK",
 }  # fmt: skip
 
