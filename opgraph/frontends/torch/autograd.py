@@ -21,7 +21,8 @@ gradients carry their history (one FallbackWarning says so).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -63,8 +64,11 @@ def training_backend(
         return AtenGraph(gm, backend, fallback, warn, cache_size)
 
     # Attention traced in its math form: its backward then derives from matmuls and softmax
-    # (the fused CPU kernel's backward has no decomposition).
-    with sdpa_kernel(SDPBackend.MATH):
+    # (the fused CPU kernel's backward has no decomposition). oneDNN off while tracing: torch
+    # decomposes ``aten.lstm`` into its unrolled cell unless oneDNN is on and the input needs
+    # no gradient, when it picks ``mkldnn_rnn_layer``, whose saved workspace (None) torch's
+    # own AOTAutograd then refuses.
+    with sdpa_kernel(SDPBackend.MATH), _without_onednn():
         compiled = aot_module_simplified(
             gm,
             list(example_inputs),
@@ -73,6 +77,17 @@ def training_backend(
             decompositions=dict(core_aten_decompositions()),
         )
     return TwiceDifferentiable(compiled, gm, warn)
+
+
+@contextmanager
+def _without_onednn() -> Iterator[None]:
+    """oneDNN (mkldnn) disabled inside (see :func:`training_backend`)."""
+    enabled = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(enabled)
 
 
 class TwiceDifferentiable:
