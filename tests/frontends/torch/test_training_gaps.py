@@ -169,3 +169,24 @@ def test_lstm_with_a_given_state_and_input_gradient_trains_like_eager():
     got = {n: p.detach() for n, p in model.named_parameters()}
     want = {n: p.detach() for n, p in reference.named_parameters()}
     _close_to_scale(got, want, 1e-5, "parameter")
+
+
+@pytest.mark.filterwarnings("ignore:The tensor attributes:UserWarning")  # torch.export on RNNs
+def test_lstm_in_one_call_steps_like_eager():
+    torch.manual_seed(2)
+    model = _Recurrent(num_layers=2, batch_first=True).train()
+    reference = copy.deepcopy(model)
+    x, y = torch.randn(3, 6, 6), torch.randint(0, 3, (3,))
+    loss_fn = torch.nn.functional.cross_entropy
+    step = og_torch.compile_train_step(
+        model, loss_fn, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    )
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(20):
+        step(x, y)
+        optimizer.zero_grad()
+        loss_fn(reference(x), y).backward()
+        optimizer.step()
+    got = {n: p.detach() for n, p in model.named_parameters()}
+    want = {n: p.detach() for n, p in reference.named_parameters()}
+    _close_to_scale(got, want, 1e-5, "parameter")
