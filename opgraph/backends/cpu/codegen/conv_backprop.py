@@ -75,11 +75,9 @@ class DataGradientEmitter(_GradientEmitter):
         n, c, h, w = s.data
         _, oh, ow = s.images
         g, cg, og, k = s.groups, c // s.groups, s.out_channels // s.groups, s.patch_rows
-        (kh, kw), (sh, sw), (dh, _), (pt, _) = s.kernel, s.strides, s.dilations, s.padding
-        taps, pixels, plane = kh * kw, oh * ow, h * w
+        taps, pixels, plane = s.kernel[0] * s.kernel[1], oh * ow, h * w
         blocks, chunks = -(-cg // s.block), -(-n // s.chunk)
         ct = self.ctype
-        columns = window_columns(s.kernel, s.strides, s.dilations, s.padding, w, ow)
         last_image = f"i0 + {s.chunk}L < {n}L ? i0 + {s.chunk}L : {n}L"
         last_channel = f"c0 + {s.block}L < {cg}L ? c0 + {s.block}L : {cg}L"
         lines = [
@@ -97,6 +95,21 @@ class DataGradientEmitter(_GradientEmitter):
             f"    {self.gemm}(101, 112, 111, (int)(r1 - r0), (int)cols, {og}, 1, "
             f"w0 + grp * {og * k}L + r0, {k}, {self.cotangent('i0')}, {self.ct.strides[1]}, 0, "
             "col, (int)cols);",
+            *self.col2im(),
+            *self.tail(chunks * g * blocks),
+        ]
+        return "\n".join(lines)
+
+    def col2im(self) -> list[str]:
+        """Add the unit's column block (patch rows r0 .. r1 of images i0 .. i1) into the data
+        gradient, one output row at a time."""
+        s = self.step
+        _, c, h, w = s.data
+        _, oh, ow = s.images
+        cg, pixels, plane, ct = c // s.groups, oh * ow, h * w, self.ctype
+        (sh, sw), (dh, _), (pt, _) = s.strides, s.dilations, s.padding
+        columns = window_columns(s.kernel, s.strides, s.dilations, s.padding, w, ow)
+        return [
             "    for (long r = r0; r < r1; ++r) {",
             *[f"    {line}" for line in columns],
             "      for (long img = i0; img < i1; ++img) {",
@@ -112,9 +125,7 @@ class DataGradientEmitter(_GradientEmitter):
             "        }",
             "      }",
             "    }",
-            *self.tail(chunks * g * blocks),
         ]
-        return "\n".join(lines)
 
 
 class FilterGradientEmitter(_GradientEmitter):
