@@ -14,6 +14,7 @@ import numpy as np
 
 import opgraph.backends.gpu.interpret as interpret
 from opgraph.backends.fused.indexed import ArgStep, NodeStep, ScatterStep, TopKStep
+from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
 from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,
@@ -80,7 +81,9 @@ def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
 
 #: Step classes the host runs through the ops' reference kernels (``fallback_ops`` lists them
 #: beside the fallback steps).
-REFERENCE_STEPS: frozenset[type] = frozenset({ScanStep, ArgStep, TopKStep, ScatterStep})
+REFERENCE_STEPS: frozenset[type] = frozenset(
+    {ScanStep, ArgStep, TopKStep, ScatterStep, ConvDataGradientStep, ConvFilterGradientStep}
+)
 
 
 def _node_step(step: NodeStep, resolve: Resolve) -> None:
@@ -102,6 +105,22 @@ def _scan(step: ScanStep, resolve: Resolve) -> None:
     (node,) = step.nodes
     x = resolve(step.x).reshape(node.inputs[0].shape)
     interpret.run_reference(node, [x], [resolve(step.out).reshape(node.outputs[0].shape)])
+
+
+@HOST_STEPS.register(ConvDataGradientStep)
+@HOST_STEPS.register(ConvFilterGradientStep)
+def _conv_gradient(step: ConvDataGradientStep | ConvFilterGradientStep, resolve: Resolve) -> None:
+    """A convolution's gradient has no GPU kernel: the host runs its reference kernel."""
+    assert step.ct is not None and step.out is not None
+    (node,) = step.nodes
+    if isinstance(step, ConvDataGradientStep):
+        assert step.w is not None
+        views = [step.ct, step.w]
+    else:
+        assert step.x is not None
+        views = [step.x, step.ct]
+    inputs = [resolve(v).reshape(x.shape) for v, x in zip(views, node.inputs, strict=True)]
+    interpret.run_reference(node, inputs, [resolve(step.out).reshape(node.outputs[0].shape)])
 
 
 @HOST_STEPS.register(LoopStep)

@@ -8,6 +8,14 @@ needs) and a backward graph. Both are compiled here like an inference graph: sup
 fused into opgraph Executables, the rest in eager PyTorch with one FallbackWarning. Saved
 activations travel between the two as torch tensors that the forward's Executables wrote in
 place and the backward's wrap without copying.
+
+Double backward (``torch.autograd.grad(..., create_graph=True)`` and then differentiating the
+gradients) is not something AOTAutograd's compiled backward supports. The compiled graph
+therefore runs on detached aliases of its inputs inside :class:`_Bridge`, an autograd
+Function whose backward hands the output cotangents to the compiled backward (the normal
+case) or, when it runs with grad mode on (``create_graph=True``), recomputes the graph in
+eager PyTorch from the real inputs and differentiates that with ``create_graph=True``, so the
+gradients carry their history (one FallbackWarning says so).
 """
 
 from __future__ import annotations
@@ -15,7 +23,8 @@ from __future__ import annotations
 import copy
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -61,15 +70,143 @@ def training_backend(
         return AtenGraph(gm, backend, fallback, warn, cache_size)
 
     # Attention traced in its math form: its backward then derives from matmuls and softmax
-    # (the fused CPU kernel's backward has no decomposition).
-    with sdpa_kernel(SDPBackend.MATH):
-        return aot_module_simplified(
+    # (the fused CPU kernel's backward has no decomposition). oneDNN off while tracing: torch
+    # decomposes ``aten.lstm`` into its unrolled cell unless oneDNN is on and the input needs
+    # no gradient, when it picks ``mkldnn_rnn_layer``, whose saved workspace (None) torch's
+    # own AOTAutograd then refuses.
+    with sdpa_kernel(SDPBackend.MATH), _without_onednn():
+        compiled = aot_module_simplified(
             gm,
             list(example_inputs),
             fw_compiler=compiler,
             bw_compiler=compiler,
             decompositions=dict(core_aten_decompositions()),
         )
+    return TwiceDifferentiable(compiled, gm, warn)
+
+
+@contextmanager
+def _without_onednn() -> Iterator[None]:
+    """oneDNN (mkldnn) disabled inside (see :func:`training_backend`)."""
+    enabled = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(enabled)
+
+
+class TwiceDifferentiable:
+    """The AOTAutograd-compiled graph, called through :class:`_Bridge` so that a double
+    backward recomputes the graph eagerly instead of failing (module doc)."""
+
+    def __init__(
+        self, compiled: Callable[..., Any], gm: torch.fx.GraphModule, warn: Callable[[str], None]
+    ) -> None:
+        self.compiled = compiled
+        self.gm = gm
+        self.warn = warn
+
+    def __call__(self, *args: Any) -> Any:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors):
+            return self.compiled(*args)
+        box: list[Any] = []
+        outputs = _Bridge.apply(self, box, *args)
+        return _restore(box[0], outputs)
+
+    def eager_gradients(
+        self, args: tuple[Any, ...], rng: torch.Tensor, cotangents: tuple[torch.Tensor | None, ...]
+    ) -> tuple[torch.Tensor | None, ...]:
+        """Gradients of the graph's tensor outputs for ``cotangents`` with respect to
+        ``args``, recomputed eagerly with history (buffers updated in place are copies)."""
+        self.warn("a double backward (create_graph=True) recomputes this graph in eager PyTorch")
+        fresh = [
+            a.clone() if isinstance(a, torch.Tensor) and not a.requires_grad else a for a in args
+        ]
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            torch.set_rng_state(rng)
+            flat = _tensor_outputs(self.gm(*fresh))
+        wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        pairs = [(o, c) for o, c in zip(flat, cotangents, strict=True) if c is not None]
+        pairs = [(o, c) for o, c in pairs if o.requires_grad]
+        found = iter(
+            torch.autograd.grad(
+                [o for o, _ in pairs], wanted, [c for _, c in pairs], create_graph=True,
+                allow_unused=True,
+            )
+            if pairs
+            else [None] * len(wanted)
+        )  # fmt: skip
+        return tuple(
+            next(found) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in args
+        )
+
+
+class _Bridge(torch.autograd.Function):
+    """Runs the compiled graph on detached aliases of the inputs (its autograd graph an
+    island); backward sends the cotangents through that island, or recomputes eagerly under
+    ``create_graph=True``."""
+
+    @staticmethod
+    def forward(ctx: Any, owner: TwiceDifferentiable, box: list[Any], *args: Any) -> Any:
+        ctx.set_materialize_grads(False)
+        ctx.owner, ctx.args, ctx.rng = owner, args, torch.get_rng_state()
+        aliases = [_alias(a) for a in args]
+        with torch.enable_grad():
+            result = owner.compiled(*aliases)
+        flat = _tensor_outputs(result)
+        box.append(result)
+        ctx.island = (flat, aliases)
+        outputs = tuple(o.detach() for o in flat)
+        ctx.mark_non_differentiable(
+            *(o for o, f in zip(outputs, flat, strict=True) if not f.requires_grad)
+        )
+        return outputs
+
+    @staticmethod
+    def backward(ctx: Any, *cotangents: torch.Tensor | None) -> tuple[Any, ...]:
+        args = ctx.args
+        if torch.is_grad_enabled():  # create_graph=True: gradients with history
+            grads = ctx.owner.eager_gradients(args, ctx.rng, cotangents)
+            return (None, None, *grads)
+        flat, aliases = ctx.island
+        pairs = [(o, c) for o, c in zip(flat, cotangents, strict=True) if c is not None]
+        pairs = [(o, c) for o, c in pairs if o.requires_grad]
+        wanted = [a for a in aliases if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not pairs or not wanted:
+            return (None, None, *([None] * len(args)))
+        found = iter(
+            torch.autograd.grad([o for o, _ in pairs], wanted, [c for _, c in pairs],
+                                allow_unused=True)
+        )  # fmt: skip
+        grads = [
+            next(found) if isinstance(a, torch.Tensor) and a.requires_grad else None
+            for a in aliases
+        ]
+        return (None, None, *grads)
+
+
+def _alias(value: Any) -> Any:
+    """A tensor as a leaf sharing its storage (and version counter), requiring grad as it
+    does; anything else unchanged."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.detach().requires_grad_(value.requires_grad)
+
+
+def _tensor_outputs(result: Any) -> list[torch.Tensor]:
+    items = result if isinstance(result, list | tuple) else [result]
+    return [o for o in items if isinstance(o, torch.Tensor)]
+
+
+def _restore(result: Any, outputs: tuple[torch.Tensor, ...]) -> Any:
+    """``result`` with its tensors replaced, in order, by the bridge's outputs."""
+    replaced = iter(outputs)
+    if isinstance(result, list | tuple):
+        items = [next(replaced) if isinstance(o, torch.Tensor) else o for o in result]
+        return type(result)(items) if isinstance(result, tuple) else items
+    return next(replaced) if isinstance(result, torch.Tensor) else result
 
 
 class AtenGraph:

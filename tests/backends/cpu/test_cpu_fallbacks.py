@@ -22,8 +22,7 @@ from opgraph.core.op import OP_REGISTRY
 #: Ops that ran through their reference kernels when this list was last updated.
 PINNED = {
     "AllReduce", "BatchNormTraining", "BroadcastDistributed",
-    "ConvolutionBackpropData",
-    "ConvolutionBackpropFilters", "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices",
+    "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices",
     "QuantizeLinear", "ReverseSequence",
 }  # fmt: skip
 

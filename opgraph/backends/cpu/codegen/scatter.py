@@ -17,7 +17,8 @@ from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.fused.indexed import ScatterStep
 from opgraph.backends.fused.loops import check_bit
-from opgraph.backends.fused.views import Literal, Operand, View, row_major_strides
+from opgraph.backends.fused.views import Literal, Operand, View, row_major_strides, static_all
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
 from opgraph.ops.indexing import ScatterReduction
 
@@ -31,9 +32,10 @@ def nest(shape: tuple[int, ...], names: list[str], indent: str) -> tuple[list[st
     return lines, indent + "  " * len(shape)
 
 
-def position(offset: int, strides: tuple[int, ...], names: list[str]) -> str:
-    """The element offset ``offset + sum(name * stride)``."""
-    terms = [f"{v} * {s}L" for v, s in zip(names, strides, strict=True) if s]
+def position(offset: int, strides: tuple[Dim, ...], names: list[str]) -> str:
+    """The element offset ``offset + sum(name * stride)`` (scatters run on static Programs
+    only: they are not in ``SYMBOLIC_STEP_OPS``)."""
+    terms = [f"{v} * {s}L" for v, s in zip(names, static_all(strides), strict=True) if s]
     return " + ".join([f"{offset}L", *terms])
 
 

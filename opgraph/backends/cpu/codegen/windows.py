@@ -251,39 +251,64 @@ class ConvEmitter:
         return max(1, min(threads * per_thread, extent // 16)), by_columns
 
     def patch_row(self) -> list[str]:
-        """Fill ``row`` (output rows oh0..oh1 of patch row ``r`` = (channel, ki, kj)) from
-        image ``x``; out-of-bounds columns are cut off by arithmetic, not tested per element."""
+        """Fill ``row`` (output rows oh0..oh1 of patch row ``r``) from image ``x``."""
         s = self.step
-        h, w = self.x.shape[2:]
-        ow = s.images[2]
-        xs, ct = self.x.strides, self.ctype
-        (kh, kw), (sh, sw), (dh, dw), (pt, pl) = s.kernel, s.strides, s.dilations, s.padding
+        return patch_row(self.x, s.kernel, s.strides, s.dilations, s.padding, s.images[2])
 
-        def at(j: str) -> str:
-            return f"d[{j}]"
 
-        return [
-            f"  long ch = r / {kh * kw}L, ki = (r / {kw}L) % {kh}L, kj = r % {kw}L;",
-            f"  const {ct}* xc = x + ch * {xs[1]}L;",
-            f"  long shift = kj * {dw}L - {pl}L;  /* iw = ow * {sw} + shift */",
-            f"  long lo_ = shift >= 0 ? 0 : (-shift + {sw - 1}L) / {sw}L;",
-            f"  long hi_ = {w}L - 1 - shift < 0 ? 0 : ({w}L - 1 - shift) / {sw}L + 1;",
-            f"  if (hi_ > {ow}L) hi_ = {ow}L;",
-            "  if (lo_ > hi_) lo_ = hi_;",
-            "  for (long oh = oh0; oh < oh1; ++oh) {",
-            f"    {ct}* d = row + (oh - oh0) * {ow}L;",
-            f"    long ih = oh * {sh}L - {pt}L + ki * {dh}L;",
-            f"    if (ih < 0 || ih >= {h}L) {{",
-            f"      for (long j = 0; j < {ow}L; ++j) {at('j')} = 0;",
-            "      continue;",
-            "    }",
-            f"    const {ct}* src = xc + ih * {xs[2]}L + shift * {xs[3]}L;",
-            f"    for (long j = 0; j < lo_; ++j) {at('j')} = 0;",
-            "    #pragma omp simd",
-            f"    for (long j = lo_; j < hi_; ++j) {at('j')} = src[j * {sw * xs[3]}L];",
-            f"    for (long j = hi_; j < {ow}L; ++j) {at('j')} = 0;",
-            "  }",
-        ]
+def patch_row(
+    x: View,
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
+    padding: tuple[int, int],
+    ow: int,
+) -> list[str]:
+    """C filling ``row`` with output rows ``oh0 .. oh1`` of patch row ``r`` = (channel, ki,
+    kj) of image ``x`` (a pointer to the image's first channel, read through ``x``'s strides);
+    out-of-bounds columns are cut off by arithmetic, not tested per element."""
+    h, w = x.shape[2:]
+    xs, ct = x.strides, dialect.storage_type(x.element_type)
+    (sh, sw), (dh, _), (pt, _) = strides, dilations, padding
+    return [
+        *window_columns(kernel, strides, dilations, padding, w, ow),
+        f"  const {ct}* xc = x + ch * {xs[1]}L;",
+        "  for (long oh = oh0; oh < oh1; ++oh) {",
+        f"    {ct}* d = row + (oh - oh0) * {ow}L;",
+        f"    long ih = oh * {sh}L - {pt}L + ki * {dh}L;",
+        f"    if (ih < 0 || ih >= {h}L) {{",
+        f"      for (long j = 0; j < {ow}L; ++j) d[j] = 0;",
+        "      continue;",
+        "    }",
+        f"    const {ct}* src = xc + ih * {xs[2]}L + shift * {xs[3]}L;",
+        "    for (long j = 0; j < lo_; ++j) d[j] = 0;",
+        "    #pragma omp simd",
+        f"    for (long j = lo_; j < hi_; ++j) d[j] = src[j * {sw * xs[3]}L];",
+        f"    for (long j = hi_; j < {ow}L; ++j) d[j] = 0;",
+        "  }",
+    ]
+
+
+def window_columns(
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
+    padding: tuple[int, int],
+    w: int,
+    ow: int,
+) -> list[str]:
+    """C declaring patch row ``r``'s channel ``ch`` and tap ``(ki, kj)``, the column
+    ``shift`` (input column ``= ow * stride + shift``) and the output columns ``lo_ .. hi_``
+    whose input column lies inside ``0 .. w``."""
+    (kh, kw), (_, sw), (_, dw), (_, pl) = kernel, strides, dilations, padding
+    return [
+        f"  long ch = r / {kh * kw}L, ki = (r / {kw}L) % {kh}L, kj = r % {kw}L;",
+        f"  long shift = kj * {dw}L - {pl}L;  /* iw = ow * {sw} + shift */",
+        f"  long lo_ = shift >= 0 ? 0 : (-shift + {sw - 1}L) / {sw}L;",
+        f"  long hi_ = {w}L - 1 - shift < 0 ? 0 : ({w}L - 1 - shift) / {sw}L + 1;",
+        f"  if (hi_ > {ow}L) hi_ = {ow}L;",
+        "  if (lo_ > hi_) lo_ = hi_;",
+    ]
 
 
 class PoolEmitter:

@@ -3,6 +3,7 @@
 
 from opgraph.backends.fused.lowering import (  # noqa: F401 - importing registers lowerings
     bitwise,
+    conv_backprop,
     conversion,
     convolution,
     elementwise,

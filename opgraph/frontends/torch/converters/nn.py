@@ -248,13 +248,9 @@ def _batch_norm_functional(ctx: NodeContext) -> tuple[Output, ...]:
     scale, shift = _affine_params(
         x, ctx.optional_tensor("weight"), ctx.optional_tensor("bias"), [x.shape[1]]
     )
-    y, mean, var = ops.batch_norm_training(x, scale, shift, epsilon=eps)
+    y, mean, var, rstd = _batch_statistics_norm(x, scale, shift, eps)
     count = x.tensor_type.size // x.shape[1] if x.shape[1] else 0
     unbiased = ops.multiply(var, fill(count / max(count - 1, 1), var.element_type, var.shape))
-    rstd = ops.divide(
-        fill(1, var.element_type, var.shape),
-        ops.sqrt(ops.add(var, fill(eps, var.element_type, var.shape))),
-    )
 
     def update(running: Output, batch: Output) -> Output:
         kept = ops.multiply(running, fill(1 - momentum, running.element_type, running.shape))
@@ -263,6 +259,28 @@ def _batch_norm_functional(ctx: NodeContext) -> tuple[Output, ...]:
     new_mean = update(ctx.tensor("running_mean"), mean)
     new_var = update(ctx.tensor("running_var"), unbiased)
     return y, mean, rstd, new_mean, new_var
+
+
+def _batch_statistics_norm(
+    x: Output, scale: Output, shift: Output, eps: float
+) -> tuple[Output, Output, Output, Output]:
+    """Batch norm with batch statistics in plain ops (reductions and elementwise ops, which
+    the backends fuse; ``BatchNormTraining`` would run its reference kernel on CPU): the
+    result, the batch mean, the biased batch variance and the reciprocal standard deviation,
+    the last three per channel."""
+    axes = (0, *range(2, x.rank))
+    mean, rstd = _statistics(x, axes, eps)
+    centered = ops.subtract(x, broadcast_like(mean, x.shape))
+    per_channel = [1, x.shape[1], *([1] * (x.rank - 2))]
+    factor = ops.multiply(rstd, reshape(scale, per_channel))
+    y = ops.add(
+        ops.multiply(centered, broadcast_like(factor, x.shape)),
+        broadcast_like(reshape(shift, per_channel), x.shape),
+    )
+    # the same nodes as _statistics' variance: one reduction after common subexpressions
+    var = ops.reduce_mean(ops.multiply(centered, centered), axes, keep_dims=True)
+    channels = [x.shape[1]]
+    return y, reshape(mean, channels), reshape(var, channels), reshape(rstd, channels)
 
 
 def _statistics(x: Output, axes: tuple[int, ...], eps: float) -> tuple[Output, Output]:
