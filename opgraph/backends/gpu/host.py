@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 import opgraph.backends.gpu.interpret as interpret
-from opgraph.backends.fused.indexed import ArgStep, NodeStep, ScatterStep, TopKStep
 from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
+from opgraph.backends.fused.indexed import ArgStep, NodeStep, ScatterStep, TopKStep
 from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,

@@ -68,13 +68,14 @@ def exported(request: pytest.FixtureRequest) -> tuple[str, bytes]:
     return request.param, export(request.param)
 
 
+@pytest.mark.parametrize("backend", [b for b in ("INTERPRETER", "CPU") if b in og.backends()])
 def test_imports_as_one_symbolic_function_and_matches_onnxruntime_at_every_size(
-    exported: tuple[str, bytes],
+    exported: tuple[str, bytes], backend: str
 ) -> None:
     name, data = exported
     fn = import_model(data)
     assert is_symbolic(fn), fn.parameter_types
-    exe = og.backend("INTERPRETER").compile(fn)
+    exe = og.backend(backend).compile(fn)  # one compile serves every size
     session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     input_name = session.get_inputs()[0].name
     rng = np.random.default_rng(1)
@@ -84,3 +85,5 @@ def test_imports_as_one_symbolic_function_and_matches_onnxruntime_at_every_size(
         (want,) = session.run(None, {input_name: x})
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    if backend == "CPU":  # every step runs natively on the symbolic sizes
+        assert exe.fallback_ops() == []
