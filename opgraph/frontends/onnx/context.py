@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
+from opgraph.core import element_type as et
 from opgraph.core.dim import is_symbolic
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
+from opgraph.ops.quantization import DequantizeLinear
 from opgraph.runtime.backend import backend
 
 #: Values computed only from constants are folded at import time up to this many elements.
@@ -163,6 +165,7 @@ def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> li
         and not isinstance(v.node.op, Constant)
         and not is_symbolic(v.tensor_type.size)  # a symbolic size depends on a Parameter
         and v.tensor_type.size <= FOLD_LIMIT
+        and not _dequantized_bytes(v)
         and _static(v, boundary)
     ]
     folded = list(values)
@@ -173,6 +176,16 @@ def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> li
     for i, value, array in zip(todo, chosen, results, strict=True):
         folded[i] = constant(np.asarray(array), value.element_type)
     return folded
+
+
+def _dequantized_bytes(value: Output) -> bool:
+    """A dequantization of 8-bit values (quantized weights) stays an op: backends run the
+    products that read it on 8-bit kernels (``fuse_quantized_products``); their own constant
+    folding folds it when they do not."""
+    return isinstance(value.node.op, DequantizeLinear) and value.node.inputs[0].element_type in (
+        et.u8,
+        et.i8,
+    )
 
 
 def _static(value: Output, boundary: set[Output]) -> bool:
