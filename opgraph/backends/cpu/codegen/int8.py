@@ -61,20 +61,22 @@ def _micro_kernel(role: str, rows: int) -> str:
     init.append("  } else {")
     init += [f"    x{r}_0 = (og_qv){{}} + row[{r}]; x{r}_1 = x{r}_0;" for r in rs]
     init.append("  }")
-    if role == "u":
-        dot = "x{r}_0 = og_dot(x{r}_0, q{r}, b0); x{r}_1 = og_dot(x{r}_1, q{r}, b1);"
-    else:
-        dot = "x{r}_0 = og_dot(x{r}_0, b0, q{r}); x{r}_1 = og_dot(x{r}_1, b1, q{r});"
-    step = [
-        f"    og_qv q{r} = (og_qv){{}} + (int32_t)(og_quad(a + {r} * lda + 4 * k) ^ flip);"
-        for r in rs
-    ]
-    step += ["    " + dot.format(r=r) for r in rs]
-    tail = [
-        f"    og_qv q{r} = (og_qv){{}} + (int32_t)(og_part(a + {r} * lda + 4 * k, tail) ^ flip);"
-        for r in rs
-    ]
-    tail += ["    " + dot.format(r=r) for r in rs]
+    if role == "u":  # the activations' quad: broadcast into a register, sign bit flipped
+        quad = "(og_qv){{}} + (int32_t)({read} ^ flip)"
+        dot = "og_qv q = {quad}; x{r}_0 = og_dot(x{r}_0, q, b0); x{r}_1 = og_dot(x{r}_1, q, b1);"
+    else:  # the filters' quad: broadcast from memory by the instruction itself
+        quad = ""
+        dot = "x{r}_0 = og_dot_m(x{r}_0, b0, {at}); x{r}_1 = og_dot_m(x{r}_1, b1, {at});"
+    # one row at a time: 2 x rows accumulators, two B vectors and one broadcast live (the
+    # broadcasts of every row first spilled accumulators)
+    step, tail = [], []
+    for r in rs:
+        at = f"a + {r} * lda + 4 * k"
+        for lines, read in ((step, f"og_quad({at})"), (tail, f"og_part({at}, tail)")):
+            text = dot.format(r=r, quad=quad.format(read=read), at=at)
+            if role == "s" and lines is tail:
+                text = text.replace("og_dot_m(", "og_dot_p(").replace(f"{at})", f"{at}, tail)")
+            lines.append("    { " + text + " }")
     store = [f"  og_q_store(x{r}_0, x{r}_1, c + {r} * ldc, nvalid);" for r in rs]
     return "\n".join(
         [
@@ -138,6 +140,12 @@ static inline __attribute__((always_inline)) og_qv og_dot(og_qv acc, og_qv u, og
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
   return acc;
 }
+/* acc += u times the s8 quad at p broadcast to every lane */
+static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
+                                                            const uint8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const og_qu32*)p));
+  return acc;
+}
 #else
 typedef uint8_t og_qb __attribute__((vector_size(64)));
 typedef int8_t og_qsb __attribute__((vector_size(64)));
@@ -157,7 +165,16 @@ static inline __attribute__((always_inline)) og_qv og_dot(og_qv acc, og_qv u, og
   __builtin_memcpy(&v, t, 64);
   return acc + v;
 }
-#endif"""
+static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
+                                                            const uint8_t* p) {
+  return og_dot(acc, u, (og_qv){} + (int32_t)og_quad(p));
+}
+#endif
+/* a partial quad (n < 4 bytes, the rest zero) broadcast */
+static inline __attribute__((always_inline)) og_qv og_dot_p(og_qv acc, og_qv u,
+                                                            const uint8_t* p, long n) {
+  return og_dot(acc, u, (og_qv){} + (int32_t)og_part(p, n));
+}"""
 
 
 @dialect.helper("int8")
@@ -315,36 +332,63 @@ class QConvEmitter:
         s = self.step
         assert s.scratch is not None and s.offsets is not None
         self.module.helper("int8")
-        n, c, h, w = self.x.shape
+        n, c = self.x.shape[:2]
         o, k = self.w.shape
         _, oh, ow = s.images
-        g = s.groups
-        cg, og = c // g, o // g
-        quads = -(-k // QUAD)
-        blocks = -(-oh // s.block_rows)
-        pitch_max = -(-(s.block_rows * ow) // PANEL) * PANEL
-        per_thread = quads * QUAD * pitch_max
-        parallel = n * o * oh * ow * k >= PARALLEL_MACS
-        xs = self.x.strides
-        ep = []
-        if s.epilogue is not None:
-            ep = [
-                f"    for (long q_ = 0; q_ < {og}L; ++q_) {{",
-                f"      long at_ = img * {o * oh * ow}L + (grp * {og}L + q_) * {oh * ow}L",
-                f"                 + oh0 * {ow}L;",
-                f"      err |= {self.name}_ep(T, A, at_, at_ + cols);",
-                "    }",
-            ]
-        lines = [
+        self.g, self.cg, self.og = s.groups, c // s.groups, o // s.groups
+        self.quads = -(-k // QUAD)
+        self.parallel = n * o * oh * ow * k >= PARALLEL_MACS
+        head = [
             f"/* {self.name}: {s.label.replace('*/', '* /')} */",
             *_epilogue(s, self.name, self.module, self.checks),
-            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
-            "  int err = 0;",
+        ]
+        return "\n".join(head + (self.emit_shared() if s.shared else self.emit_rows()))
+
+    def pointers(self) -> list[str]:
+        s = self.step
+        assert s.scratch is not None and s.offsets is not None
+        return [
             _pointer(self.module, self.x, "x0", "const uint8_t"),
             _pointer(self.module, self.w, "w0", "const int8_t"),
             _pointer(self.module, self.out, "y0", "int32_t"),
             _pointer(self.module, s.offsets, "row0", "const int32_t"),
             _pointer(self.module, s.scratch, "scratch", "uint8_t"),
+        ]
+
+    def gemm(self, first: str, count: str) -> list[str]:
+        """Output channels ``first`` .. ``first + count`` of group ``grp``, image ``img``,
+        rows ``oh0`` .. ``oh1``, from the patches at ``col``; then their epilogue."""
+        _, o, oh, ow = self.out.shape
+        lines = [
+            f"    og_q8_conv_gemm(w0 + (grp * {self.og}L + {first}) * {self.quads * QUAD}L, col, "
+            f"pitch, y0 + img * {o * oh * ow}L + (grp * {self.og}L + {first}) * {oh * ow}L"
+            f" + oh0 * {ow}L, {oh * ow}L, {count}, {self.quads}L, cols, "
+            f"row0 + grp * {self.og}L + {first});",
+        ]
+        if self.step.epilogue is not None:
+            lines += [
+                f"    for (long q_ = {first}; q_ < {first} + {count}; ++q_) {{",
+                f"      long at_ = img * {o * oh * ow}L + (grp * {self.og}L + q_) * {oh * ow}L",
+                f"                 + oh0 * {ow}L;",
+                f"      err |= {self.name}_ep(T, A, at_, at_ + cols);",
+                "    }",
+            ]
+        return lines
+
+    def emit_rows(self) -> list[str]:
+        """Units: (image, group, block of output rows), patches in this thread's scratch."""
+        s = self.step
+        n, _, h, w = self.x.shape
+        k = self.w.shape[1]
+        _, oh, ow = s.images
+        g, xs = self.g, self.x.strides
+        blocks = -(-oh // s.block_rows)
+        pitch_max = -(-(s.block_rows * ow) // PANEL) * PANEL
+        per_thread = self.quads * QUAD * pitch_max
+        return [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            *self.pointers(),
             f"  uint8_t* col = scratch + (long)og_worker_index() * {per_thread}L;",
             f"  uint8_t lanes[4][{pitch_max}];",
             "  for (long u = lo; u < hi; ++u) {",
@@ -352,18 +396,68 @@ class QConvEmitter:
             f"    long oh0 = blk * {s.block_rows}L;",
             f"    long oh1 = oh0 + {s.block_rows}L < {oh}L ? oh0 + {s.block_rows}L : {oh}L;",
             f"    long cols = (oh1 - oh0) * {ow}L, pitch = (cols + 31) / 32 * 32;",
-            f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {cg * xs[1]}L;",
-            *self.patches(k, quads, (h, w), ow),
-            f"    og_q8_conv_gemm(w0 + grp * {og * quads * QUAD}L, col, pitch, "
-            f"y0 + img * {o * oh * ow}L + grp * {og * oh * ow}L + oh0 * {ow}L, {oh * ow}L, "
-            f"{og}L, {quads}L, cols, row0 + grp * {og}L);",
-            *ep,
+            f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
+            *self.patches(k, self.quads, (h, w), ow),
+            *self.gemm("0L", f"{self.og}L"),
             "  }",
             "  return err;",
             "}",
-            *_runner(self.name, n * g * blocks, parallel, self.module),
+            *_runner(self.name, n * g * blocks, self.parallel, self.module),
         ]
-        return "\n".join(lines)
+
+    def emit_shared(self) -> list[str]:
+        """Phase 1, units (image, group): all the plane's patches into the unit's own slice
+        of scratch. Phase 2, units (image, group, block of output channels): the products
+        and their epilogue."""
+        s = self.step
+        n, _, h, w = self.x.shape
+        k = self.w.shape[1]
+        _, oh, ow = s.images
+        g, xs = self.g, self.x.strides
+        pitch = -(-(oh * ow) // PANEL) * PANEL
+        per_unit = self.quads * QUAD * pitch
+        want = -(-4 * self.module.num_threads // (n * g))
+        blocks = max(1, min(-(-self.og // ROWS), want))
+        per_block = -(-self.og // blocks)
+        rows = -(-per_block // ROWS) * ROWS
+        blocks = -(-self.og // rows)
+        common = [
+            f"    long img = u / {g}L, grp = u % {g}L, oh0 = 0, oh1 = {oh}L;",
+            f"    long cols = {oh * ow}L, pitch = {pitch}L;",
+            f"    uint8_t* col = scratch + u * {per_unit}L;",
+        ]
+        patches = self.name + "_patches"
+        return [
+            f"static int {patches}(void* const* T, char* A, long lo, long hi) {{",
+            *self.pointers(),
+            f"  uint8_t lanes[4][{pitch}];",
+            "  for (long u = lo; u < hi; ++u) {",
+            *common,
+            f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
+            *self.patches(k, self.quads, (h, w), ow),
+            "  }",
+            "  return 0;",
+            "}",
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            *self.pointers(),
+            "  for (long v = lo; v < hi; ++v) {",
+            f"    long u = v / {blocks}L, first = v % {blocks}L * {rows}L;",
+            f"    long count = first + {rows}L < {self.og}L ? {rows}L : {self.og}L - first;",
+            *common,
+            *self.gemm("first", "count"),
+            "  }",
+            "  return err;",
+            "}",
+            *_runner(patches, n * g, self.parallel, self.module),
+            f"static int {self.name}_phase(void* const* T, char* A) {{",
+            *_runner(self.name, n * g * blocks, self.parallel, self.module)[1:2],
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            f"  int err = {patches}_run(T, A);",
+            f"  return err ? err : {self.name}_phase(T, A);",
+            "}",
+        ]
 
     def patches(self, k: int, quads: int, size: tuple[int, int], ow: int) -> list[str]:
         """The block's patch matrix as quads: four patch rows (inner indices 4q .. 4q+3) at a

@@ -46,6 +46,8 @@ QUAD = 4
 PANEL = 32
 #: Bytes of one thread's patch block of a quantized convolution (about a quarter of L2).
 PATCH_BYTES = 1 << 18
+#: Output planes smaller than this share their patches between units of output channels.
+SHARED_BELOW = 256
 
 
 # ------------------------------------------------------------------ quantize / dequantize
@@ -115,11 +117,15 @@ class QConvStep(ConvStep):
     as u8 quads (``(K/4, columns padded to 32, 4)``) in this thread's ``scratch``, padding
     reading ``x_zero``. ``offsets`` (i32 per output channel): ``-x_zero · Σ_k w[o, k]``.
     ``flip``: ``x`` is i8 (its sign bit flipped as it is copied). ``out`` is i32 (N, O, OH,
-    OW), dense."""
+    OW), dense. ``shared`` (small output planes): the patches of each (image, group) are
+    built once into its own slice of ``scratch``, then units of output channels share them
+    (a unit per block of rows would waste most of each 32-column panel and stream the
+    filters once per unit)."""
 
     offsets: View | None = None
     flip: bool = False
     x_zero: int = 0
+    shared: bool = False
 
     def reads(self) -> list[View]:
         assert self.offsets is not None
@@ -226,12 +232,19 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
     shape4 = (n, o, oh, ow)
     dense = View(target.buffer, et.i32, shape4, _strides(shape4), target.offset)
     kernel = (1, weights.shape[2]) if out.rank == 3 else (weights.shape[2], weights.shape[3])
-    fit = PATCH_BYTES // max(1, quads * QUAD * ow)
-    block = max(1, min(oh, fit))
-    if n * op.groups * -(-oh // block) < 2 * builder.threads:
-        block = max(1, min(block, -(-oh // max(1, -(-2 * builder.threads // (n * op.groups))))))
-    padded_cols = -(-(block * ow) // PANEL) * PANEL
-    scratch = builder.scratch(et.u8, (builder.threads, quads * QUAD * padded_cols))
+    shared = oh * ow < SHARED_BELOW
+    if shared:  # small planes: patches once per image, then units split the channels
+        block = oh
+        padded_cols = -(-(oh * ow) // PANEL) * PANEL
+        scratch = builder.scratch(et.u8, (n * op.groups, quads * QUAD * padded_cols))
+    else:
+        fit = PATCH_BYTES // max(1, quads * QUAD * ow)
+        block = max(1, min(oh, fit))
+        if n * op.groups * -(-oh // block) < 2 * builder.threads:
+            wanted = -(-2 * builder.threads // (n * op.groups))
+            block = max(1, min(block, -(-oh // max(1, wanted))))
+        padded_cols = -(-(block * ow) // PANEL) * PANEL
+        scratch = builder.scratch(et.u8, (builder.threads, quads * QUAD * padded_cols))
     matrix_view = View(filters.buffer, et.i8, (o, k), (quads * QUAD, 1), 0)
     step = QConvStep(
         builder.describe(node), (node,), data, matrix_view,
@@ -239,6 +252,7 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
         op.groups, block, scratch, False, (n, oh, ow),
     )  # fmt: skip
     step.offsets, step.flip, step.x_zero = offsets, x.element_type is et.i8, point
+    step.shared = shared
     builder.add_step(step)
 
 
