@@ -69,7 +69,8 @@ def _micro_kernel(role: str, rows: int) -> str:
         dot = "x{r}_0 = og_dot_m(x{r}_0, b0, {at}); x{r}_1 = og_dot_m(x{r}_1, b1, {at});"
     # one row at a time: 2 x rows accumulators, two B vectors and one broadcast live (the
     # broadcasts of every row first spilled accumulators)
-    step, tail = [], []
+    step: list[str] = []
+    tail: list[str] = []
     for r in rs:
         at = f"a + {r} * lda + 4 * k"
         for lines, read in ((step, f"og_quad({at})"), (tail, f"og_part({at}, tail)")):
@@ -177,15 +178,22 @@ static inline __attribute__((always_inline)) og_qv og_dot_p(og_qv acc, og_qv u,
 }"""
 
 
-@dialect.helper("int8")
-def _int8() -> str:
-    kernels = "\n".join(_micro_kernel(role, r) for role in "us" for r in range(1, ROWS + 1))
-    cases_u = " ".join(f"case {n}: OG_QMK(u, {n}); break;" for n in range(ROWS, 0, -1))
-    cases_s = " ".join(f"case {n}: OG_QMK(s, {n}); break;" for n in range(ROWS, 0, -1))
-    return f"""{_COMMON}
-{kernels}
+def _kernels(role: str) -> str:
+    """The shared definitions (once per source) and the ``role`` micro-kernels."""
+    kernels = "\n".join(_micro_kernel(role, r) for r in range(1, ROWS + 1))
+    return f"""#ifndef OG_Q8_COMMON
+#define OG_Q8_COMMON
+{_COMMON}
 #define OG_QMK(R, N) og_q8##R##_mk##N(OG_A, OG_LDA, OG_B, OG_LDB, kq, tail, OG_C, ldc, \\
                                     valid, OG_COL, OG_ROW, k0 > 0, flip)
+#endif
+{kernels}"""
+
+
+@dialect.helper("q8_gemm")
+def _q8_gemm() -> str:
+    cases = " ".join(f"case {n}: OG_QMK(u, {n}); break;" for n in range(ROWS, 0, -1))
+    return f"""{_kernels("u")}
 /* C[:, n0:n1] = A (M rows of K u8, lda apart; flip xors each quad) times P (K x N s8 as quad
    panels of 32 columns, ceil(K/4) quad rows each) plus col[n]; n0 is a multiple of 32.
    Blocked by {DEPTH} quads of the inner dimension and chunks of {CHUNK} rows: each panel slice
@@ -210,7 +218,7 @@ static void og_q8_gemm(const uint8_t* restrict A, long lda, const int8_t* restri
 #define OG_C (C + m * ldc + nb * 32)
 #define OG_COL (col + nb * 32)
 #define OG_ROW ((const int32_t*)0)
-          switch (rows) {{ {cases_u} default: break; }}
+          switch (rows) {{ {cases} default: break; }}
 #undef OG_A
 #undef OG_LDA
 #undef OG_B
@@ -222,7 +230,13 @@ static void og_q8_gemm(const uint8_t* restrict A, long lda, const int8_t* restri
       }}
     }}
   }}
-}}
+}}"""
+
+
+@dialect.helper("q8_conv_gemm")
+def _q8_conv_gemm() -> str:
+    cases = " ".join(f"case {n}: OG_QMK(s, {n}); break;" for n in range(ROWS, 0, -1))
+    return f"""{_kernels("s")}
 /* Y[O x cols] (rows ldy apart) = W (O rows of quads*4 s8 bytes) times B (u8 quads: quads rows
    of pitch*4 bytes, pitch a multiple of 32) plus row[o]. Blocked by {DEPTH} quads; each
    32-column panel slice of B (L1) serves every row tile. */
@@ -244,7 +258,7 @@ static void og_q8_conv_gemm(const int8_t* restrict W, const uint8_t* restrict B,
 #define OG_C (Y + m * ldy + nb * 32)
 #define OG_COL ((const int32_t*)0)
 #define OG_ROW (row + m)
-        switch (rows) {{ {cases_s} default: break; }}
+        switch (rows) {{ {cases} default: break; }}
 #undef OG_A
 #undef OG_LDA
 #undef OG_B
@@ -255,8 +269,7 @@ static void og_q8_conv_gemm(const int8_t* restrict W, const uint8_t* restrict B,
       }}
     }}
   }}
-}}
-#undef OG_QMK"""
+}}"""
 
 
 # ------------------------------------------------------------------------------ emitters
@@ -281,7 +294,7 @@ def emit_gemm(step: QGemmStep, name: str, module: ModuleContext, checks: list[Ch
     """Units: blocks of whole 32-column panels, each followed by its epilogue rows."""
     assert step.a is not None and step.b is not None and step.out is not None
     assert step.offsets is not None
-    module.helper("int8")
+    module.helper("q8_gemm")
     rows, inner = step.a.shape
     cols = step.b.shape[1]
     lda = step.a.strides[0] if rows > 1 else inner
@@ -331,7 +344,7 @@ class QConvEmitter:
     def emit(self) -> str:
         s = self.step
         assert s.scratch is not None and s.offsets is not None
-        self.module.helper("int8")
+        self.module.helper("q8_conv_gemm")
         n, c = self.x.shape[:2]
         o, k = self.w.shape
         _, oh, ow = s.images
