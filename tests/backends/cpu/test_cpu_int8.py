@@ -287,4 +287,5 @@ def test_onnxruntime_quantized_model_matches_onnxruntime(cpu):
     steps = _steps(exe)
     assert QConvStep in steps and QGemmStep in steps and FallbackStep not in steps
     step = np.abs(want).max() / 127  # the output's quantization step, about
-    np.testing.assert_allclose(exe(x), want, rtol=0, atol=1.01 * step)
+    (got,) = exe(x)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1.01 * step)

@@ -147,35 +147,46 @@ static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
   __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const og_qu32*)p));
   return acc;
 }
-#else
-typedef uint8_t og_qb __attribute__((vector_size(64)));
-typedef int8_t og_qsb __attribute__((vector_size(64)));
-typedef int32_t og_qw __attribute__((vector_size(64)));
-/* the same sums in portable vector C: each byte lane widened, multiplied, then the four
-   products of a lane added (exact: |sum| <= 4 * 255 * 128) */
-static inline __attribute__((always_inline)) og_qv og_dot(og_qv acc, og_qv u, og_qv s) {
-  og_qb ub; og_qsb sb;
-  __builtin_memcpy(&ub, &u, 64);
-  __builtin_memcpy(&sb, &s, 64);
-  int32_t t[16];
-  for (int j = 0; j < 16; ++j) {
-    t[j] = (int32_t)ub[4 * j] * sb[4 * j] + (int32_t)ub[4 * j + 1] * sb[4 * j + 1] +
-           (int32_t)ub[4 * j + 2] * sb[4 * j + 2] + (int32_t)ub[4 * j + 3] * sb[4 * j + 3];
-  }
-  og_qv v;
-  __builtin_memcpy(&v, t, 64);
-  return acc + v;
-}
-static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
-                                                            const uint8_t* p) {
-  return og_dot(acc, u, (og_qv){} + (int32_t)og_quad(p));
-}
-#endif
 /* a partial quad (n < 4 bytes, the rest zero) broadcast */
 static inline __attribute__((always_inline)) og_qv og_dot_p(og_qv acc, og_qv u,
                                                             const uint8_t* p, long n) {
   return og_dot(acc, u, (og_qv){} + (int32_t)og_part(p, n));
-}"""
+}
+#else
+/* Without VNNI: one generic tile (rows x 32 columns of i32 sums), the byte products widened
+   by the compiler's vectorizer. Exact; kept out of line and unspecialized so that building
+   the library stays quick. */
+static void og_q8_tile(const uint8_t* restrict a, long lda, const uint8_t* restrict b,
+                       long ldb, long kq, long tail, int32_t* restrict c, long ldc,
+                       long nvalid, const int32_t* col, const int32_t* row, int accumulate,
+                       uint32_t flip, int rows, int a_signed) {
+  int32_t acc[12][32];
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < 32; ++j)
+      acc[r][j] = accumulate ? (j < nvalid ? c[r * ldc + j] : 0)
+                             : col ? (j < nvalid ? col[j] : 0) : row[r];
+  for (long k = 0; k < kq + (tail ? 1 : 0); ++k) {
+    const uint8_t* q = b + k * ldb;
+    int32_t w[4][32];
+    for (int t = 0; t < 4; ++t)
+      for (int j = 0; j < 32; ++j)
+        w[t][j] = a_signed ? (int32_t)q[4 * j + t] : (int32_t)(int8_t)q[4 * j + t];
+    for (int r = 0; r < rows; ++r) {
+      uint32_t v = (k < kq ? og_quad(a + r * lda + 4 * k) : og_part(a + r * lda + 4 * k, tail));
+      v ^= flip;
+      int32_t x[4];
+      for (int t = 0; t < 4; ++t) {
+        uint8_t byte = (uint8_t)(v >> (8 * t));
+        x[t] = a_signed ? (int32_t)(int8_t)byte : (int32_t)byte;
+      }
+      for (int j = 0; j < 32; ++j)
+        acc[r][j] += x[0] * w[0][j] + x[1] * w[1][j] + x[2] * w[2][j] + x[3] * w[3][j];
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = acc[r][j];
+}
+#endif"""
 
 
 def _kernels(role: str) -> str:
@@ -184,10 +195,17 @@ def _kernels(role: str) -> str:
     return f"""#ifndef OG_Q8_COMMON
 #define OG_Q8_COMMON
 {_COMMON}
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
 #define OG_QMK(R, N) og_q8##R##_mk##N(OG_A, OG_LDA, OG_B, OG_LDB, kq, tail, OG_C, ldc, \\
                                     valid, OG_COL, OG_ROW, k0 > 0, flip)
+#else
+#define OG_QMK(R, N) og_q8_tile(OG_A, OG_LDA, OG_B, OG_LDB, kq, tail, OG_C, ldc, valid, \\
+                                OG_COL, OG_ROW, k0 > 0, flip, N, #R[0] == 's')
 #endif
-{kernels}"""
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+{kernels}
+#endif"""
 
 
 @dialect.helper("q8_gemm")
