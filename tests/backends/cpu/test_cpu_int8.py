@@ -289,3 +289,17 @@ def test_onnxruntime_quantized_model_matches_onnxruntime(cpu):
     step = np.abs(want).max() / 127  # the output's quantization step, about
     (got,) = exe(x)
     np.testing.assert_allclose(got, want, rtol=0, atol=1.01 * step)
+
+
+def test_the_gpu_backend_runs_the_integer_products_on_the_host():
+    """The shared pipeline gives the GPU backend the same 8-bit steps: it runs them by the
+    reference kernel (no device kernel yet), exactly, with their epilogues."""
+    from opgraph.backends.gpu import FakeDevice, GpuBackend
+    from opgraph.backends.gpu.config import GpuConfig
+
+    gpu = GpuBackend(GpuConfig(), device=FakeDevice())  # type: ignore[arg-type]
+    for fn, x in (_qdq_linear(True), _qdq_conv()):
+        want = INTERPRETER.compile(fn)(x)
+        for got, expected in zip(gpu.compile(fn)(x), want, strict=True):
+            close = 1 if expected.dtype.kind in "iu" else 2e-6 * np.abs(want[0]).max()
+            np.testing.assert_allclose(got, expected, rtol=0, atol=close)
