@@ -438,8 +438,9 @@ class QConvEmitter:
 
     def emit_shared(self) -> list[str]:
         """Phase 1, units (image, group): all the plane's patches into the unit's own slice
-        of scratch. Phase 2, units (image, group, block of output channels): the products
-        and their epilogue."""
+        of scratch. Phase 2, units (group, block of output channels), each over every image:
+        the block's filters stay in L2 while the images' patches stream past them (a unit per
+        image re-read all the filters from memory for every image)."""
         s = self.step
         n, _, h, w = self.x.shape
         k = self.w.shape[1]
@@ -447,23 +448,21 @@ class QConvEmitter:
         g, xs = self.g, self.x.strides
         pitch = -(-(oh * ow) // PANEL) * PANEL
         per_unit = self.quads * QUAD * pitch
-        want = -(-4 * self.module.num_threads // (n * g))
+        want = -(-4 * self.module.num_threads // g)
         blocks = max(1, min(-(-self.og // ROWS), want))
         per_block = -(-self.og // blocks)
         rows = -(-per_block // ROWS) * ROWS
         blocks = -(-self.og // rows)
-        common = [
-            f"    long img = u / {g}L, grp = u % {g}L, oh0 = 0, oh1 = {oh}L;",
-            f"    long cols = {oh * ow}L, pitch = {pitch}L;",
-            f"    uint8_t* col = scratch + u * {per_unit}L;",
-        ]
+        sizes = [f"    long cols = {oh * ow}L, pitch = {pitch}L, oh0 = 0, oh1 = {oh}L;"]
         patches = self.name + "_patches"
         return [
             f"static int {patches}(void* const* T, char* A, long lo, long hi) {{",
             *self.pointers(),
             f"  uint8_t lanes[4][{pitch}];",
             "  for (long u = lo; u < hi; ++u) {",
-            *common,
+            f"    long img = u / {g}L, grp = u % {g}L;",
+            *sizes,
+            f"    uint8_t* col = scratch + u * {per_unit}L;",
             f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
             *self.patches(k, self.quads, (h, w), ow),
             "  }",
@@ -473,16 +472,19 @@ class QConvEmitter:
             "  int err = 0;",
             *self.pointers(),
             "  for (long v = lo; v < hi; ++v) {",
-            f"    long u = v / {blocks}L, first = v % {blocks}L * {rows}L;",
+            f"    long grp = v / {blocks}L, first = v % {blocks}L * {rows}L;",
             f"    long count = first + {rows}L < {self.og}L ? {rows}L : {self.og}L - first;",
-            *common,
+            *sizes,
+            f"    for (long img = 0; img < {n}L; ++img) {{",
+            f"    uint8_t* col = scratch + (img * {g}L + grp) * {per_unit}L;",
             *self.gemm("first", "count"),
+            "    }",
             "  }",
             "  return err;",
             "}",
             *_runner(patches, n * g, self.parallel, self.module),
             f"static int {self.name}_phase(void* const* T, char* A) {{",
-            *_runner(self.name, n * g * blocks, self.parallel, self.module)[1:2],
+            *_runner(self.name, g * blocks, self.parallel, self.module)[1:2],
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
             f"  int err = {patches}_run(T, A);",
