@@ -23,8 +23,8 @@ from opgraph.core.op import OP_REGISTRY
 PINNED = {
     "AllReduce", "ArgMax", "ArgMin", "BatchNormTraining", "BroadcastDistributed",
     "ConvolutionBackpropData",
-    "ConvolutionBackpropFilters", "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
-    "QuantizeLinear", "ReplaceSlice", "ReverseSequence", "ScatterElements", "ScatterND", "TopK",
+    "ConvolutionBackpropFilters", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "OneHot", "Pad",
+    "ReplaceSlice", "ReverseSequence", "ScatterElements", "ScatterND", "TopK",
 }  # fmt: skip
 
 #: Every op class registered when the list was pinned (later ones may fall back).
