@@ -5,6 +5,11 @@
 scalars (per-tensor, ``axis=None``) or 1-D along ``axis`` (per-axis). ONNX 21's blocked
 quantization (``block_size``) is not supported.
 
+``matmul_integer`` and ``conv_integer`` (ONNX MatMulInteger / ConvInteger) are the exact
+integer products of 8-bit operands minus their zero points, as i32: what a quantized model's
+``matmul(dequantize(a), dequantize(w))`` computes before its scales (the pass
+``fuse_quantized_products`` rewrites one into the other).
+
 Gradients: ``QuantizeLinear`` is marked not differentiable (its derivative is zero almost
 everywhere and its output is an integer). A straight-through estimator is a graph choice, not
 an op property: ``x + stop_gradient(dequantize_linear(quantize_linear(x, …), …) - x)``.
@@ -16,15 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType, as_element_type
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
-from opgraph.core.shape import DimShape, as_int, normalize_axis
+from opgraph.core.shape import DimShape, as_int, as_int_tuple, normalize_axis
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops.common import require_element_type
 from opgraph.ops.conversion import convert
+from opgraph.ops.convolution import Convolution
 from opgraph.ops.elementwise import multiply, subtract
 from opgraph.ops.movement import broadcast
 from opgraph.ops.reduction import reduce_sum
@@ -35,6 +42,10 @@ __all__ = [
     "quantize_linear",
     "DequantizeLinear",
     "dequantize_linear",
+    "MatMulInteger",
+    "matmul_integer",
+    "ConvInteger",
+    "conv_integer",
 ]
 
 #: Integer types a value can be quantized to (ONNX 21 adds 16-bit ones to u8/i8).
@@ -205,3 +216,165 @@ def dequantize_linear(
         zero = constant(0, x.element_type)
         zero_point = broadcast(zero, scale.shape, tuple(range(scale.rank))) if scale.rank else zero
     return DequantizeLinear(axis)(x, scale, zero_point)
+
+
+# ------------------------------------------------------------------- integer products
+#: Element types of the integer products' operands (ONNX MatMulInteger / ConvInteger).
+BYTES = (et.u8, et.i8)
+
+
+def _check_zero_point(name: str, point: TensorType, of: TensorType, per: Dim | None) -> None:
+    require(
+        point.element_type is of.element_type,
+        f"{name} element type {point.element_type.name} differs from its operand's "
+        f"{of.element_type.name}",
+    )
+    allowed: tuple[DimShape, ...] = ((),) if per is None else ((), (per,))
+    what = "a scalar" if per is None else f"a scalar or shape [{per}]"
+    require(point.shape in allowed, f"{name} must be {what}, got {point}")
+
+
+@opclass
+class MatMulInteger(Op):
+    """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated exactly, as i32 (ONNX
+    MatMulInteger with a 2-D right operand).
+
+    Inputs: ``a`` (u8 or i8, rank >= 2, ``(..., M, K)``), ``b`` (u8 or i8, ``(K, N)``),
+    ``a_zero_point`` (a scalar of a's type), ``b_zero_point`` (b's type: a scalar or one per
+    column, ``(N,)``). The result ``(..., M, N)`` is the exact integer sum wrapped to 32 bits
+    (two's complement; it cannot wrap for ``K < 33025``).
+    """
+
+    contracting = True
+    differentiable = False
+    num_inputs = 4
+
+    def infer(
+        self, a: TensorType, b: TensorType, a_zero: TensorType, b_zero: TensorType
+    ) -> TensorType:
+        require_element_type(a, BYTES, "a")
+        require_element_type(b, BYTES, "b")
+        require(a.rank >= 2, f"a must have rank >= 2 (..., M, K), got {a}")
+        require(b.rank == 2, f"b must be a matrix (K, N), got {b}")
+        require(
+            a.shape[-1] == b.shape[0],
+            f"contracted dimensions differ: a {a} has {a.shape[-1]} columns, b {b} has "
+            f"{b.shape[0]} rows",
+        )
+        _check_zero_point("a_zero_point", a_zero, a, None)
+        _check_zero_point("b_zero_point", b_zero, b, b.shape[1])
+        return TensorType(et.i32, (*a.shape[:-1], b.shape[1]))
+
+
+def matmul_integer(
+    a: Output, b: Output, a_zero_point: Output | None = None, b_zero_point: Output | None = None
+) -> Output:
+    """The exact integer product ``(a - a_zero_point) @ (b - b_zero_point)`` as i32.
+
+    Args:
+        a: u8 or i8 ``(..., M, K)``.
+        b: u8 or i8 ``(K, N)``.
+        a_zero_point: a scalar of ``a``'s type (default 0).
+        b_zero_point: ``b``'s type, a scalar or ``(N,)`` (default 0).
+
+    Returns:
+        i32 ``(..., M, N)``.
+
+    Raises:
+        OpTypeError: element types or shapes do not fit.
+    """
+    a_zero = a_zero_point if a_zero_point is not None else constant(0, a.element_type)
+    b_zero = b_zero_point if b_zero_point is not None else constant(0, b.element_type)
+    return MatMulInteger()(a, b, a_zero, b_zero)
+
+
+@opclass
+class ConvInteger(Op):
+    """2-D (or 1-D) convolution of ``x - x_zero_point`` with ``w - w_zero_point``,
+    accumulated exactly as i32 (ONNX ConvInteger).
+
+    Inputs: ``x`` (u8 or i8, ``(N, C, d...)``), ``w`` (u8 or i8, ``(O, C / groups, f...)``),
+    ``x_zero_point`` (a scalar of x's type), ``w_zero_point`` (w's type: a scalar or one per
+    output channel, ``(O,)``). Padding adds zeros to ``x - x_zero_point`` (positions whose
+    data is ``x_zero_point``). Attributes as :class:`~opgraph.ops.convolution.Convolution`
+    (no data dilation); the result ``(N, O, out...)`` is wrapped to 32 bits like
+    :class:`MatMulInteger`.
+    """
+
+    contracting = True
+    differentiable = False
+    num_inputs = 4
+    strides: tuple[int, ...] | None = None
+    dilations: tuple[int, ...] | None = None
+    padding_below: tuple[int, ...] | None = None
+    padding_above: tuple[int, ...] | None = None
+    groups: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("strides", "dilations", "padding_below", "padding_above"):
+            value = getattr(self, name)
+            if value is not None:
+                set_attr(self, name, as_int_tuple(value, name))
+        set_attr(self, "groups", as_int(self.groups, "groups"))
+
+    def float_convolution(self) -> Convolution:
+        """The Convolution with the same windows (its type rule and output shape)."""
+        return Convolution(
+            self.strides, self.dilations, self.padding_below, self.padding_above, None, self.groups
+        )
+
+    def canonicalize(
+        self, x: TensorType, w: TensorType, xz: TensorType, wz: TensorType
+    ) -> ConvInteger:
+        conv = self.float_convolution().canonicalize(_as_float(x), _as_float(w))
+        return ConvInteger(
+            conv.strides, conv.dilations, conv.padding_below, conv.padding_above, conv.groups
+        )
+
+    def infer(
+        self, x: TensorType, w: TensorType, x_zero: TensorType, w_zero: TensorType
+    ) -> TensorType:
+        require_element_type(x, BYTES, "x")
+        require_element_type(w, BYTES, "w")
+        require(x.rank >= 3, f"x must be (N, C, d...), got {x}")
+        fx, fw = _as_float(x), _as_float(w)
+        out = self.float_convolution().canonicalize(fx, fw).infer(fx, fw)
+        _check_zero_point("x_zero_point", x_zero, x, None)
+        _check_zero_point("w_zero_point", w_zero, w, w.shape[0])
+        return TensorType(et.i32, out.shape)
+
+
+def _as_float(t: TensorType) -> TensorType:
+    return TensorType(et.f32, t.shape)
+
+
+def conv_integer(
+    x: Output,
+    w: Output,
+    x_zero_point: Output | None = None,
+    w_zero_point: Output | None = None,
+    strides: Any = None,
+    dilations: Any = None,
+    padding_below: Any = None,
+    padding_above: Any = None,
+    groups: int = 1,
+) -> Output:
+    """The exact integer convolution of ``x - x_zero_point`` with ``w - w_zero_point`` as i32.
+
+    Args:
+        x: u8 or i8 ``(N, C, d...)``.
+        w: u8 or i8 ``(O, C / groups, f...)``.
+        x_zero_point: a scalar of ``x``'s type (default 0; padding reads it).
+        w_zero_point: ``w``'s type, a scalar or ``(O,)`` (default 0).
+        strides, dilations, padding_below, padding_above, groups: as ``convolution``.
+
+    Returns:
+        i32 ``(N, O, out...)``.
+
+    Raises:
+        OpTypeError: element types, shapes or window attributes do not fit.
+    """
+    x_zero = x_zero_point if x_zero_point is not None else constant(0, x.element_type)
+    w_zero = w_zero_point if w_zero_point is not None else constant(0, w.element_type)
+    op = ConvInteger(strides, dilations, padding_below, padding_above, groups)
+    return op(x, w, x_zero, w_zero)

@@ -51,6 +51,36 @@ ACCEPTED = [
         lambda: ops.dequantize_linear(p((3, 2), og.i8), p((3,), og.f16), p((3,), og.i8), axis=0),
         "f16[3,2]",
     ),
+    (
+        "matmul_integer_batched_per_column",
+        lambda: ops.matmul_integer(
+            p((2, 3, 4), og.u8), p((4, 5), og.i8), p((), og.u8), p((5,), og.i8)
+        ),
+        "i32[2,3,5]",
+    ),
+    (
+        "matmul_integer_defaults",
+        lambda: ops.matmul_integer(p((3, 4), og.i8), p((4, 2), og.u8)),
+        "i32[3,2]",
+    ),
+    (
+        "conv_integer_strided_per_channel",
+        lambda: ops.conv_integer(
+            p((1, 3, 8, 8), og.u8),
+            p((4, 3, 3, 3), og.i8),
+            p((), og.u8),
+            p((4,), og.i8),
+            strides=(2, 2),
+            padding_below=(1, 1),
+            padding_above=(1, 1),
+        ),
+        "i32[1,4,4,4]",
+    ),
+    (
+        "conv_integer_grouped_1d",
+        lambda: ops.conv_integer(p((2, 4, 9), og.i8), p((6, 2, 3), og.i8), groups=2),
+        "i32[2,6,7]",
+    ),
 ]
 
 
@@ -149,6 +179,55 @@ ERRORS = [
         "dequantize_arity",
         lambda: ops.DequantizeLinear()(p((2,), og.u8), p(())),
         "DequantizeLinear: expected 3 input(s), got 2",
+    ),
+    (
+        "matmul_integer_float_operand",
+        lambda: ops.matmul_integer(p((2, 3)), p((3, 2), og.i8)),
+        "a element type f32 is not supported",
+    ),
+    (
+        "matmul_integer_batched_weights",
+        lambda: ops.matmul_integer(p((2, 3), og.u8), p((2, 3, 2), og.i8)),
+        "b must be a matrix (K, N)",
+    ),
+    (
+        "matmul_integer_inner_mismatch",
+        lambda: ops.matmul_integer(p((2, 3), og.u8), p((4, 2), og.i8)),
+        "contracted dimensions differ",
+    ),
+    (
+        "matmul_integer_zero_point_type",
+        lambda: ops.matmul_integer(p((2, 3), og.u8), p((3, 2), og.i8), p((), og.i8)),
+        "a_zero_point element type i8 differs from its operand's u8",
+    ),
+    (
+        "matmul_integer_per_row_zero_point",
+        lambda: ops.matmul_integer(p((2, 3), og.u8), p((3, 2), og.i8), p((2,), og.u8)),
+        "a_zero_point must be a scalar",
+    ),
+    (
+        "matmul_integer_zero_point_length",
+        lambda: ops.matmul_integer(
+            p((2, 3), og.u8), p((3, 2), og.i8), p((), og.u8), p((3,), og.i8)
+        ),
+        "b_zero_point must be a scalar or shape [2]",
+    ),
+    (
+        "conv_integer_channels",
+        lambda: ops.conv_integer(p((1, 3, 8, 8), og.u8), p((4, 2, 3, 3), og.i8)),
+        "filters take 2 channel(s) per group",
+    ),
+    (
+        "conv_integer_float_filters",
+        lambda: ops.conv_integer(p((1, 3, 8, 8), og.u8), p((4, 3, 3, 3))),
+        "w element type f32 is not supported",
+    ),
+    (
+        "conv_integer_zero_point_length",
+        lambda: ops.conv_integer(
+            p((1, 3, 8, 8), og.u8), p((4, 3, 3, 3), og.i8), None, p((3,), og.i8)
+        ),
+        "w_zero_point must be a scalar or shape [4]",
     ),
 ]
 

@@ -35,10 +35,14 @@ log = logging.getLogger("opgraph.cpu")
 #: Optimisation flags. libmvec (glibc's vector math) replaces -ffast-math: the generated code
 #: declares the math functions with ``__attribute__((simd))``, so loops vectorize while NaN,
 #: Inf and signed zeros keep their IEEE meaning. -fwrapv gives integers two's-complement wrap.
+#: -fno-trapping-math (no value changes: opgraph never reads the floating-point exception
+#: flags) lets GCC if-convert selects after a division or a comparison, so loops that clamp
+#: or saturate (every quantize of a QDQ model) vectorize.
 #: The target (``-march``) comes from ``CpuConfig.target_flags()``.
 CFLAGS: tuple[str, ...] = (
     "-O3",
     "-fno-math-errno",
+    "-fno-trapping-math",
     "-fwrapv",
     "-fno-semantic-interposition",
     "-fPIC",

@@ -27,6 +27,7 @@ from opgraph.core.graph import rebuild_nodes
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.passes.decompose import decompose
+from opgraph.passes.fuse_quantized_products import fuse_quantized_products
 from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.pipeline import optimize as optimize_function
 from opgraph.passes.specialize_shapes import is_symbolic
@@ -48,13 +49,15 @@ def is_native(op: Op) -> bool:
 
 
 def lower(fn: Function, optimize: bool = True) -> Function:
-    """Clone, inline calls, unbox tuples, decompose what has no native lowering, apply the
+    """Clone, inline calls, unbox tuples, turn products of dequantized 8-bit values into
+    integer products (``fuse_quantized_products``: before folding dequantizes the weights),
+    decompose what has no native lowering, apply the
     rewrites (``REWRITES``: expansions that fuse better), optimize, rewrite again.
 
     Needs: a valid Function. Guarantees: no tuples or calls; every op is native, has a
     reference kernel, or is reported by :func:`compile_program` as unsupported.
     """
-    fn = unbox_tuples(inline_calls(fn.clone()))
+    fn = fuse_quantized_products(unbox_tuples(inline_calls(fn.clone())))
     fn = apply_rewrites(decompose(fn, is_supported=is_native, keep_symbolic=is_symbolic(fn)))
     if optimize:
         fn = apply_rewrites(optimize_function(fn))

@@ -15,6 +15,7 @@ import numpy as np
 import opgraph.backends.gpu.interpret as interpret
 from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
 from opgraph.backends.fused.indexed import ArgStep, NodeStep, ScatterStep, TopKStep
+from opgraph.backends.fused.lowering.quantized import QConvStep, QGemmStep
 from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,
@@ -28,9 +29,11 @@ from opgraph.backends.fused.program import (
 from opgraph.backends.fused.views import Literal, Operand, View, static
 from opgraph.backends.gpu.cuda.kernel import IntGemm
 from opgraph.backends.gpu.steps import direct, im2col_spec, pool_spec
+from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core import element_type as et
 from opgraph.core.errors import ExecutionError, OpgraphError
 from opgraph.core.registry import Registry
+from opgraph.pattern import constant_value
 
 Resolve = Callable[[View], np.ndarray]
 HostStep = Callable[[Any, Resolve], None]
@@ -82,7 +85,16 @@ def run_loop(kernel: LoopKernel, resolve: Resolve) -> None:
 #: Step classes the host runs through the ops' reference kernels (``fallback_ops`` lists them
 #: beside the fallback steps).
 REFERENCE_STEPS: frozenset[type] = frozenset(
-    {ScanStep, ArgStep, TopKStep, ScatterStep, ConvDataGradientStep, ConvFilterGradientStep}
+    {
+        ScanStep,
+        ArgStep,
+        TopKStep,
+        ScatterStep,
+        ConvDataGradientStep,
+        ConvFilterGradientStep,
+        QGemmStep,
+        QConvStep,
+    }
 )
 
 
@@ -147,6 +159,24 @@ def _gemm(step: GemmStep, resolve: Resolve) -> None:
             interpret.matmul(left, right, out)
         else:
             interpret.run_int_gemm(IntGemm(c.shape[0], c.shape[1], a.shape[1]), left, right, out)
+    if step.epilogue is not None:
+        run_loop(step.epilogue, resolve)
+
+
+@HOST_STEPS.register(QGemmStep)
+@HOST_STEPS.register(QConvStep)
+def _integer_product(step: QGemmStep | QConvStep, resolve: Resolve) -> None:
+    """A quantized model's integer product (no device kernel yet): the reference kernel of
+    its node on the host, then the epilogue."""
+    node = step.nodes[0]
+    data = step.a if isinstance(step, QGemmStep) else step.x
+    assert data is not None and step.out is not None
+    source = node.inputs[0]
+    values = np.ascontiguousarray(resolve(data)).reshape(source.shape)
+    constants = [constant_value(x) for x in node.inputs[1:]]
+    result = KERNELS[type(node.op)](node.op, values, *constants)
+    out = resolve(step.out)
+    out[...] = result.reshape(out.shape)
     if step.epilogue is not None:
         run_loop(step.epilogue, resolve)
 

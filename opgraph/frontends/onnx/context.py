@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
+from opgraph.core import element_type as et
 from opgraph.core.dim import bounds
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
+from opgraph.ops.quantization import DequantizeLinear
 from opgraph.runtime.backend import backend
 
 #: Values computed only from constants are folded at import time up to this many elements.
@@ -176,6 +178,7 @@ def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> li
         # A symbolic size depends on a Parameter (then _static is False) or on the data
         # (non_zero, unique…: folded when that data is constant, up to the symbol's bound).
         and bounds(v.tensor_type.size)[1] <= FOLD_LIMIT
+        and not _dequantized_bytes(v)
         and _static(v, boundary)
     ]
     folded = list(values)
@@ -186,6 +189,16 @@ def fold(values: Sequence[Output | None], inputs: Sequence[Output | None]) -> li
     for i, value, array in zip(todo, chosen, results, strict=True):
         folded[i] = constant(np.asarray(array), value.element_type)
     return folded
+
+
+def _dequantized_bytes(value: Output) -> bool:
+    """A dequantization of 8-bit values (quantized weights) stays an op: backends run the
+    products that read it on 8-bit kernels (``fuse_quantized_products``); their own constant
+    folding folds it when they do not."""
+    return isinstance(value.node.op, DequantizeLinear) and value.node.inputs[0].element_type in (
+        et.u8,
+        et.i8,
+    )
 
 
 def _static(value: Output, boundary: set[Output]) -> bool:

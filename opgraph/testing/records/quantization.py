@@ -11,6 +11,8 @@ from opgraph.testing.records.base import FLOATS, In, OpRecord
 # x / 0.5: ties at ±0.5, ±1.5, ±2.5 and values beyond every 8-bit range.
 TIES = [-1.25, -0.75, -0.25, 0.25, 0.75, 1.25, 200.0, -200.0]
 PER_AXIS_SCALES = [0.25, 0.5, 0.125]
+#: The integer products' inputs all have fixed types: one run (the element type is unused).
+INTEGER_PRODUCT = (et.i32,)
 
 RECORDS: list[OpRecord] = [
     *(
@@ -55,5 +57,55 @@ RECORDS: list[OpRecord] = [
         (In((3, 4), low=0, high=30), In((3,), values=PER_AXIS_SCALES)),
         FLOATS,
         differentiable=False,  # QuantizeLinear is not differentiable
+    ),
+    OpRecord(
+        "matmul_integer_u8_i8_per_column",
+        lambda a, b, az, bz: ops.matmul_integer(a, b, az, bz),
+        (
+            In((2, 3, 7), et.u8, low=0, high=255),
+            In((7, 5), et.i8, low=-128, high=127),
+            In((), et.u8, values=131),
+            In((5,), et.i8, low=-3, high=3),
+        ),
+        INTEGER_PRODUCT,
+        differentiable=False,
+    ),
+    OpRecord(
+        "matmul_integer_i8_u8",
+        lambda a, b, az, bz: ops.matmul_integer(a, b, az, bz),
+        (
+            In((4, 9), et.i8, low=-128, high=127),
+            In((9, 3), et.u8, low=0, high=255),
+            In((), et.i8, values=-5),
+            In((), et.u8, values=200),
+        ),
+        INTEGER_PRODUCT,
+        differentiable=False,
+    ),
+    OpRecord(
+        "conv_integer_padded_strided_per_channel",
+        lambda x, w, xz, wz: ops.conv_integer(
+            x, w, xz, wz, strides=(2, 1), padding_below=(1, 1), padding_above=(1, 0)
+        ),
+        (
+            In((2, 3, 5, 6), et.u8, low=0, high=255),
+            In((4, 3, 3, 2), et.i8, low=-128, high=127),
+            In((), et.u8, values=77),
+            In((4,), et.i8, low=-2, high=2),
+        ),
+        INTEGER_PRODUCT,
+        differentiable=False,
+    ),
+    OpRecord(
+        "conv_integer_grouped_dilated_1d",
+        lambda x, w, xz, wz: ops.conv_integer(x, w, xz, wz, dilations=(2,), groups=2),
+        (
+            In((1, 4, 9), et.i8, low=-128, high=127),
+            In((6, 2, 3), et.i8, low=-128, high=127),
+            In((), et.i8, values=-9),
+            In((), et.i8, values=0),
+        ),
+        INTEGER_PRODUCT,
+        differentiable=False,
     ),
 ]

@@ -22,8 +22,7 @@ from opgraph.core.op import OP_REGISTRY
 #: Ops that ran through their reference kernels when this list was last updated.
 PINNED = {
     "AllReduce", "BatchNormTraining", "BroadcastDistributed",
-    "DequantizeLinear", "LRN", "MaxPoolBackprop", "MaxPoolWithIndices",
-    "QuantizeLinear", "ReverseSequence",
+    "LRN", "MaxPoolBackprop", "MaxPoolWithIndices", "ReverseSequence",
 }  # fmt: skip
 
 #: Every op class registered when the list was pinned (later ones may fall back).

@@ -8,7 +8,9 @@ measurable gain. It takes every size as an argument, so it is compiled once into
 library (flags and ``-march`` of the modules), loaded with ``RTLD_GLOBAL`` before the modules
 that call it, like the thread pool's runtime. The panel GEMV (0.04 s) stays in the modules:
 a model whose only products by constants are GEMVs (ResNet-18's classifier at batch 1) needs
-no library.
+no library. The 8-bit products of quantized models (``og_q8_gemm``, ``og_q8_conv_gemm``:
+:mod:`~opgraph.backends.cpu.codegen.int8`, 24 register-blocked micro-kernels, several seconds
+of GCC per module) are served the same way.
 
 The exported names carry a hash of the library's source and target flags
 (``og_gemm_panels_<hash>``): a module calls exactly the build it was generated for, and
@@ -23,15 +25,26 @@ import functools
 import hashlib
 
 from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen import int8 as _int8  # noqa: F401 - registers q8_* helpers
 
 #: Helpers (``dialect.HELPERS`` names) served by the library instead of each module's code.
-LIBRARY_HELPERS: tuple[str, ...] = ("gemm_panels",)
+LIBRARY_HELPERS: tuple[str, ...] = ("gemm_panels", "q8_gemm", "q8_conv_gemm")
 
 #: Their C prototypes, ``{name}`` standing for the exported symbol.
 _PROTOTYPES = {
     "gemm_panels": (
         "void {name}(const float* restrict A, long lda, const float* restrict P, "
         "float* restrict C, long ldc, long M, long K, long n0, long n1);"
+    ),
+    "q8_gemm": (  # codegen/int8.py
+        "void {name}(const uint8_t* restrict A, long lda, const int8_t* restrict P, "
+        "int32_t* restrict C, long ldc, long M, long K, long n0, long n1, "
+        "const int32_t* restrict col, uint32_t flip);"
+    ),
+    "q8_conv_gemm": (
+        "void {name}(const int8_t* restrict W, const uint8_t* restrict B, long pitch, "
+        "int32_t* restrict Y, long ldy, long O, long quads, long cols, "
+        "const int32_t* restrict row);"
     ),
 }
 

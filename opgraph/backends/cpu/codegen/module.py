@@ -14,7 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from opgraph.backends.cpu.codegen import bf16, conv_backprop, dialect, kernels, runtime, selection
+from opgraph.backends.cpu.codegen import (
+    bf16,
+    conv_backprop,
+    dialect,
+    int8,
+    kernels,
+    runtime,
+    selection,
+)
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.depthwise import DirectConvEmitter
@@ -253,6 +261,7 @@ STEP_EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
 STEP_EMITTERS.update(bf16.EMITTERS)  # precision="bf16" (codegen/bf16.py)
 STEP_EMITTERS.update(selection.EMITTERS)  # ArgMax/ArgMin, TopK, scatters (fused/indexed.py)
 STEP_EMITTERS.update(conv_backprop.EMITTERS)  # a convolution's gradients
+STEP_EMITTERS.update(int8.EMITTERS)  # integer products of quantized models (codegen/int8.py)
 
 
 def _step(step: Step, i: int, module: ModuleContext) -> Emitted:

@@ -11,6 +11,7 @@ from opgraph.backends.fused.lowering import (  # noqa: F401 - importing register
     linalg,
     movement,
     nn,
+    quantized,
     reduction,
     scan,
     selection,

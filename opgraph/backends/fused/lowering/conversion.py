@@ -23,6 +23,9 @@ def _convert(op: Convert, args: Sequence[str], ctx: ScalarContext) -> str:
         return f"({x} != 0)"
     if source.is_boolean or source is target:
         return f"(({ctx.ctype(target)}){x})"
+    if target.is_integral and source.is_real and target.itemsize <= 2 and source.itemsize <= 4:
+        ctx.helper(f"f2if_{target.name}")  # a float helper: the loop vectorizes
+        return f"og_f2if_{target.name}((float){x})"
     if target.is_integral and source.is_real:
         ctx.helper(f"f2i_{target.name}")
         return f"og_f2i_{target.name}((double){x})"

@@ -1,7 +1,8 @@
 """Quantization: QuantizeLinear and DequantizeLinear (per tensor, per axis from opset 13,
 blocked from opset 21), MatMulInteger and QLinearMatMul (exact integer sums through f64).
 
-Per-tensor and per-axis cases map to the catalogue's ops; blocked scales, and types those ops
+Per-tensor and per-axis cases map to the catalogue's ops (so that the CPU backend's
+``fuse_quantized_products`` sees the QDQ structure); blocked scales, and types those ops
 do not take, are composed from core ops exactly as the ONNX reference computes them.
 """
 
@@ -21,6 +22,7 @@ from opgraph.frontends.onnx.registry import onnx_op
 from opgraph.frontends.onnx.types import from_onnx
 
 _CATALOGUE_TYPES = (et.u8, et.i8, et.u16, et.i16)
+_DEQUANTIZABLE = (*_CATALOGUE_TYPES, et.i32)
 
 
 def widen(x: Output, element_type: ElementType) -> Output:
@@ -87,6 +89,14 @@ def _dequantize(ctx: NodeContext) -> Output:
     block = int(ctx.attr("block_size", 0))
     code = ctx.attr("output_dtype")
     target = scale.element_type if not code else from_onnx(int(code), ctx.where)
+    if not block and scale.rank <= 1 and x.element_type in _DEQUANTIZABLE:
+        per_axis = scale.rank == 1 and scale.shape[0] != 1
+        scale_value = scale if per_axis else ops.reshape(scale, [])
+        point = None
+        if zero_point is not None:
+            point = zero_point if per_axis else ops.reshape(zero_point, [])
+        value = ops.dequantize_linear(x, scale_value, point, axis=axis if per_axis else None)
+        return widen(value, target)
     centered = widen(x, et.f32)
     if zero_point is not None:
         centered = ops.subtract(centered, _spread(widen(zero_point, et.f32), x, axis, block))

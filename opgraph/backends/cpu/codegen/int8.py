@@ -1,0 +1,554 @@
+"""8-bit integer products on the CPU: the C of :class:`QGemmStep` and :class:`QConvStep`
+(``fused/lowering/quantized.py``), exact i32 sums of u8 x s8 products.
+
+One micro-kernel family serves both: ``R`` rows (up to 12) of an operand ``A`` read as
+*quads* (four consecutive inner-dimension bytes, broadcast to every lane) times a 32-column
+panel of ``B`` stored as quads (128 bytes per quad row), into 2 x ``R`` vectors of 16 i32
+accumulators. With AVX512-VNNI each step is one ``vpdpbusd`` per accumulator (u8 quad times s8
+quad, summed into an i32 lane: no intermediate saturation, unlike AVX2's ``vpmaddubsw``):
+
+* ``u`` kernels (matrix products): ``A`` is the u8 activations (i8 ones read with their sign
+  bit flipped, the zero point moved by 128), ``B`` the constant s8 weights packed at compile
+  time; the sums start from a per-column constant (``-a_zero · Σ_k w``).
+* ``s`` kernels (convolutions): ``A`` is the constant s8 filter matrix (rows padded to whole
+  quads), ``B`` the u8 patches of a block of output pixels, built as quads per thread (padding
+  reads the zero point); the sums start from a per-row constant.
+
+Without AVX512-VNNI (AVX2-only CPUs, or ``CpuConfig(isa="avx2"/"avx512")``, whose x86-64-v3/v4
+targets do not include VNNI), the same layouts run through portable C that the compiler
+vectorizes (widening multiplies): exact, about 4-8x slower than ``vpdpbusd``. The choice is
+made by the compiler's predefined ``__AVX512VNNI__`` for the target flags of
+``CpuConfig.isa``, like the f32 GEMM's blocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.fused.lowering.quantized import PANEL, QUAD, QConvStep, QGemmStep
+from opgraph.backends.fused.views import View
+
+#: Rows of a micro-kernel tile (2 x ROWS zmm accumulators).
+ROWS = 12
+#: Quads of the inner dimension per block (a panel slice: 128 x 128 bytes, L1).
+DEPTH = 128
+#: Rows of ``A`` per chunk of the matrix-product driver (each panel slice serves them all).
+CHUNK = 8 * ROWS
+
+Emitted = tuple[str, str, tuple[Check, ...]]
+
+
+def _pointer(module: ModuleContext, view: View, name: str, ctype: str) -> str:
+    return f"  {ctype}* {name} = ({ctype}*)({module.base(view.buffer)}) + {view.offset}L;"
+
+
+# ------------------------------------------------------------------------------ C kernels
+def _micro_kernel(role: str, rows: int) -> str:
+    """``og_q8<role>_mk<rows>``: c[rows x nvalid] = init (+)= a (rows lda apart, ``kq`` whole
+    quads and ``tail`` bytes) times b (quad rows ldb apart). ``role`` "u": a is u8 (xor
+    ``flip``), b s8; "s": a is s8, b u8."""
+    rs = range(rows)
+    init = [f"  og_qv x{r}_0, x{r}_1;" for r in rs]
+    init.append("  if (accumulate) {")
+    init += [f"    og_q_load(&x{r}_0, &x{r}_1, c + {r} * ldc, nvalid);" for r in rs]
+    init.append("  } else if (col) {")
+    init += [f"    og_q_load(&x{r}_0, &x{r}_1, col, nvalid);" for r in rs]
+    init.append("  } else {")
+    init += [f"    x{r}_0 = (og_qv){{}} + row[{r}]; x{r}_1 = x{r}_0;" for r in rs]
+    init.append("  }")
+    if role == "u":  # the activations' quad: broadcast into a register, sign bit flipped
+        quad = "(og_qv){{}} + (int32_t)({read} ^ flip)"
+        dot = "og_qv q = {quad}; x{r}_0 = og_dot(x{r}_0, q, b0); x{r}_1 = og_dot(x{r}_1, q, b1);"
+    else:  # the filters' quad: broadcast from memory by the instruction itself
+        quad = ""
+        dot = "x{r}_0 = og_dot_m(x{r}_0, b0, {at}); x{r}_1 = og_dot_m(x{r}_1, b1, {at});"
+    # one row at a time: 2 x rows accumulators, two B vectors and one broadcast live (the
+    # broadcasts of every row first spilled accumulators)
+    step: list[str] = []
+    tail: list[str] = []
+    for r in rs:
+        at = f"a + {r} * lda + 4 * k"
+        for lines, read in ((step, f"og_quad({at})"), (tail, f"og_part({at}, tail)")):
+            text = dot.format(r=r, quad=quad.format(read=read), at=at)
+            if role == "s" and lines is tail:
+                text = text.replace("og_dot_m(", "og_dot_p(").replace(f"{at})", f"{at}, tail)")
+            lines.append("    { " + text + " }")
+    store = [f"  og_q_store(x{r}_0, x{r}_1, c + {r} * ldc, nvalid);" for r in rs]
+    return "\n".join(
+        [
+            f"static inline __attribute__((always_inline)) void og_q8{role}_mk{rows}(",
+            "    const uint8_t* restrict a, long lda, const uint8_t* restrict b, long ldb,",
+            "    long kq, long tail, int32_t* restrict c, long ldc, long nvalid,",
+            "    const int32_t* col, const int32_t* row, int accumulate, uint32_t flip) {",
+            *init,
+            "  long k = 0;",
+            "  for (; k < kq; ++k) {",
+            "    og_qv b0, b1;",
+            "    __builtin_memcpy(&b0, b + k * ldb, 64);",
+            "    __builtin_memcpy(&b1, b + k * ldb + 64, 64);",
+            *step,
+            "  }",
+            "  if (tail) {",
+            "    og_qv b0, b1;",
+            "    __builtin_memcpy(&b0, b + k * ldb, 64);",
+            "    __builtin_memcpy(&b1, b + k * ldb + 64, 64);",
+            *tail,
+            "  }",
+            *store,
+            "}",
+        ]
+    )
+
+
+_COMMON = """typedef int32_t og_qv __attribute__((vector_size(64)));
+typedef uint32_t og_qu32 __attribute__((aligned(1), may_alias));
+static inline __attribute__((always_inline)) uint32_t og_quad(const uint8_t* p) {
+  return *(const og_qu32*)p;
+}
+/* the first n (< 4) bytes of a quad, the rest zero (never read past a row's end) */
+static inline __attribute__((always_inline)) uint32_t og_part(const uint8_t* p, long n) {
+  uint32_t v = 0;
+  for (long t = 0; t < n; ++t) v |= (uint32_t)p[t] << (8 * t);
+  return v;
+}
+static inline __attribute__((always_inline)) void og_q_load(og_qv* lo, og_qv* hi,
+                                                            const int32_t* c, long nvalid) {
+  int32_t t[32];
+  for (long j = 0; j < 32; ++j) t[j] = j < nvalid ? c[j] : 0;
+  __builtin_memcpy(lo, t, 64);
+  __builtin_memcpy(hi, t + 16, 64);
+}
+static inline __attribute__((always_inline)) void og_q_store(og_qv lo, og_qv hi, int32_t* c,
+                                                             long nvalid) {
+  if (nvalid == 32) {
+    __builtin_memcpy(c, &lo, 64);
+    __builtin_memcpy(c + 16, &hi, 64);
+    return;
+  }
+  int32_t t[32];
+  __builtin_memcpy(t, &lo, 64);
+  __builtin_memcpy(t + 16, &hi, 64);
+  for (long j = 0; j < nvalid; ++j) c[j] = t[j];
+}
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+/* acc += per 32-bit lane, the four u8 bytes of u times the four s8 bytes of s */
+static inline __attribute__((always_inline)) og_qv og_dot(og_qv acc, og_qv u, og_qv s) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+/* acc += u times the s8 quad at p broadcast to every lane */
+static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
+                                                            const uint8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const og_qu32*)p));
+  return acc;
+}
+/* a partial quad (n < 4 bytes, the rest zero) broadcast */
+static inline __attribute__((always_inline)) og_qv og_dot_p(og_qv acc, og_qv u,
+                                                            const uint8_t* p, long n) {
+  return og_dot(acc, u, (og_qv){} + (int32_t)og_part(p, n));
+}
+#else
+/* Without VNNI: one generic tile (rows x 32 columns of i32 sums), the byte products widened
+   by the compiler's vectorizer. Exact; kept out of line and unspecialized so that building
+   the library stays quick. */
+static void og_q8_tile(const uint8_t* restrict a, long lda, const uint8_t* restrict b,
+                       long ldb, long kq, long tail, int32_t* restrict c, long ldc,
+                       long nvalid, const int32_t* col, const int32_t* row, int accumulate,
+                       uint32_t flip, int rows, int a_signed) {
+  int32_t acc[12][32];
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < 32; ++j)
+      acc[r][j] = accumulate ? (j < nvalid ? c[r * ldc + j] : 0)
+                             : col ? (j < nvalid ? col[j] : 0) : row[r];
+  for (long k = 0; k < kq + (tail ? 1 : 0); ++k) {
+    const uint8_t* q = b + k * ldb;
+    int32_t w[4][32];
+    for (int t = 0; t < 4; ++t)
+      for (int j = 0; j < 32; ++j)
+        w[t][j] = a_signed ? (int32_t)q[4 * j + t] : (int32_t)(int8_t)q[4 * j + t];
+    for (int r = 0; r < rows; ++r) {
+      uint32_t v = (k < kq ? og_quad(a + r * lda + 4 * k) : og_part(a + r * lda + 4 * k, tail));
+      v ^= flip;
+      int32_t x[4];
+      for (int t = 0; t < 4; ++t) {
+        uint8_t byte = (uint8_t)(v >> (8 * t));
+        x[t] = a_signed ? (int32_t)(int8_t)byte : (int32_t)byte;
+      }
+      for (int j = 0; j < 32; ++j)
+        acc[r][j] += x[0] * w[0][j] + x[1] * w[1][j] + x[2] * w[2][j] + x[3] * w[3][j];
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = acc[r][j];
+}
+#endif"""
+
+
+def _kernels(role: str) -> str:
+    """The shared definitions (once per source) and the ``role`` micro-kernels."""
+    kernels = "\n".join(_micro_kernel(role, r) for r in range(1, ROWS + 1))
+    return f"""#ifndef OG_Q8_COMMON
+#define OG_Q8_COMMON
+{_COMMON}
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define OG_QMK(R, N) og_q8##R##_mk##N(OG_A, OG_LDA, OG_B, OG_LDB, kq, tail, OG_C, ldc, \\
+                                    valid, OG_COL, OG_ROW, k0 > 0, flip)
+#else
+#define OG_QMK(R, N) og_q8_tile(OG_A, OG_LDA, OG_B, OG_LDB, kq, tail, OG_C, ldc, valid, \\
+                                OG_COL, OG_ROW, k0 > 0, flip, N, #R[0] == 's')
+#endif
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+{kernels}
+#endif"""
+
+
+@dialect.helper("q8_gemm")
+def _q8_gemm() -> str:
+    cases = " ".join(f"case {n}: OG_QMK(u, {n}); break;" for n in range(ROWS, 0, -1))
+    return f"""{_kernels("u")}
+/* C[:, n0:n1] = A (M rows of K u8, lda apart; flip xors each quad) times P (K x N s8 as quad
+   panels of 32 columns, ceil(K/4) quad rows each) plus col[n]; n0 is a multiple of 32.
+   Blocked by {DEPTH} quads of the inner dimension and chunks of {CHUNK} rows: each panel slice
+   (L1) serves every tile of the chunk. */
+static void og_q8_gemm(const uint8_t* restrict A, long lda, const int8_t* restrict P,
+                       int32_t* restrict C, long ldc, long M, long K, long n0, long n1,
+                       const int32_t* restrict col, uint32_t flip) {{
+  long quads = (K + 3) / 4, whole = K / 4, first = n0 / 32, last = (n1 + 31) / 32;
+  for (long k0 = 0; k0 < quads; k0 += {DEPTH}) {{
+    long k1 = k0 + {DEPTH} < quads ? k0 + {DEPTH} : quads;
+    long kq = (k1 < whole ? k1 : whole) - k0, tail = k1 > whole ? K % 4 : 0;
+    for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
+      long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;
+      for (long nb = first; nb < last; ++nb) {{
+        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+        for (long m = m0; m < m1; m += {ROWS}) {{
+          int rows = m1 - m < {ROWS} ? (int)(m1 - m) : {ROWS};
+#define OG_A (A + m * lda + 4 * k0)
+#define OG_LDA lda
+#define OG_B ((const uint8_t*)P + (nb * quads + k0) * 128)
+#define OG_LDB 128
+#define OG_C (C + m * ldc + nb * 32)
+#define OG_COL (col + nb * 32)
+#define OG_ROW ((const int32_t*)0)
+          switch (rows) {{ {cases} default: break; }}
+#undef OG_A
+#undef OG_LDA
+#undef OG_B
+#undef OG_LDB
+#undef OG_C
+#undef OG_COL
+#undef OG_ROW
+        }}
+      }}
+    }}
+  }}
+}}"""
+
+
+@dialect.helper("q8_conv_gemm")
+def _q8_conv_gemm() -> str:
+    cases = " ".join(f"case {n}: OG_QMK(s, {n}); break;" for n in range(ROWS, 0, -1))
+    return f"""{_kernels("s")}
+/* Y[O x cols] (rows ldy apart) = W (O rows of quads*4 s8 bytes) times B (u8 quads: quads rows
+   of pitch*4 bytes, pitch a multiple of 32) plus row[o]. Blocked by {DEPTH} quads; each
+   32-column panel slice of B (L1) serves every row tile. */
+static void og_q8_conv_gemm(const int8_t* restrict W, const uint8_t* restrict B, long pitch,
+                            int32_t* restrict Y, long ldy, long O, long quads, long cols,
+                            const int32_t* restrict row) {{
+  const uint32_t flip = 0;
+  const long ldc = ldy, tail = 0;
+  for (long k0 = 0; k0 < quads; k0 += {DEPTH}) {{
+    long kq = k0 + {DEPTH} < quads ? {DEPTH} : quads - k0;
+    for (long nb = 0; nb * 32 < cols; ++nb) {{
+      long valid = cols - nb * 32 < 32 ? cols - nb * 32 : 32;
+      for (long m = 0; m < O; m += {ROWS}) {{
+        int rows = O - m < {ROWS} ? (int)(O - m) : {ROWS};
+#define OG_A ((const uint8_t*)W + m * quads * 4 + 4 * k0)
+#define OG_LDA (quads * 4)
+#define OG_B (B + (k0 * pitch + nb * 32) * 4)
+#define OG_LDB (pitch * 4)
+#define OG_C (Y + m * ldy + nb * 32)
+#define OG_COL ((const int32_t*)0)
+#define OG_ROW (row + m)
+        switch (rows) {{ {cases} default: break; }}
+#undef OG_A
+#undef OG_LDA
+#undef OG_B
+#undef OG_LDB
+#undef OG_C
+#undef OG_COL
+#undef OG_ROW
+      }}
+    }}
+  }}
+}}"""
+
+
+# ------------------------------------------------------------------------------ emitters
+def _epilogue(step: Any, name: str, module: ModuleContext, checks: list[Check]) -> list[str]:
+    if step.epilogue is None:
+        return []
+    emitter = CLoopEmitter(step.epilogue, f"{name}_ep", module, "epilogue of " + name, checks)
+    return [emitter.emit()]
+
+
+def _runner(name: str, units: int, parallel: bool, module: ModuleContext) -> list[str]:
+    threads = module.num_threads
+    if parallel and units > 1 and threads > 1:
+        module.uses_pool = True
+        call = f"og_parallel({name}, T, A, {units}L, 1L, {threads})"
+    else:
+        call = f"{name}(T, A, 0, {units}L)"
+    return [f"static int {name}_run(void* const* T, char* A) {{", f"  return {call};", "}"]
+
+
+def emit_gemm(step: QGemmStep, name: str, module: ModuleContext, checks: list[Check]) -> str:
+    """Units: blocks of whole 32-column panels, each followed by its epilogue rows."""
+    assert step.a is not None and step.b is not None and step.out is not None
+    assert step.offsets is not None
+    module.helper("q8_gemm")
+    rows, inner = step.a.shape
+    cols = step.b.shape[1]
+    lda = step.a.strides[0] if rows > 1 else inner
+    panels = -(-cols // PANEL)
+    parallel = rows * cols * inner >= PARALLEL_MACS
+    blocks = min(panels, 4 * module.num_threads) if parallel else 1
+    flip = "0x80808080u" if step.flip else "0u"
+    ep = []
+    if step.epilogue is not None:
+        ep = [
+            f"    for (long r_ = 0; r_ < {rows}L; ++r_)",
+            f"      err |= {name}_ep(T, A, r_ * {cols}L + n0, r_ * {cols}L + n1);",
+        ]
+    lines = [
+        f"/* {name}: {step.label.replace('*/', '* /')} */",
+        *_epilogue(step, name, module, checks),
+        f"static int {name}(void* const* T, char* A, long lo, long hi) {{",
+        "  int err = 0;",
+        _pointer(module, step.a, "a", "const uint8_t"),
+        _pointer(module, step.b, "b", "const int8_t"),
+        _pointer(module, step.out, "c", "int32_t"),
+        _pointer(module, step.offsets, "col", "const int32_t"),
+        "  for (long u_ = lo; u_ < hi; ++u_) {",
+        f"    long n0 = {panels}L * u_ / {blocks}L * 32;",
+        f"    long n1 = {panels}L * (u_ + 1) / {blocks}L * 32;",
+        f"    if (n1 > {cols}L) n1 = {cols}L;",
+        "    if (n0 >= n1) continue;",
+        f"    og_q8_gemm(a, {lda}L, b, c, {cols}L, {rows}L, {inner}L, n0, n1, col, {flip});",
+        *ep,
+        "  }",
+        "  return err;",
+        "}",
+        *_runner(name, blocks, parallel, module),
+    ]
+    return "\n".join(lines)
+
+
+class QConvEmitter:
+    """Units: (image, group, block of output rows); the block's patches as u8 quads in this
+    thread's scratch, then ``og_q8_conv_gemm`` straight into the output, then the epilogue."""
+
+    def __init__(self, step: QConvStep, name: str, module: ModuleContext, checks: list[Check]):
+        assert step.x is not None and step.w is not None and step.out is not None
+        self.step, self.name, self.module, self.checks = step, name, module, checks
+        self.x, self.w, self.out = step.x, step.w, step.out
+
+    def emit(self) -> str:
+        s = self.step
+        assert s.scratch is not None and s.offsets is not None
+        self.module.helper("q8_conv_gemm")
+        n, c = self.x.shape[:2]
+        o, k = self.w.shape
+        _, oh, ow = s.images
+        self.g, self.cg, self.og = s.groups, c // s.groups, o // s.groups
+        self.quads = -(-k // QUAD)
+        self.parallel = n * o * oh * ow * k >= PARALLEL_MACS
+        head = [
+            f"/* {self.name}: {s.label.replace('*/', '* /')} */",
+            *_epilogue(s, self.name, self.module, self.checks),
+        ]
+        return "\n".join(head + (self.emit_shared() if s.shared else self.emit_rows()))
+
+    def pointers(self) -> list[str]:
+        s = self.step
+        assert s.scratch is not None and s.offsets is not None
+        return [
+            _pointer(self.module, self.x, "x0", "const uint8_t"),
+            _pointer(self.module, self.w, "w0", "const int8_t"),
+            _pointer(self.module, self.out, "y0", "int32_t"),
+            _pointer(self.module, s.offsets, "row0", "const int32_t"),
+            _pointer(self.module, s.scratch, "scratch", "uint8_t"),
+        ]
+
+    def gemm(self, first: str, count: str) -> list[str]:
+        """Output channels ``first`` .. ``first + count`` of group ``grp``, image ``img``,
+        rows ``oh0`` .. ``oh1``, from the patches at ``col``; then their epilogue."""
+        _, o, oh, ow = self.out.shape
+        lines = [
+            f"    og_q8_conv_gemm(w0 + (grp * {self.og}L + {first}) * {self.quads * QUAD}L, col, "
+            f"pitch, y0 + img * {o * oh * ow}L + (grp * {self.og}L + {first}) * {oh * ow}L"
+            f" + oh0 * {ow}L, {oh * ow}L, {count}, {self.quads}L, cols, "
+            f"row0 + grp * {self.og}L + {first});",
+        ]
+        if self.step.epilogue is not None:
+            lines += [
+                f"    for (long q_ = {first}; q_ < {first} + {count}; ++q_) {{",
+                f"      long at_ = img * {o * oh * ow}L + (grp * {self.og}L + q_) * {oh * ow}L",
+                f"                 + oh0 * {ow}L;",
+                f"      err |= {self.name}_ep(T, A, at_, at_ + cols);",
+                "    }",
+            ]
+        return lines
+
+    def emit_rows(self) -> list[str]:
+        """Units: (image, group, block of output rows), patches in this thread's scratch."""
+        s = self.step
+        n, _, h, w = self.x.shape
+        k = self.w.shape[1]
+        _, oh, ow = s.images
+        g, xs = self.g, self.x.strides
+        blocks = -(-oh // s.block_rows)
+        pitch_max = -(-(s.block_rows * ow) // PANEL) * PANEL
+        per_thread = self.quads * QUAD * pitch_max
+        return [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            *self.pointers(),
+            f"  uint8_t* col = scratch + (long)og_worker_index() * {per_thread}L;",
+            f"  uint8_t lanes[4][{pitch_max}];",
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    long img = u / {g * blocks}L, grp = (u / {blocks}L) % {g}L, blk = u % {blocks}L;",
+            f"    long oh0 = blk * {s.block_rows}L;",
+            f"    long oh1 = oh0 + {s.block_rows}L < {oh}L ? oh0 + {s.block_rows}L : {oh}L;",
+            f"    long cols = (oh1 - oh0) * {ow}L, pitch = (cols + 31) / 32 * 32;",
+            f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
+            *self.patches(k, self.quads, (h, w), ow),
+            *self.gemm("0L", f"{self.og}L"),
+            "  }",
+            "  return err;",
+            "}",
+            *_runner(self.name, n * g * blocks, self.parallel, self.module),
+        ]
+
+    def emit_shared(self) -> list[str]:
+        """Phase 1, units (image, group): all the plane's patches into the unit's own slice
+        of scratch. Phase 2, units (group, block of output channels), each over every image:
+        the block's filters stay in L2 while the images' patches stream past them (a unit per
+        image re-read all the filters from memory for every image)."""
+        s = self.step
+        n, _, h, w = self.x.shape
+        k = self.w.shape[1]
+        _, oh, ow = s.images
+        g, xs = self.g, self.x.strides
+        pitch = -(-(oh * ow) // PANEL) * PANEL
+        per_unit = self.quads * QUAD * pitch
+        want = -(-4 * self.module.num_threads // g)
+        blocks = max(1, min(-(-self.og // ROWS), want))
+        per_block = -(-self.og // blocks)
+        rows = -(-per_block // ROWS) * ROWS
+        blocks = -(-self.og // rows)
+        sizes = [f"    long cols = {oh * ow}L, pitch = {pitch}L, oh0 = 0, oh1 = {oh}L;"]
+        patches = self.name + "_patches"
+        return [
+            f"static int {patches}(void* const* T, char* A, long lo, long hi) {{",
+            *self.pointers(),
+            f"  uint8_t lanes[4][{pitch}];",
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    long img = u / {g}L, grp = u % {g}L;",
+            *sizes,
+            f"    uint8_t* col = scratch + u * {per_unit}L;",
+            f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
+            *self.patches(k, self.quads, (h, w), ow),
+            "  }",
+            "  return 0;",
+            "}",
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            *self.pointers(),
+            "  for (long v = lo; v < hi; ++v) {",
+            f"    long grp = v / {blocks}L, first = v % {blocks}L * {rows}L;",
+            f"    long count = first + {rows}L < {self.og}L ? {rows}L : {self.og}L - first;",
+            *sizes,
+            f"    for (long img = 0; img < {n}L; ++img) {{",
+            f"    uint8_t* col = scratch + (img * {g}L + grp) * {per_unit}L;",
+            *self.gemm("first", "count"),
+            "    }",
+            "  }",
+            "  return err;",
+            "}",
+            *_runner(patches, n * g, self.parallel, self.module),
+            f"static int {self.name}_phase(void* const* T, char* A) {{",
+            *_runner(self.name, g * blocks, self.parallel, self.module)[1:2],
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            f"  int err = {patches}_run(T, A);",
+            f"  return err ? err : {self.name}_phase(T, A);",
+            "}",
+        ]
+
+    def patches(self, k: int, quads: int, size: tuple[int, int], ow: int) -> list[str]:
+        """The block's patch matrix as quads: four patch rows (inner indices 4q .. 4q+3) at a
+        time into ``lanes``, then interleaved into quad row ``q`` of ``col``."""
+        s = self.step
+        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
+        h, w = size
+        xs = self.x.strides
+        flip = "0x80" if s.flip else "0"
+        return [
+            f"    for (long q = 0; q < {quads}L; ++q) {{",
+            "      for (int t = 0; t < 4; ++t) {",
+            "        uint8_t* lane = lanes[t];",
+            "        long kk = 4 * q + t;",
+            f"        if (kk >= {k}L) {{ __builtin_memset(lane, 0, pitch); continue; }}",
+            f"        long ci = kk / {kh * kw}L, i = kk / {kw}L % {kh}L, j = kk % {kw}L;",
+            f"        long off = j * {dw}L - {pw}L;",
+            f"        long c_lo = off >= 0 ? 0 : (-off + {sw - 1}L) / {sw}L;",
+            f"        long c_hi = {w - 1}L - off < 0 ? 0 : ({w - 1}L - off) / {sw}L + 1;",
+            f"        if (c_hi > {ow}L) c_hi = {ow}L;",
+            "        if (c_lo > c_hi) c_lo = c_hi;",
+            "        for (long r = oh0; r < oh1; ++r) {",
+            f"          uint8_t* d = lane + (r - oh0) * {ow}L;",
+            f"          long ih = r * {sh}L - {ph}L + i * {dh}L;",
+            f"          if (ih < 0 || ih >= {h}L) {{",
+            f"            __builtin_memset(d, {s.x_zero}, {ow});",
+            "            continue;",
+            "          }",
+            f"          const uint8_t* src = x + ci * {xs[1]}L + ih * {xs[2]}L;",
+            f"          for (long cc = 0; cc < c_lo; ++cc) d[cc] = {s.x_zero};",
+            "          for (long cc = c_lo; cc < c_hi; ++cc)",
+            f"            d[cc] = src[(cc * {sw}L + off) * {xs[3]}L] ^ {flip};",
+            f"          for (long cc = c_hi; cc < {ow}L; ++cc) d[cc] = {s.x_zero};",
+            "        }",
+            "        for (long cc = cols; cc < pitch; ++cc) lane[cc] = 0;",
+            "      }",
+            "      uint32_t* quad = (uint32_t*)(col + q * pitch * 4);",
+            "      for (long p = 0; p < pitch; ++p)",
+            "        quad[p] = (uint32_t)lanes[0][p] | (uint32_t)lanes[1][p] << 8 |",
+            "                  (uint32_t)lanes[2][p] << 16 | (uint32_t)lanes[3][p] << 24;",
+            "    }",
+        ]
+
+
+def _gemm(step: QGemmStep, i: int, module: ModuleContext) -> Emitted:
+    checks: list[Check] = []
+    text = emit_gemm(step, f"g{i}", module, checks)
+    return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
+
+
+def _conv(step: QConvStep, i: int, module: ModuleContext) -> Emitted:
+    checks: list[Check] = []
+    text = QConvEmitter(step, f"g{i}", module, checks).emit()
+    return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
+
+
+#: The C generator of each 8-bit step (``module.STEP_EMITTERS`` takes them in).
+EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
+    QGemmStep: _gemm,
+    QConvStep: _conv,
+}
