@@ -94,6 +94,7 @@ class DirectConvEmitter:
             _pointer(self.module, self.out, "y0", False),
             _pointer(self.module, self.scratch, "scratch", False),
             f"  {ct}* buf = scratch + {worker} * {p.per_thread}L;",
+            *self.zero_phases(),
             *[
                 f"  {ct}* ext{b}_{row} = buf + {self.ext_offset(b, row)}L;"
                 for b in range(p.block)
@@ -175,33 +176,54 @@ class DirectConvEmitter:
     def copy_in(self) -> list[str]:
         """This input channel into the phases in ``buf``: phase ``(pr, pc)`` row ``i``
         column ``j`` holds image row ``r0 * sh + i * span + pr - pt`` and column ``j * sw +
-        pc - pl`` (``span = together * sh``), zero outside the image."""
+        pc - pl`` (``span = together * sh``), zero outside the image. Only the columns
+        inside the image are copied: the others are zeroed once per call
+        (:meth:`zero_phases`) and never written; rows outside the image are zeroed whole."""
         s, p, ct = self.step, self.plan, self.ctype
-        h, w = self.x.shape[2:]
-        (sh, sw), (pt, pl) = s.strides, s.padding
+        h = self.x.shape[2]
+        (sh, sw), pt = s.strides, s.padding[0]
         span = p.together * sh
-        lines = [
-            f"for (long r = 0; r < {p.in_rows * span}L; ++r) {{",
-            f"  long ih = r0 * {sh}L - {pt}L + r;",
-            f"  {ct}* d = buf + (r % {span}L) * {sw * p.phase_size}L + (r / {span}L) * {p.pitch}L;",
-            f"  int inside = ih >= 0 && ih < {h}L;",
-            f"  const {ct}* s = xc + (inside ? ih : 0) * {self.x.strides[2]}L;",
-        ]
-        for pc in range(sw):
-            # image column j * sw + pc - pl lies in [0, w) for j in [lo, hi)
-            lo = min(p.pitch, max(0, -(-(pl - pc) // sw)))
-            hi = min(p.pitch, max(lo, (w - 1 + pl - pc) // sw + 1))
-            d = f"d[{pc * p.phase_size}L + j]"
+        lines = [f"for (long i = 0; i < {p.in_rows}L; ++i) {{"]
+        for pr in range(span):
+            copies, zeros = [], []
+            for pc in range(sw):
+                lo, hi = self.inside_columns(pc)
+                d = f"d[{(pr * sw + pc) * p.phase_size}L + j]"
+                for a, b in (_spans(lo, hi) if sw == 1 else [(lo, hi)]) if lo < hi else []:
+                    copies += ["#pragma omp simd", f"for (long j = {a}L; j < {b}L; ++j)"]
+                    copies.append(f"  {d} = s[j * {sw}L + {pc - s.padding[1]}L];")
+                zeros += ["#pragma omp simd", f"for (long j = 0; j < {p.pitch}L; ++j) {d} = 0;"]
             lines += [
-                f"  for (long j = 0; j < (inside ? {lo}L : {p.pitch}L); ++j) {d} = 0;",
-                "  if (inside) {",
-                "    #pragma omp simd",
-                f"    for (long j = {lo}L; j < {hi}L; ++j) {d} = s[j * {sw}L + {pc - pl}L];",
-                f"    for (long j = {hi}L; j < {p.pitch}L; ++j) {d} = 0;",
+                "  {",
+                f"    long ih = r0 * {sh}L - {pt}L + i * {span}L + {pr}L;",
+                f"    {ct}* d = buf + i * {p.pitch}L;",
+                f"    if (ih >= 0 && ih < {h}L) {{",
+                f"      const {ct}* s = xc + ih * {self.x.strides[2]}L;",
+                *["      " + line for line in copies],
+                "    } else {",
+                *["      " + line for line in zeros],
+                "    }",
                 "  }",
             ]
         lines.append("}")
         return lines
+
+    def inside_columns(self, pc: int) -> tuple[int, int]:
+        """The columns ``[lo, hi)`` of column phase ``pc`` that hold image columns (image
+        column ``j * sw + pc - pl`` lies in ``[0, w)``)."""
+        p, w = self.plan, self.x.shape[3]
+        sw, pl = self.step.strides[1], self.step.padding[1]
+        lo = min(p.pitch, max(0, -(-(pl - pc) // sw)))
+        return lo, min(p.pitch, max(lo, (w - 1 + pl - pc) // sw + 1))
+
+    def zero_phases(self) -> list[str]:
+        """Zero this thread's phases once per call: the columns outside the image stay
+        zero (every copy writes only the inside ones)."""
+        p = self.plan
+        return [
+            "  #pragma omp simd",
+            f"  for (long f = 0; f < {p.phases * p.phase_size}L; ++f) buf[f] = 0;",
+        ]
 
     def tap_offset(self, row: int, a: int, col: int) -> int:
         """Where output row ``row`` of a group of ``together`` reads tap (filter row ``a``,
