@@ -38,6 +38,9 @@ from opgraph.backends.fused.program import ConvStep
 #: columns past the last multiple of it are computed as the last ``ROWWISE_WIDTH`` columns
 #: again (one full vector overlapping the previous ones, same values), not a scalar tail.
 ROWWISE_WIDTH = 16
+#: Outputs a direct step's fused epilogue runs on at once, at least (small planes: one call
+#: per plane paid its setup, and its first loads waited on the stores just made).
+EPILOGUE_BATCH = 2048
 
 
 def writes_rows_in_place(step: ConvStep, plan: DirectPlan) -> bool:
@@ -65,6 +68,11 @@ class DirectConvEmitter:
         self.plan = direct_plan(step, step.scratch.shape[0])
         assert self.plan.rows == step.block_rows
         self.rowwise = writes_rows_in_place(step, self.plan)
+        self.sets = 2 if self.plan.pipelined else 1  # sets of phases
+        # units in order cover consecutive outputs when they are whole planes or one channel
+        blocks = -(-self.out.shape[2] // self.plan.rows)
+        whole = self.plan.block == 1 or blocks == 1
+        self.batched = step.epilogue is not None and whole
 
     def parallel(self) -> bool:
         n, o, oh, ow = self.out.shape
@@ -101,14 +109,13 @@ class DirectConvEmitter:
                 for row in range(p.together)
             ],
             f"  long first = lo * {total}L / {parts}L, last = hi * {total}L / {parts}L;",
+            *(["  long pending = -1;"] if self.batched else []),
+            *self.pipeline_start(chunks, blocks),
             "  for (long u = first; u < last; ++u) {",
-            f"    long img = u / {chunks * blocks}L, blk = (u / {blocks}L) % {chunks}L;",
-            f"    long r0 = (u % {blocks}L) * {p.rows}L;",
+            *self.decode("u", "", chunks, blocks),
             f"    long r1 = r0 + {p.rows}L < {oh}L ? r0 + {p.rows}L : {oh}L;",
-            f"    long oc0 = blk * {p.block}L, grp = oc0 / {self.og}L;",
-            f"    const {ct}* x = x0 + img * {self.x.strides[0]}L"
-            f" + grp * {self.cg * self.x.strides[1]}L;",
             f"    const {ct}* w = w0 + oc0 * {self.w.shape[1]}L;",
+            *self.pipeline_next(chunks, blocks),
             *self.passes(),
             *self.copy_out(),
             "  }",
@@ -119,6 +126,47 @@ class DirectConvEmitter:
             "}",
         ]
         return "\n".join(head + body)
+
+    def decode(self, unit: str, sfx: str, chunks: int, blocks: int) -> list[str]:
+        """Image, first output channel and first row of unit ``unit``, and where its
+        input channels start (names suffixed with ``sfx``)."""
+        p, ct = self.plan, self.ctype
+        return [
+            f"    long img{sfx} = {unit} / {chunks * blocks}L;",
+            f"    long blk{sfx} = ({unit} / {blocks}L) % {chunks}L;",
+            f"    long r0{sfx} = ({unit} % {blocks}L) * {p.rows}L;",
+            f"    long oc0{sfx} = blk{sfx} * {p.block}L, grp{sfx} = oc0{sfx} / {self.og}L;",
+            f"    const {ct}* x{sfx} = x0 + img{sfx} * {self.x.strides[0]}L"
+            f" + grp{sfx} * {self.cg * self.x.strides[1]}L;",
+        ]
+
+    def pipeline_start(self, chunks: int, blocks: int) -> list[str]:
+        """Pipelined plans: copy the part's first unit in before the loop."""
+        if not self.plan.pipelined:
+            return []
+        return [
+            "  if (first < last) {",
+            *self.decode("first", "", chunks, blocks),
+            *["  " + line for line in self.copy_in("buf", "r0", "x")],
+            "  }",
+        ]
+
+    def pipeline_next(self, chunks: int, blocks: int) -> list[str]:
+        """Pipelined plans: this unit's phases (copied in by the previous step of the
+        loop), then the next unit's input copied into the other set."""
+        p, ct = self.plan, self.ctype
+        if not p.pipelined:
+            return []
+        size = p.phases * p.phase_size
+        return [
+            f"    const {ct}* cur = buf + ((u - first) & 1L) * {size}L;",
+            "    if (u + 1 < last) {",
+            "      long un = u + 1;",
+            *["  " + line for line in self.decode("un", "n", chunks, blocks)],
+            f"      {ct}* nb = buf + ((un - first) & 1L) * {size}L;",
+            *["      " + line for line in self.copy_in("nb", "r0n", "xn")],
+            "    }",
+        ]
 
     def dispatch(self, parts: int) -> str:
         if parts > 1:
@@ -146,8 +194,10 @@ class DirectConvEmitter:
             lines.append(f"{indent}for (long ci = 0; ci < {self.cg}L; ++ci) {{")
             indent += "  "
         channel = "ci" if self.cg > 1 else "0"
-        lines.append(f"{indent}const {self.ctype}* xc = x + {channel} * {self.x.strides[1]}L;")
-        lines += [indent + line for line in self.copy_in()]
+        if not p.pipelined:
+            xc = f"x + {channel} * {self.x.strides[1]}L"
+            lines.append(f"{indent}const {self.ctype}* xc = {xc};")
+            lines += [indent + line for line in self.copy_in("buf", "r0", "xc")]
         if p.row_passes:
             lines.append(f"{indent}for (long a = 0; a < {kh}L; ++a) {{")
             indent += "  "
@@ -160,7 +210,7 @@ class DirectConvEmitter:
             first = f"{channel} * {kh * kw}L + a * {kw}L"
         else:
             taps = [(a, b) for a in range(kh) for b in range(kw)]
-            lines.append(f"{indent}const {self.ctype}* src = buf;")
+            lines.append(f"{indent}const {self.ctype}* src = {'cur' if p.pipelined else 'buf'};")
             first = f"{channel} * {kh * kw}L"
         if self.rowwise:
             lines += [indent + line for line in self.row_loops(taps, first)]
@@ -173,12 +223,13 @@ class DirectConvEmitter:
             lines.append("    }")
         return lines
 
-    def copy_in(self) -> list[str]:
+    def copy_in(self, into: str, r0: str, xc: str) -> list[str]:
         """This input channel into the phases in ``buf``: phase ``(pr, pc)`` row ``i``
         column ``j`` holds image row ``r0 * sh + i * span + pr - pt`` and column ``j * sw +
         pc - pl`` (``span = together * sh``), zero outside the image. Only the columns
         inside the image are copied: the others are zeroed once per call
-        (:meth:`zero_phases`) and never written; rows outside the image are zeroed whole."""
+        (:meth:`zero_phases`) and never written; rows outside the image are zeroed whole.
+        ``into``, ``r0``, ``xc``: the phases, the unit's first output row, its channel."""
         s, p, ct = self.step, self.plan, self.ctype
         h = self.x.shape[2]
         (sh, sw), pt = s.strides, s.padding[0]
@@ -195,10 +246,10 @@ class DirectConvEmitter:
                 zeros += ["#pragma omp simd", f"for (long j = 0; j < {p.pitch}L; ++j) {d} = 0;"]
             lines += [
                 "  {",
-                f"    long ih = r0 * {sh}L - {pt}L + i * {span}L + {pr}L;",
-                f"    {ct}* d = buf + i * {p.pitch}L;",
+                f"    long ih = {r0} * {sh}L - {pt}L + i * {span}L + {pr}L;",
+                f"    {ct}* d = {into} + i * {p.pitch}L;",
                 f"    if (ih >= 0 && ih < {h}L) {{",
-                f"      const {ct}* s = xc + ih * {self.x.strides[2]}L;",
+                f"      const {ct}* s = {xc} + ih * {self.x.strides[2]}L;",
                 *["      " + line for line in copies],
                 "    } else {",
                 *["      " + line for line in zeros],
@@ -222,7 +273,7 @@ class DirectConvEmitter:
         p = self.plan
         return [
             "  #pragma omp simd",
-            f"  for (long f = 0; f < {p.phases * p.phase_size}L; ++f) buf[f] = 0;",
+            f"  for (long f = 0; f < {self.sets * p.phases * p.phase_size}L; ++f) buf[f] = 0;",
         ]
 
     def tap_offset(self, row: int, a: int, col: int) -> int:
@@ -318,18 +369,16 @@ class DirectConvEmitter:
         """Where output channel ``b`` of the unit keeps its flat outputs of row ``row`` of
         each group of ``together``, in ``buf``."""
         p = self.plan
-        return p.phases * p.phase_size + (b * p.together + row) * p.flat
+        return self.sets * p.phases * p.phase_size + (b * p.together + row) * p.flat
 
     def copy_out(self) -> list[str]:
         """The block's outputs into ``out`` (dropping the columns past the output width;
         row-wise steps wrote them in place), then the epilogue on them."""
         p = self.plan
         _, o, oh, ow = self.out.shape
-        if self.rowwise and self.step.epilogue is None:
-            return []
-        lines = [f"    for (long b = 0; b < {p.block}L; ++b) {{"]
+        each: list[str] = []  # per output channel of the unit
         if not self.rowwise:
-            lines += [
+            each += [
                 f"      {self.ctype}* y = y0 + ((img * {o}L + oc0 + b) * {oh}L + r0) * {ow}L;",
                 f"      const {self.ctype}* e = buf + {self.ext_offset(0, 0)}L"
                 f" + b * {p.together * p.flat}L;",
@@ -340,13 +389,30 @@ class DirectConvEmitter:
                 f"        for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = ei[j];",
                 "      }",
             ]
-        if self.step.epilogue is not None:
-            lines += [
+        if self.step.epilogue is not None and not self.batched:
+            each += [
                 f"      long at_ = ((img * {o}L + oc0 + b) * {oh}L + r0) * {ow}L;",
                 f"      err |= {self.name}_ep(T, A, at_, at_ + (r1 - r0) * {ow}L);",
             ]
-        lines.append("    }")
-        return lines
+        lines = [f"    for (long b = 0; b < {p.block}L; ++b) {{", *each, "    }"] if each else []
+        return lines + self.batch_epilogue()
+
+    def batch_epilogue(self) -> list[str]:
+        """Batched epilogues: the unit's outputs join the pending range (units in order
+        cover consecutive outputs), which the epilogue runs on once it holds
+        :data:`EPILOGUE_BATCH` elements, and at the end of the part."""
+        if not self.batched:
+            return []
+        _, o, oh, ow = self.out.shape
+        return [
+            f"    long at_ = ((img * {o}L + oc0) * {oh}L + r0) * {ow}L;",
+            "    if (pending < 0) pending = at_;",
+            f"    at_ += (r1 - r0) * {self.plan.block * ow}L;",
+            f"    if (at_ - pending >= {EPILOGUE_BATCH}L || u + 1 == last) {{",
+            f"      err |= {self.name}_ep(T, A, pending, at_);",
+            "      pending = -1;",
+            "    }",
+        ]
 
 
 def _spans(lo: int, hi: int) -> list[tuple[int, int]]:

@@ -136,6 +136,9 @@ DIRECT_WEIGHTS = 24
 #: Elements of a direct unit's buffers (padded input and flat outputs) it aims for: they
 #: stay in the L1 cache while the unit's passes run over them.
 DIRECT_FLAT = 4096
+#: Phase elements up to which one-pass depthwise units copy the next unit's input in first
+#: (:class:`DirectPlan` ``pipelined``; two sets of larger phases would crowd the L1 cache).
+DIRECT_PIPELINE = 1024
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,10 @@ class DirectPlan:
     one flat loop of ``flat`` outputs (rounded up to 16) per output row of a group of
     ``together``, every tap at a constant offset, no bounds tests. Columns ``ow .. pitch``
     are computed and dropped when the block is copied out. ``row_passes``: a pass is one
-    filter row (tall filters) instead of all taps.
+    filter row (tall filters) instead of all taps. ``pipelined``: one-pass depthwise units
+    with small phases keep two sets of phases and copy the next unit's input in before
+    computing this one (the loads of a small block right after its copy waited on the
+    copy's stores).
     """
 
     rows: int
@@ -165,6 +171,7 @@ class DirectPlan:
     together: int
     row_passes: bool
     phases: int
+    pipelined: bool = False
 
     @property
     def phase_size(self) -> int:
@@ -172,8 +179,10 @@ class DirectPlan:
 
     @property
     def per_thread(self) -> int:
-        """Scratch elements of one thread: the phases and the flat outputs."""
-        return self.phases * self.phase_size + self.block * self.together * self.flat
+        """Scratch elements of one thread: the phases (twice when pipelined) and the flat
+        outputs."""
+        sets = 2 if self.pipelined else 1
+        return sets * self.phases * self.phase_size + self.block * self.together * self.flat
 
 
 def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
@@ -197,7 +206,11 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     flat = -(-(rows // together) * pitch // 16) * 16
     span = together * sh
     reach = flat + ((together - 1) * sh + (kh - 1) * dh) // span * pitch + (kw - 1) * dw // sw
-    return DirectPlan(rows, pitch, -(-reach // pitch), flat, block, together, row_passes, span * sw)
+    in_rows = -(-reach // pitch)
+    phases = span * sw
+    one_pass = step.x.shape[1] == step.groups and not row_passes
+    pipelined = one_pass and phases * in_rows * pitch <= DIRECT_PIPELINE
+    return DirectPlan(rows, pitch, in_rows, flat, block, together, row_passes, phases, pipelined)
 
 
 def _direct(groups: int, per_group: int, kernel: tuple[int, int], pixels: int) -> bool:
