@@ -10,7 +10,6 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
-from opgraph.backends.cpu.codegen.depthwise import writes_rows_in_place
 from opgraph.backends.fused.lowering.convolution import DirectPlan, direct_plan
 from opgraph.backends.fused.program import ConvStep
 
@@ -186,7 +185,7 @@ def test_wide_depthwise_rows_are_written_in_place():
         exe = og.backend("CPU").compile(fn)
         (step,) = [s for s in exe.program.steps if isinstance(s, ConvStep)]
         assert step.direct
-        in_place = writes_rows_in_place(step, direct_plan(step, 1))
+        in_place = direct_plan(step, 1).in_place
         assert in_place == (name.startswith("rows in place") or name == "1-D"), name
 
 

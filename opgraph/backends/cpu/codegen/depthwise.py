@@ -14,11 +14,15 @@ output channel of the unit. The outputs are computed with a row pitch of the pad
 epilogue runs on the copied rows while they are in cache.
 
 Depthwise steps (one input channel per group, one pass) whose output rows are at least
-:data:`ROWWISE_WIDTH` wide skip the flat outputs: each group of ``together`` output rows is
-one ``omp simd`` loop over the output columns that reads the same padded phases and writes
-the output rows in place, so the block is not copied out (perf showed that copy at about 15 %
-of a 3x3 step); narrower rows keep the flat loop, whose padded columns waste less than a
-vector's tail.
+16 wide (``DirectPlan.in_place``) skip the flat outputs: each group of ``together`` output
+rows is one ``omp simd`` loop over the output columns that reads the same padded phases and
+writes the output rows in place, so the block is not copied out (perf showed that copy at
+about 15 % of a 3x3 step); narrower rows keep the flat loop, whose padded columns waste less
+than a vector's tail. The copy-in writes only the columns inside the image (the padding
+columns are zeroed once per call). Small one-pass units are pipelined
+(``DirectPlan.pipelined``: the next unit's input is copied in before this one is computed),
+and the fused epilogue runs over several consecutive units at once
+(:data:`EPILOGUE_BATCH`).
 
 Units are shared out by the runtime's thread pool in a few equal parts (``4 x threads``).
 """
@@ -30,25 +34,16 @@ from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
-from opgraph.backends.fused.lowering.convolution import DirectPlan, direct_plan
+from opgraph.backends.fused.lowering.convolution import direct_plan
 from opgraph.backends.fused.program import ConvStep
 
-#: Output widths from which a single-pass depthwise step writes its output rows in place
-#: (narrower rows waste most of a vector on the tail; the flat loop pads them less). The
-#: columns past the last multiple of it are computed as the last ``ROWWISE_WIDTH`` columns
-#: again (one full vector overlapping the previous ones, same values), not a scalar tail.
+#: Columns one vector loop of a row written in place covers at least: the columns past
+#: the last multiple of it are computed as the last ``ROWWISE_WIDTH`` columns again (one
+#: full vector overlapping the previous ones, same values), not a scalar tail.
 ROWWISE_WIDTH = 16
 #: Outputs a direct step's fused epilogue runs on at once, at least (small planes: one call
 #: per plane paid its setup, and its first loads waited on the stores just made).
 EPILOGUE_BATCH = 2048
-
-
-def writes_rows_in_place(step: ConvStep, plan: DirectPlan) -> bool:
-    """Whether the direct step computes its output rows in place (depthwise, one pass,
-    rows of at least :data:`ROWWISE_WIDTH`) rather than through the flat outputs."""
-    assert step.x is not None and step.out is not None
-    depthwise = step.x.shape[1] == step.groups
-    return depthwise and not plan.row_passes and step.out.shape[3] >= ROWWISE_WIDTH
 
 
 class DirectConvEmitter:
@@ -67,7 +62,7 @@ class DirectConvEmitter:
         self.og = self.w.shape[0] // step.groups
         self.plan = direct_plan(step, step.scratch.shape[0])
         assert self.plan.rows == step.block_rows
-        self.rowwise = writes_rows_in_place(step, self.plan)
+        self.rowwise = self.plan.in_place
         self.sets = 2 if self.plan.pipelined else 1  # sets of phases
         # units in order cover consecutive outputs when they are whole planes or one channel
         blocks = -(-self.out.shape[2] // self.plan.rows)

@@ -136,6 +136,9 @@ DIRECT_WEIGHTS = 24
 #: Elements of a direct unit's buffers (padded input and flat outputs) it aims for: they
 #: stay in the L1 cache while the unit's passes run over them.
 DIRECT_FLAT = 4096
+#: Output widths from which one-pass depthwise units write their output rows in place
+#: (``opgraph.backends.cpu.codegen.depthwise``; their flat outputs go unused).
+DIRECT_ROWWISE = 16
 #: Phase elements up to which one-pass depthwise units copy the next unit's input in first
 #: (:class:`DirectPlan` ``pipelined``; two sets of larger phases would crowd the L1 cache).
 DIRECT_PIPELINE = 1024
@@ -160,7 +163,8 @@ class DirectPlan:
     filter row (tall filters) instead of all taps. ``pipelined``: one-pass depthwise units
     with small phases keep two sets of phases and copy the next unit's input in before
     computing this one (the loads of a small block right after its copy waited on the
-    copy's stores).
+    copy's stores). ``in_place``: one-pass depthwise units with rows of at least
+    :data:`DIRECT_ROWWISE` outputs write their output rows in place (no flat outputs).
     """
 
     rows: int
@@ -172,6 +176,7 @@ class DirectPlan:
     row_passes: bool
     phases: int
     pipelined: bool = False
+    in_place: bool = False
 
     @property
     def phase_size(self) -> int:
@@ -198,7 +203,10 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     together = 2 if kh > 1 and oh > 1 and not row_passes else 1
     pitch = ow + (kw - 1) * dw // sw
     planes = n * (step.w.shape[0] // block)
-    rows = max(1, min(oh, DIRECT_FLAT // (pitch * block)))
+    in_place = step.x.shape[1] == step.groups and not row_passes and ow >= DIRECT_ROWWISE
+    # split planes written in place: half the rows (the output rows share the cache)
+    halve = in_place and pitch * block * oh > DIRECT_FLAT
+    rows = max(1, min(oh, DIRECT_FLAT // (pitch * block * (2 if halve else 1))))
     want = 4 * threads
     if planes * -(-oh // rows) < want:  # few planes: more row blocks
         rows = max(1, min(rows, -(-oh // -(-want // planes))))
@@ -210,7 +218,9 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     phases = span * sw
     one_pass = step.x.shape[1] == step.groups and not row_passes
     pipelined = one_pass and phases * in_rows * pitch <= DIRECT_PIPELINE
-    return DirectPlan(rows, pitch, in_rows, flat, block, together, row_passes, phases, pipelined)
+    return DirectPlan(
+        rows, pitch, in_rows, flat, block, together, row_passes, phases, pipelined, in_place
+    )
 
 
 def _direct(groups: int, per_group: int, kernel: tuple[int, int], pixels: int) -> bool:
