@@ -96,6 +96,7 @@ CASES = {
     "rows in place, dilation": dict(shape=(1, 2, 12, 40), kernel=(3, 3), dilations=(2, 3), below=(2, 3), above=(2, 3)),
     "rows in place, epilogue": dict(shape=(1, 4, 11, 20), kernel=(7, 7), below=(3, 3), above=(3, 3), epilogue=True),
     "rows in place, f64": dict(shape=(1, 2, 5, 21), kernel=(3, 3), below=(1, 1), above=(1, 1), t=og.f64),
+    "rows in place, f16": dict(shape=(1, 2, 6, 30), kernel=(3, 3), below=(1, 1), above=(1, 1), t=og.f16),
     "rows in place, many row blocks": dict(shape=(1, 2, 160, 112), kernel=(3, 3), below=(1, 1), above=(1, 1)),
 }  # fmt: skip
 
