@@ -88,6 +88,16 @@ CASES = {
     "filters as a parameter": dict(shape=(1, 6, 10, 10), kernel=(3, 3), below=(1, 1), above=(1, 1), constant=False),
     "f64": dict(shape=(1, 4, 9, 9), kernel=(3, 3), strides=(2, 2), below=(1, 1), above=(1, 1), t=og.f64),
     "f16": dict(shape=(1, 4, 9, 9), kernel=(3, 3), below=(1, 1), above=(1, 1), t=og.f16),
+    "rows in place, odd height": dict(shape=(1, 3, 17, 32), kernel=(3, 3), below=(1, 1), above=(1, 1)),
+    "rows in place, vector tail": dict(shape=(2, 3, 6, 28), kernel=(5, 5), below=(2, 2), above=(2, 2)),
+    "rows in place, half vector tail": dict(shape=(1, 2, 7, 24), kernel=(3, 3), below=(1, 1), above=(1, 1)),
+    "rows in place, stride 2": dict(shape=(1, 3, 15, 45), kernel=(3, 3), strides=(2, 2), below=(1, 1), above=(1, 1)),
+    "rows in place, multiplier 2": dict(shape=(1, 3, 9, 19), kernel=(3, 3), multiplier=2, below=(0, 1), above=(2, 1)),
+    "rows in place, dilation": dict(shape=(1, 2, 12, 40), kernel=(3, 3), dilations=(2, 3), below=(2, 3), above=(2, 3)),
+    "rows in place, epilogue": dict(shape=(1, 4, 11, 20), kernel=(7, 7), below=(3, 3), above=(3, 3), epilogue=True),
+    "rows in place, f64": dict(shape=(1, 2, 5, 21), kernel=(3, 3), below=(1, 1), above=(1, 1), t=og.f64),
+    "rows in place, f16": dict(shape=(1, 2, 6, 30), kernel=(3, 3), below=(1, 1), above=(1, 1), t=og.f16),
+    "rows in place, many row blocks": dict(shape=(1, 2, 160, 112), kernel=(3, 3), below=(1, 1), above=(1, 1)),
 }  # fmt: skip
 
 
@@ -168,7 +178,21 @@ def test_plan_covers_every_read(threads):
                 assert plan.flat >= plan.rows // plan.together * plan.pitch
 
 
-@pytest.mark.parametrize("name", ["5x5 stride 2", "grouped, 4 per group"])
+def test_wide_depthwise_rows_are_written_in_place():
+    """The cases named "rows in place" (and the 1-D one, 20 outputs wide) take the row-wise
+    kernel; narrow, tall-filter and grouped ones keep the flat outputs."""
+    for name, params in CASES.items():
+        fn, _ = depthwise(**params)
+        exe = og.backend("CPU").compile(fn)
+        (step,) = [s for s in exe.program.steps if isinstance(s, ConvStep)]
+        assert step.direct
+        in_place = direct_plan(step, 1).in_place
+        assert in_place == (name.startswith("rows in place") or name == "1-D"), name
+
+
+@pytest.mark.parametrize(
+    "name", ["5x5 stride 2", "grouped, 4 per group", "rows in place, vector tail"]
+)
 def test_avx2_code(name):
     """The AVX2 build (16 vector registers: the weights of a pass no longer all fit)."""
     try:

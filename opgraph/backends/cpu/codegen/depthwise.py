@@ -13,6 +13,17 @@ output channel of the unit. The outputs are computed with a row pitch of the pad
 (the columns past the output width are dropped when the block is copied out) and the fused
 epilogue runs on the copied rows while they are in cache.
 
+Depthwise steps (one input channel per group, one pass) whose output rows are at least
+16 wide (``DirectPlan.in_place``) skip the flat outputs: each group of ``together`` output
+rows is one ``omp simd`` loop over the output columns that reads the same padded phases and
+writes the output rows in place, so the block is not copied out (perf showed that copy at
+about 15 % of a 3x3 step); narrower rows keep the flat loop, whose padded columns waste less
+than a vector's tail. The copy-in writes only the columns inside the image (the padding
+columns are zeroed once per call). Small one-pass units are pipelined
+(``DirectPlan.pipelined``: the next unit's input is copied in before this one is computed),
+and the fused epilogue runs over several consecutive units at once
+(:data:`EPILOGUE_BATCH`).
+
 Units are shared out by the runtime's thread pool in a few equal parts (``4 x threads``).
 """
 
@@ -25,6 +36,14 @@ from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.convolution import direct_plan
 from opgraph.backends.fused.program import ConvStep
+
+#: Columns one vector loop of a row written in place covers at least: the columns past
+#: the last multiple of it are computed as the last ``ROWWISE_WIDTH`` columns again (one
+#: full vector overlapping the previous ones, same values), not a scalar tail.
+ROWWISE_WIDTH = 16
+#: Outputs a direct step's fused epilogue runs on at once, at least (small planes: one call
+#: per plane paid its setup, and its first loads waited on the stores just made).
+EPILOGUE_BATCH = 2048
 
 
 class DirectConvEmitter:
@@ -43,6 +62,12 @@ class DirectConvEmitter:
         self.og = self.w.shape[0] // step.groups
         self.plan = direct_plan(step, step.scratch.shape[0])
         assert self.plan.rows == step.block_rows
+        self.rowwise = self.plan.in_place
+        self.sets = 2 if self.plan.pipelined else 1  # sets of phases
+        # units in order cover consecutive outputs when they are whole planes or one channel
+        blocks = -(-self.out.shape[2] // self.plan.rows)
+        whole = self.plan.block == 1 or blocks == 1
+        self.batched = step.epilogue is not None and whole
 
     def parallel(self) -> bool:
         n, o, oh, ow = self.out.shape
@@ -72,20 +97,20 @@ class DirectConvEmitter:
             _pointer(self.module, self.out, "y0", False),
             _pointer(self.module, self.scratch, "scratch", False),
             f"  {ct}* buf = scratch + {worker} * {p.per_thread}L;",
+            *self.zero_phases(),
             *[
                 f"  {ct}* ext{b}_{row} = buf + {self.ext_offset(b, row)}L;"
                 for b in range(p.block)
                 for row in range(p.together)
             ],
             f"  long first = lo * {total}L / {parts}L, last = hi * {total}L / {parts}L;",
+            *(["  long pending = -1;"] if self.batched else []),
+            *self.pipeline_start(chunks, blocks),
             "  for (long u = first; u < last; ++u) {",
-            f"    long img = u / {chunks * blocks}L, blk = (u / {blocks}L) % {chunks}L;",
-            f"    long r0 = (u % {blocks}L) * {p.rows}L;",
+            *self.decode("u", "", chunks, blocks),
             f"    long r1 = r0 + {p.rows}L < {oh}L ? r0 + {p.rows}L : {oh}L;",
-            f"    long oc0 = blk * {p.block}L, grp = oc0 / {self.og}L;",
-            f"    const {ct}* x = x0 + img * {self.x.strides[0]}L"
-            f" + grp * {self.cg * self.x.strides[1]}L;",
             f"    const {ct}* w = w0 + oc0 * {self.w.shape[1]}L;",
+            *self.pipeline_next(chunks, blocks),
             *self.passes(),
             *self.copy_out(),
             "  }",
@@ -96,6 +121,47 @@ class DirectConvEmitter:
             "}",
         ]
         return "\n".join(head + body)
+
+    def decode(self, unit: str, sfx: str, chunks: int, blocks: int) -> list[str]:
+        """Image, first output channel and first row of unit ``unit``, and where its
+        input channels start (names suffixed with ``sfx``)."""
+        p, ct = self.plan, self.ctype
+        return [
+            f"    long img{sfx} = {unit} / {chunks * blocks}L;",
+            f"    long blk{sfx} = ({unit} / {blocks}L) % {chunks}L;",
+            f"    long r0{sfx} = ({unit} % {blocks}L) * {p.rows}L;",
+            f"    long oc0{sfx} = blk{sfx} * {p.block}L, grp{sfx} = oc0{sfx} / {self.og}L;",
+            f"    const {ct}* x{sfx} = x0 + img{sfx} * {self.x.strides[0]}L"
+            f" + grp{sfx} * {self.cg * self.x.strides[1]}L;",
+        ]
+
+    def pipeline_start(self, chunks: int, blocks: int) -> list[str]:
+        """Pipelined plans: copy the part's first unit in before the loop."""
+        if not self.plan.pipelined:
+            return []
+        return [
+            "  if (first < last) {",
+            *self.decode("first", "", chunks, blocks),
+            *["  " + line for line in self.copy_in("buf", "r0", "x")],
+            "  }",
+        ]
+
+    def pipeline_next(self, chunks: int, blocks: int) -> list[str]:
+        """Pipelined plans: this unit's phases (copied in by the previous step of the
+        loop), then the next unit's input copied into the other set."""
+        p, ct = self.plan, self.ctype
+        if not p.pipelined:
+            return []
+        size = p.phases * p.phase_size
+        return [
+            f"    const {ct}* cur = buf + ((u - first) & 1L) * {size}L;",
+            "    if (u + 1 < last) {",
+            "      long un = u + 1;",
+            *["  " + line for line in self.decode("un", "n", chunks, blocks)],
+            f"      {ct}* nb = buf + ((un - first) & 1L) * {size}L;",
+            *["      " + line for line in self.copy_in("nb", "r0n", "xn")],
+            "    }",
+        ]
 
     def dispatch(self, parts: int) -> str:
         if parts > 1:
@@ -110,7 +176,7 @@ class DirectConvEmitter:
         kh, kw = self.step.kernel
         single = self.cg == 1 and not p.row_passes
         lines: list[str] = []
-        if not single:  # passes accumulate
+        if not single and not self.rowwise:  # passes accumulate
             zero = " ".join(
                 f"ext{b}_{row}[f] = 0;" for b in range(p.block) for row in range(p.together)
             )
@@ -123,8 +189,10 @@ class DirectConvEmitter:
             lines.append(f"{indent}for (long ci = 0; ci < {self.cg}L; ++ci) {{")
             indent += "  "
         channel = "ci" if self.cg > 1 else "0"
-        lines.append(f"{indent}const {self.ctype}* xc = x + {channel} * {self.x.strides[1]}L;")
-        lines += [indent + line for line in self.copy_in()]
+        if not p.pipelined:
+            xc = f"x + {channel} * {self.x.strides[1]}L"
+            lines.append(f"{indent}const {self.ctype}* xc = {xc};")
+            lines += [indent + line for line in self.copy_in("buf", "r0", "xc")]
         if p.row_passes:
             lines.append(f"{indent}for (long a = 0; a < {kh}L; ++a) {{")
             indent += "  "
@@ -137,45 +205,71 @@ class DirectConvEmitter:
             first = f"{channel} * {kh * kw}L + a * {kw}L"
         else:
             taps = [(a, b) for a in range(kh) for b in range(kw)]
-            lines.append(f"{indent}const {self.ctype}* src = buf;")
+            lines.append(f"{indent}const {self.ctype}* src = {'cur' if p.pipelined else 'buf'};")
             first = f"{channel} * {kh * kw}L"
-        lines += [indent + line for line in self.flat_loop(taps, first, "=" if single else "+=")]
+        if self.rowwise:
+            lines += [indent + line for line in self.row_loops(taps, first)]
+        else:
+            flat = self.flat_loop(taps, first, "=" if single else "+=")
+            lines += [indent + line for line in flat]
         if p.row_passes:
             lines.append(f"{indent[:-2]}}}")
         if self.cg > 1:
             lines.append("    }")
         return lines
 
-    def copy_in(self) -> list[str]:
+    def copy_in(self, into: str, r0: str, xc: str) -> list[str]:
         """This input channel into the phases in ``buf``: phase ``(pr, pc)`` row ``i``
         column ``j`` holds image row ``r0 * sh + i * span + pr - pt`` and column ``j * sw +
-        pc - pl`` (``span = together * sh``), zero outside the image."""
+        pc - pl`` (``span = together * sh``), zero outside the image. Only the columns
+        inside the image are copied: the others are zeroed once per call
+        (:meth:`zero_phases`) and never written; rows outside the image are zeroed whole.
+        ``into``, ``r0``, ``xc``: the phases, the unit's first output row, its channel."""
         s, p, ct = self.step, self.plan, self.ctype
-        h, w = self.x.shape[2:]
-        (sh, sw), (pt, pl) = s.strides, s.padding
+        h = self.x.shape[2]
+        (sh, sw), pt = s.strides, s.padding[0]
         span = p.together * sh
-        lines = [
-            f"for (long r = 0; r < {p.in_rows * span}L; ++r) {{",
-            f"  long ih = r0 * {sh}L - {pt}L + r;",
-            f"  {ct}* d = buf + (r % {span}L) * {sw * p.phase_size}L + (r / {span}L) * {p.pitch}L;",
-            f"  int inside = ih >= 0 && ih < {h}L;",
-            f"  const {ct}* s = xc + (inside ? ih : 0) * {self.x.strides[2]}L;",
-        ]
-        for pc in range(sw):
-            # image column j * sw + pc - pl lies in [0, w) for j in [lo, hi)
-            lo = min(p.pitch, max(0, -(-(pl - pc) // sw)))
-            hi = min(p.pitch, max(lo, (w - 1 + pl - pc) // sw + 1))
-            d = f"d[{pc * p.phase_size}L + j]"
+        lines = [f"for (long i = 0; i < {p.in_rows}L; ++i) {{"]
+        for pr in range(span):
+            copies, zeros = [], []
+            for pc in range(sw):
+                lo, hi = self.inside_columns(pc)
+                d = f"d[{(pr * sw + pc) * p.phase_size}L + j]"
+                for a, b in (_spans(lo, hi) if sw == 1 else [(lo, hi)]) if lo < hi else []:
+                    copies += ["#pragma omp simd", f"for (long j = {a}L; j < {b}L; ++j)"]
+                    copies.append(f"  {d} = s[j * {sw}L + {pc - s.padding[1]}L];")
+                zeros += ["#pragma omp simd", f"for (long j = 0; j < {p.pitch}L; ++j) {d} = 0;"]
             lines += [
-                f"  for (long j = 0; j < (inside ? {lo}L : {p.pitch}L); ++j) {d} = 0;",
-                "  if (inside) {",
-                "    #pragma omp simd",
-                f"    for (long j = {lo}L; j < {hi}L; ++j) {d} = s[j * {sw}L + {pc - pl}L];",
-                f"    for (long j = {hi}L; j < {p.pitch}L; ++j) {d} = 0;",
+                "  {",
+                f"    long ih = {r0} * {sh}L - {pt}L + i * {span}L + {pr}L;",
+                f"    {ct}* d = {into} + i * {p.pitch}L;",
+                f"    if (ih >= 0 && ih < {h}L) {{",
+                f"      const {ct}* s = {xc} + ih * {self.x.strides[2]}L;",
+                *["      " + line for line in copies],
+                "    } else {",
+                *["      " + line for line in zeros],
+                "    }",
                 "  }",
             ]
         lines.append("}")
         return lines
+
+    def inside_columns(self, pc: int) -> tuple[int, int]:
+        """The columns ``[lo, hi)`` of column phase ``pc`` that hold image columns (image
+        column ``j * sw + pc - pl`` lies in ``[0, w)``)."""
+        p, w = self.plan, self.x.shape[3]
+        sw, pl = self.step.strides[1], self.step.padding[1]
+        lo = min(p.pitch, max(0, -(-(pl - pc) // sw)))
+        return lo, min(p.pitch, max(lo, (w - 1 + pl - pc) // sw + 1))
+
+    def zero_phases(self) -> list[str]:
+        """Zero this thread's phases once per call: the columns outside the image stay
+        zero (every copy writes only the inside ones)."""
+        p = self.plan
+        return [
+            "  #pragma omp simd",
+            f"  for (long f = 0; f < {self.sets * p.phases * p.phase_size}L; ++f) buf[f] = 0;",
+        ]
 
     def tap_offset(self, row: int, a: int, col: int) -> int:
         """Where output row ``row`` of a group of ``together`` reads tap (filter row ``a``,
@@ -187,62 +281,140 @@ class DirectConvEmitter:
         phase = (down % span) * sw + col * dw % sw
         return phase * p.phase_size + down // span * p.pitch + col * dw // sw
 
-    def flat_loop(self, taps: list[tuple[int, int]], first: str, assign: str) -> list[str]:
-        """The weights of ``taps`` (filter row, column) for each output channel of the unit,
-        then the flat loop over the block's outputs (``together`` rows per channel)."""
+    def weights(self, taps: list[tuple[int, int]], first: str) -> list[str]:
+        """The weights of ``taps`` (filter row, column) for each output channel of the unit."""
         s, p, ct = self.step, self.plan, self.ctype
-        kw = s.kernel[1]
-        k = self.w.shape[1]
-        weights = [
+        kw, k = s.kernel[1], self.w.shape[1]
+        return [
             f"const {ct} f{b}_{t} = w[{b * k}L + {first} + {a * kw + col}L];"
             for b in range(p.block)
             for t, (a, col) in enumerate(taps)
         ]
+
+    def taps_sum(self, taps: list[tuple[int, int]], b: int, row: int, src: str, at: str) -> str:
+        """Output channel ``b``'s sum over ``taps`` for row ``row`` of a group, reading
+        ``src`` at ``at`` plus each tap's offset."""
+        return " + ".join(
+            f"f{b}_{t} * {src}[{at} + {self.tap_offset(row, a, col)}L]"
+            for t, (a, col) in enumerate(taps)
+        )
+
+    def flat_loop(self, taps: list[tuple[int, int]], first: str, assign: str) -> list[str]:
+        """The weights, then the flat loop over the block's outputs (``together`` rows per
+        channel)."""
+        p = self.plan
         updates = [
-            f"  ext{b}_{row}[f] {assign} "
-            + " + ".join(
-                f"f{b}_{t} * src[f + {self.tap_offset(row, a, col)}L]"
-                for t, (a, col) in enumerate(taps)
-            )
-            + ";"
+            f"  ext{b}_{row}[f] {assign} {self.taps_sum(taps, b, row, 'src', 'f')};"
             for b in range(p.block)
             for row in range(p.together)
         ]
         return [
-            *weights,
+            *self.weights(taps, first),
             "#pragma omp simd",
             f"for (long f = 0; f < {p.flat}L; ++f) {{",
             *updates,
             "}",
         ]
 
+    def row_loops(self, taps: list[tuple[int, int]], first: str) -> list[str]:
+        """The weights, then one loop over the output columns per group of ``together``
+        rows, writing the output rows in place; a last group with fewer rows when the
+        block's row count is not a multiple of ``together``."""
+        p = self.plan
+        lines = [
+            *self.weights(taps, first),
+            f"long full = (r1 - r0) / {p.together}L;",
+            "for (long g = 0; g < full; ++g) {",
+            *["  " + line for line in self.row_group(taps, p.together)],
+            "}",
+        ]
+        for count in range(1, p.together):
+            lines += [
+                f"if (r1 - r0 - full * {p.together}L == {count}L) {{",
+                "  long g = full;",
+                *["  " + line for line in self.row_group(taps, count)],
+                "}",
+            ]
+        return lines
+
+    def row_group(self, taps: list[tuple[int, int]], count: int) -> list[str]:
+        """Rows ``0 .. count`` of group ``g`` of the block, for each output channel of the
+        unit, straight into the output."""
+        p, ct = self.plan, self.ctype
+        _, o, oh, ow = self.out.shape
+        pointers = [
+            f"{ct}* y{b}_{row} = y0 + ((img * {o}L + oc0 + {b}L) * {oh}L + r0 + g * "
+            f"{p.together}L + {row}L) * {ow}L;"
+            for b in range(p.block)
+            for row in range(count)
+        ]
+        updates = [
+            f"  y{b}_{row}[j] = {self.taps_sum(taps, b, row, 'sg', 'j')};"
+            for b in range(p.block)
+            for row in range(count)
+        ]
+        spans = _spans(0, ow)
+        lines = [f"const {ct}* sg = src + g * {p.pitch}L;", *pointers]
+        for lo, hi in spans:
+            lines += ["#pragma omp simd", f"for (long j = {lo}L; j < {hi}L; ++j) {{"]
+            lines += [*updates, "}"]
+        return lines
+
     def ext_offset(self, b: int, row: int) -> int:
         """Where output channel ``b`` of the unit keeps its flat outputs of row ``row`` of
         each group of ``together``, in ``buf``."""
         p = self.plan
-        return p.phases * p.phase_size + (b * p.together + row) * p.flat
+        return self.sets * p.phases * p.phase_size + (b * p.together + row) * p.flat
 
     def copy_out(self) -> list[str]:
-        """The block's outputs into ``out`` (dropping the columns past the output width),
-        then the epilogue on them."""
+        """The block's outputs into ``out`` (dropping the columns past the output width;
+        row-wise steps wrote them in place), then the epilogue on them."""
         p = self.plan
         _, o, oh, ow = self.out.shape
-        lines = [
-            f"    for (long b = 0; b < {p.block}L; ++b) {{",
-            f"      {self.ctype}* y = y0 + ((img * {o}L + oc0 + b) * {oh}L + r0) * {ow}L;",
-            f"      const {self.ctype}* e = buf + {self.ext_offset(0, 0)}L"
-            f" + b * {p.together * p.flat}L;",
-            "      for (long i = 0; i < r1 - r0; ++i) {",
-            f"        const {self.ctype}* ei = e + (i % {p.together}L) * {p.flat}L"
-            f" + (i / {p.together}L) * {p.pitch}L;",
-            "        #pragma omp simd",
-            f"        for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = ei[j];",
-            "      }",
-        ]
-        if self.step.epilogue is not None:
-            lines += [
+        each: list[str] = []  # per output channel of the unit
+        if not self.rowwise:
+            each += [
+                f"      {self.ctype}* y = y0 + ((img * {o}L + oc0 + b) * {oh}L + r0) * {ow}L;",
+                f"      const {self.ctype}* e = buf + {self.ext_offset(0, 0)}L"
+                f" + b * {p.together * p.flat}L;",
+                "      for (long i = 0; i < r1 - r0; ++i) {",
+                f"        const {self.ctype}* ei = e + (i % {p.together}L) * {p.flat}L"
+                f" + (i / {p.together}L) * {p.pitch}L;",
+                "        #pragma omp simd",
+                f"        for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = ei[j];",
+                "      }",
+            ]
+        if self.step.epilogue is not None and not self.batched:
+            each += [
                 f"      long at_ = ((img * {o}L + oc0 + b) * {oh}L + r0) * {ow}L;",
                 f"      err |= {self.name}_ep(T, A, at_, at_ + (r1 - r0) * {ow}L);",
             ]
-        lines.append("    }")
-        return lines
+        lines = [f"    for (long b = 0; b < {p.block}L; ++b) {{", *each, "    }"] if each else []
+        return lines + self.batch_epilogue()
+
+    def batch_epilogue(self) -> list[str]:
+        """Batched epilogues: the unit's outputs join the pending range (units in order
+        cover consecutive outputs), which the epilogue runs on once it holds
+        :data:`EPILOGUE_BATCH` elements, and at the end of the part."""
+        if not self.batched:
+            return []
+        _, o, oh, ow = self.out.shape
+        return [
+            f"    long at_ = ((img * {o}L + oc0) * {oh}L + r0) * {ow}L;",
+            "    if (pending < 0) pending = at_;",
+            f"    at_ += (r1 - r0) * {self.plan.block * ow}L;",
+            f"    if (at_ - pending >= {EPILOGUE_BATCH}L || u + 1 == last) {{",
+            f"      err |= {self.name}_ep(T, A, pending, at_);",
+            "      pending = -1;",
+            "    }",
+        ]
+
+
+def _spans(lo: int, hi: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` as loops of whole vectors: a last loop over the last
+    :data:`ROWWISE_WIDTH` indices again when the width leaves more than half a vector
+    (a half vector is left to the compiler's narrower epilogue)."""
+    main = hi - (hi - lo) % ROWWISE_WIDTH
+    if main == hi or hi - lo < ROWWISE_WIDTH or (hi - lo) % (ROWWISE_WIDTH // 2) == 0:
+        return [(lo, hi)]
+    return [(lo, main), (hi - ROWWISE_WIDTH, hi)]

@@ -140,6 +140,12 @@ DIRECT_WEIGHTS = 24
 #: Elements of a direct unit's buffers (padded input and flat outputs) it aims for: they
 #: stay in the L1 cache while the unit's passes run over them.
 DIRECT_FLAT = 4096
+#: Output widths from which one-pass depthwise units write their output rows in place
+#: (``opgraph.backends.cpu.codegen.depthwise``; their flat outputs go unused).
+DIRECT_ROWWISE = 16
+#: Phase elements up to which one-pass depthwise units copy the next unit's input in first
+#: (:class:`DirectPlan` ``pipelined``; two sets of larger phases would crowd the L1 cache).
+DIRECT_PIPELINE = 1024
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,11 @@ class DirectPlan:
     one flat loop of ``flat`` outputs (rounded up to 16) per output row of a group of
     ``together``, every tap at a constant offset, no bounds tests. Columns ``ow .. pitch``
     are computed and dropped when the block is copied out. ``row_passes``: a pass is one
-    filter row (tall filters) instead of all taps.
+    filter row (tall filters) instead of all taps. ``pipelined``: one-pass depthwise units
+    with small phases keep two sets of phases and copy the next unit's input in before
+    computing this one (the loads of a small block right after its copy waited on the
+    copy's stores). ``in_place``: one-pass depthwise units with rows of at least
+    :data:`DIRECT_ROWWISE` outputs write their output rows in place (no flat outputs).
     """
 
     rows: int
@@ -169,6 +179,8 @@ class DirectPlan:
     together: int
     row_passes: bool
     phases: int
+    pipelined: bool = False
+    in_place: bool = False
 
     @property
     def phase_size(self) -> int:
@@ -176,8 +188,10 @@ class DirectPlan:
 
     @property
     def per_thread(self) -> int:
-        """Scratch elements of one thread: the phases and the flat outputs."""
-        return self.phases * self.phase_size + self.block * self.together * self.flat
+        """Scratch elements of one thread: the phases (twice when pipelined) and the flat
+        outputs."""
+        sets = 2 if self.pipelined else 1
+        return sets * self.phases * self.phase_size + self.block * self.together * self.flat
 
 
 def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
@@ -193,7 +207,10 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     together = 2 if kh > 1 and oh > 1 and not row_passes else 1
     pitch = ow + (kw - 1) * dw // sw
     planes = n * (step.w.shape[0] // block)
-    rows = max(1, min(oh, DIRECT_FLAT // (pitch * block)))
+    in_place = step.x.shape[1] == step.groups and not row_passes and ow >= DIRECT_ROWWISE
+    # split planes written in place: half the rows (the output rows share the cache)
+    halve = in_place and pitch * block * oh > DIRECT_FLAT
+    rows = max(1, min(oh, DIRECT_FLAT // (pitch * block * (2 if halve else 1))))
     want = 4 * threads
     if planes * -(-oh // rows) < want:  # few planes: more row blocks
         rows = max(1, min(rows, -(-oh // -(-want // planes))))
@@ -201,7 +218,13 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     flat = -(-(rows // together) * pitch // 16) * 16
     span = together * sh
     reach = flat + ((together - 1) * sh + (kh - 1) * dh) // span * pitch + (kw - 1) * dw // sw
-    return DirectPlan(rows, pitch, -(-reach // pitch), flat, block, together, row_passes, span * sw)
+    in_rows = -(-reach // pitch)
+    phases = span * sw
+    one_pass = step.x.shape[1] == step.groups and not row_passes
+    pipelined = one_pass and phases * in_rows * pitch <= DIRECT_PIPELINE
+    return DirectPlan(
+        rows, pitch, in_rows, flat, block, together, row_passes, phases, pipelined, in_place
+    )
 
 
 def _direct(groups: int, per_group: int, kernel: tuple[int, int], pixels: int) -> bool:
