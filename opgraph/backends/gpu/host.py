@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 import opgraph.backends.gpu.interpret as interpret
+from opgraph.backends.fused.lowering.attention import AttentionStep, numpy_attention
 from opgraph.backends.fused.program import (
     ConvStep,
     FallbackStep,
@@ -89,6 +90,19 @@ def _scan(step: ScanStep, resolve: Resolve) -> None:
     (node,) = step.nodes
     x = resolve(step.x).reshape(node.inputs[0].shape)
     interpret.run_reference(node, [x], [resolve(step.out).reshape(node.outputs[0].shape)])
+
+
+@HOST_STEPS.register(AttentionStep)
+def _attention(step: AttentionStep, resolve: Resolve) -> None:
+    """Fused attention has no GPU kernel: the host runs its numpy semantics per entry."""
+    assert step.q is not None and step.k is not None and step.v is not None
+    assert step.out is not None
+    (node,) = step.nodes
+    for qo, ko, vo, oo, mo in step.batch:
+        q, k = resolve(_shifted(step.q, qo)), resolve(_shifted(step.k, ko))
+        v, out = resolve(_shifted(step.v, vo)), resolve(_shifted(step.out, oo))
+        mask = None if step.mask is None else resolve(_shifted(step.mask, mo))
+        out[...] = numpy_attention(q, k, v, mask, node.op)  # type: ignore[arg-type]
 
 
 @HOST_STEPS.register(LoopStep)

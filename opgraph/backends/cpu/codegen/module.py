@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from opgraph.backends.cpu.codegen import bf16, dialect, kernels, runtime
+from opgraph.backends.cpu.codegen import attention, bf16, dialect, kernels, runtime
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.depthwise import DirectConvEmitter
@@ -204,6 +204,7 @@ STEP_EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
     FallbackStep: _fallback,
 }
 STEP_EMITTERS.update(bf16.EMITTERS)  # precision="bf16" (codegen/bf16.py)
+STEP_EMITTERS.update(attention.EMITTERS)  # fused attention (codegen/attention.py)
 
 
 def _step(step: Step, i: int, module: ModuleContext) -> Emitted:
