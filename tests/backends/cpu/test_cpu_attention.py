@@ -136,3 +136,17 @@ def test_row_blocks_fit_the_score_budget():
     assert block_rows(4096, 4096, 1, 2) == 8  # 128 KiB of scores
     assert block_rows(512, 512, 1, 2) == 64  # 128 KiB, 8 units: 4 per thread already
     assert block_rows(256, 64, 1, 2) == 32  # halved until there are 4 units per thread
+
+
+def test_strided_queries_and_odd_sizes(parallel_cpu):
+    qt = og.parameter(og.f32, (2, 3, 5, 33))  # q read through a transpose: strided rows
+    k, v = og.parameter(og.f32, (2, 3, 5, 70)), og.parameter(og.f32, (2, 3, 70, 37))
+    q = ops.transpose(qt, (0, 1, 3, 2))
+    fn = og.Function([ops.matmul(ops.softmax(ops.matmul(q, k) / 3.0, -1), v)], [qt, k, v])
+    _check(parallel_cpu, fn, _inputs(fn))
+
+
+def test_empty_operands_are_left_unfused(cpu):
+    q, k, v = (og.parameter(og.f32, s) for s in [(2, 6, 0), (2, 0, 5), (2, 5, 3)])
+    fn = og.Function([ops.matmul(ops.softmax(ops.matmul(q, k), -1), v)], [q, k, v])
+    _check(cpu, fn, _inputs(fn), fused=False)

@@ -16,8 +16,7 @@ from typing import Any
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
-from opgraph.backends.fused.lowering.attention import AttentionStep
-from opgraph.backends.fused.lowering.linalg import blas_layout
+from opgraph.backends.fused.lowering.attention import AttentionStep, scratch_floats
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 
@@ -43,7 +42,7 @@ class AttentionEmitter:
 
     def emit(self) -> str:
         s, name, module = self.step, self.name, self.module
-        module.uses_blas = True
+        module.helper("gemm_panels")
         module.uses_pool = True
         module.use_math("exp", et.f32)
         rows, blocks = s.block_rows, -(-self.n // s.block_rows)
@@ -59,17 +58,22 @@ class AttentionEmitter:
             _pointer(module, self.out, "o0", False),
             _pointer(module, self.scratch, "s0", False),
             *([_pointer(module, s.mask, "mk0")] if s.mask is not None else []),
-            f"  float* s = s0 + (long)og_worker_index() * {rows * self.m}L;",
+            f"  float* s = s0 + (long)og_worker_index() * {scratch_floats(s)}L;",
+            f"  float* kp = s + {rows * self.m}L;",
+            f"  float* vp = kp + {_panels(self.m) * self.d}L;",
             "  for (long u = lo; u < hi; ++u) {",
             f"    const long b = u / {blocks}L, r0 = (u % {blocks}L) * {rows}L;",
-            f"    const int rows = (int)({self.n}L - r0 < {rows}L ? {self.n}L - r0 : {rows}L);",
+            f"    const long rows = {self.n}L - r0 < {rows}L ? {self.n}L - r0 : {rows}L;",
             f"    const long* off = {name}_batch[b];",
-            f"    {self.scores()}",
+            *self.pack(),
+            f"    og_gemm_panels(q0 + off[0] + r0 * {self.q.strides[0]}L, "
+            f"{self.q.strides[0]}L, kp, s, {self.m}L, rows, {self.d}L, 0, {self.m}L);",
             "    for (long r = 0; r < rows; ++r) {",
             f"      float* x = s + r * {self.m}L;",
             *self.softmax(),
             "    }",
-            f"    {self.product()}",
+            f"    og_gemm_panels(s, {self.m}L, vp, o0 + off[3] + r0 * {self.e}L, {self.e}L, rows, "
+            f"{self.m}L, 0, {self.e}L);",
             "  }",
             "  return 0;",
             "}",
@@ -77,22 +81,27 @@ class AttentionEmitter:
         ]
         return "\n".join(lines)
 
-    def scores(self) -> str:
-        """``s = q[r0 : r0 + rows] @ k`` (rows x m, dense)."""
-        (tq, ldq), (tk, ldk) = _layout(self.q), _layout(self.k)
-        first = f"r0 * {self.q.strides[0]}L"
-        return (
-            f"scipy_cblas_sgemm(OG_ROW, {_flag(tq)}, {_flag(tk)}, rows, {self.m}, {self.d}, 1.0f, "
-            f"q0 + off[0] + {first}, {ldq}, k0 + off[1], {ldk}, 0.0f, s, {self.m});"
-        )
-
-    def product(self) -> str:
-        """``out[r0 : r0 + rows] = s @ v``."""
-        tv, ldv = _layout(self.v)
-        return (
-            f"scipy_cblas_sgemm(OG_ROW, OG_NOTRANS, {_flag(tv)}, rows, {self.e}, {self.m}, 1.0f, "
-            f"s, {self.m}, v0 + off[2], {ldv}, 0.0f, o0 + off[3] + r0 * {self.e}L, {self.e});"
-        )
+    def pack(self) -> list[str]:
+        """This entry's k (d x m) and v (m x e) as 32-column panels, zero-padded (what the
+        panel GEMM reads: one unit packs 2 x 64 x m floats for m x rows x 128 products)."""
+        (k_rows, k_cols), (v_rows, v_cols) = self.k.strides, self.v.strides
+        d, m, e = self.d, self.m, self.e
+        return [
+            f"    for (long p = 0; p < {_panels(m) // 32}L; ++p)",
+            f"      for (long c = 0; c < {d}L; ++c)",
+            "        for (long jj = 0; jj < 32L; ++jj) {",
+            "          const long j = p * 32L + jj;",
+            f"          kp[(p * {d}L + c) * 32L + jj] = j < {m}L ? "
+            f"k0[off[1] + c * {k_rows}L + j * {k_cols}L] : 0.0f;",
+            "        }",
+            f"    for (long p = 0; p < {_panels(e) // 32}L; ++p)",
+            f"      for (long j = 0; j < {m}L; ++j)",
+            "        for (long cc = 0; cc < 32L; ++cc) {",
+            "          const long c = p * 32L + cc;",
+            f"          vp[(p * {m}L + j) * 32L + cc] = c < {e}L ? "
+            f"v0[off[2] + j * {v_rows}L + c * {v_cols}L] : 0.0f;",
+            "        }",
+        ]
 
     def softmax(self) -> list[str]:
         """One row ``x`` of scores in place: the unfused chain's operations in its order."""
@@ -135,14 +144,9 @@ class AttentionEmitter:
         return f"static int {self.name}_run(void* const* T, char* A) {{\n  return {call};\n}}"
 
 
-def _layout(view: View) -> tuple[bool, int]:
-    layout = blas_layout(view)
-    assert layout is not None, f"attention operand {view} is not BLAS-readable"
-    return layout
-
-
-def _flag(transposed: bool) -> str:
-    return "OG_TRANS" if transposed else "OG_NOTRANS"
+def _panels(columns: int) -> int:
+    """``columns`` rounded up to whole 32-column panels."""
+    return -(-columns // 32) * 32
 
 
 def _emit(step: AttentionStep, i: int, module: ModuleContext) -> tuple[str, str, tuple[Any, ...]]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from opgraph.backends.fused import views
 from opgraph.backends.fused.lowering.linalg import _batch_offsets, _operand
 from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS
 from opgraph.backends.fused.program import Step
@@ -169,6 +170,8 @@ def _attention(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | Non
         return None
     if mask is not None and mask.shape != p.shape:
         return None
+    if 0 in node.outputs[0].shape or 0 in p.shape or q.shape[-1] == 0:
+        return None  # empty products: the unfused steps handle them
     if divide and scale == 0.0:
         return None
     return Attention(scale, divide).build(*operands, provenance=node.provenance).outputs
@@ -179,8 +182,9 @@ def _attention(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | Non
 class AttentionStep(Step):
     """``out = softmax(q @ k * scale [+ mask]) @ v`` per batch entry (2-D views of one entry;
     ``batch`` lists element offsets added to (q, k, v, out, mask)). Units are (entry, block of
-    ``block_rows`` query rows); each thread keeps one block of scores in its slice of
-    ``scratch`` (``block_rows x m`` floats per thread)."""
+    ``block_rows`` query rows); each thread keeps one block of scores, and its entry's ``k``
+    and ``v`` repacked, in its slice of ``scratch`` (:func:`scratch_floats` per thread).
+    ``q``'s rows are contiguous."""
 
     q: View | None = None
     k: View | None = None
@@ -202,6 +206,18 @@ class AttentionStep(Step):
         return [self.out, self.scratch]
 
 
+def scratch_floats(step: AttentionStep) -> int:
+    """Floats of scratch one thread needs: a block of scores, and room for ``k`` and ``v``
+    repacked as 32-column panels (zero-padded) for targets that multiply from panels."""
+    assert step.k is not None and step.v is not None
+    (d, m), e = step.k.shape, step.v.shape[1]
+    return step.block_rows * m + _panels(m) * d + _panels(e) * m
+
+
+def _panels(columns: int) -> int:
+    return -(-columns // 32) * 32
+
+
 def block_rows(n: int, m: int, entries: int, threads: int) -> int:
     """Query rows per unit: a block of scores within :data:`SCORE_BYTES`, halved (down to
     16 rows) while there are fewer than four units per thread."""
@@ -221,8 +237,10 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
     batch = static_shape(shape[:-2])
     q, k, v = (_operand(builder, x, x.shape, et.f32) for x in node.inputs[:3])
     (n, d), m, e = q.shape[-2:], k.shape[-1], v.shape[-1]
-    if out.tensor_type.size == 0:
-        return
+    if q.strides[-1] != 1 and d > 1:  # query rows must be contiguous
+        dense = views.reshape(builder.materialize(q), q.shape)
+        assert isinstance(dense, View)
+        q = dense
     offsets = _batch_offsets(q, k, batch, n * e)
     values = _batch_offsets(v, v, batch, 0)
     mask, mask_offsets = _mask(builder, node, batch)
@@ -243,8 +261,8 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
         op.divide,
         tuple(rows),
         block,
-        builder.scratch(et.f32, (builder.threads, block * m)),
     )
+    step.scratch = builder.scratch(et.f32, (builder.threads, scratch_floats(step)))
     builder.add_step(step)
 
 
@@ -288,4 +306,4 @@ def numpy_attention(
     return np.matmul(shifted / shifted.sum(-1, keepdims=True), v).astype(np.float32)
 
 
-__all__ = ["Attention", "AttentionStep", "block_rows", "numpy_attention"]
+__all__ = ["Attention", "AttentionStep", "block_rows", "numpy_attention", "scratch_floats"]
