@@ -72,7 +72,9 @@ def _onnx(tokens: int, heads: int) -> bytes:
         return g.op("Transpose", g.op("Reshape", x, split), perm=perm)
 
     scale = g.const(np.array(1.0 / math.sqrt(HEAD), np.float32))
-    scores = g.op("Mul", g.op("MatMul", heads_of(q, [0, 2, 1, 3]), heads_of(k, [0, 2, 3, 1])), scale)
+    scores = g.op(
+        "Mul", g.op("MatMul", heads_of(q, [0, 2, 1, 3]), heads_of(k, [0, 2, 3, 1])), scale
+    )
     context = g.op("MatMul", g.op("Softmax", scores, axis=-1), heads_of(v, [0, 2, 1, 3]))
     merged = g.op(
         "Reshape",

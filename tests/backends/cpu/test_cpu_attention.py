@@ -70,6 +70,19 @@ def test_bert_attention_is_one_step_with_the_reference_values(cpu, scale):
     _check(cpu, fn, _inputs(fn))
 
 
+def test_merged_heads_feed_the_projection_without_a_copy(cpu):
+    attention = _bert_attention(1, 16, 4, 64, "mul")
+    (merged,) = attention.results
+    w = og.constant(RNG.standard_normal((64, 64)).astype(np.float32))
+    fn = og.Function([ops.matmul(merged, w)], attention.parameters)
+    exe = cpu.compile(fn)
+    # written with the heads interleaved: merging them is a view, read by the GEMM as it is
+    assert [type(s) for s in exe.program.steps] == [AttentionStep, GemmStep]
+    arrays = _inputs(fn)
+    (want,) = og.backend("INTERPRETER").compile(fn)(*arrays)
+    np.testing.assert_allclose(exe(*arrays)[0], want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(("batch", "tokens"), [(2, 37), (1, 300), (3, 5)])
 def test_blocks_of_rows_split_between_threads(parallel_cpu, batch, tokens):
     fn = _bert_attention(batch, tokens, 4, 64, "mul")

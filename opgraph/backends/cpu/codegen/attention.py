@@ -48,6 +48,7 @@ class AttentionEmitter:
         rows, blocks = s.block_rows, -(-self.n // s.block_rows)
         units = len(s.batch) * blocks
         table = ", ".join("{" + ", ".join(f"{x}L" for x in row) + "}" for row in s.batch)
+        ldo = self.out.strides[0]
         lines = [
             f"/* {name}: {s.label.replace('*/', '* /')} */",
             f"static const long {name}_batch[{len(s.batch)}][5] = {{{table}}};",
@@ -72,7 +73,7 @@ class AttentionEmitter:
             f"      float* x = s + r * {self.m}L;",
             *self.softmax(),
             "    }",
-            f"    og_gemm_panels(s, {self.m}L, vp, o0 + off[3] + r0 * {self.e}L, {self.e}L, rows, "
+            f"    og_gemm_panels(s, {self.m}L, vp, o0 + off[3] + r0 * {ldo}L, {ldo}L, rows, "
             f"{self.m}L, 0, {self.e}L);",
             "  }",
             "  return 0;",

@@ -37,7 +37,7 @@ from opgraph.core.shape import static_shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops import elementwise as ew
 from opgraph.ops.linalg import MatMul
-from opgraph.ops.movement import Broadcast
+from opgraph.ops.movement import Broadcast, transpose
 from opgraph.ops.reduction import ReduceMax, ReduceSum
 
 if TYPE_CHECKING:
@@ -53,13 +53,16 @@ class Attention(Op):
 
     Inputs ``q (..., n, d)``, ``k (..., d, m)``, ``v (..., m, e)`` and optionally ``mask``
     of the scores' shape ``(..., n, m)``; output ``(..., n, e)``. The scores are
-    ``q·k * scale`` (``q·k / scale`` when ``divide``). An internal op of the fused compiler:
-    only :func:`_attention` builds it, after :func:`opgraph.backends.fused.pipeline.lower`
-    has expanded the softmax; it has no reference kernel and is never serialized.
+    ``q·k * scale`` (``q·k / scale`` when ``divide``). ``interleave`` (rank >= 3): the output
+    is laid out ``(..., n, heads, e)``, the last batch axis (the heads) moved after the query
+    axis, which is how multi-head attention merges its heads next. An internal op of the
+    fused compiler: only :func:`_attention` builds it, after ``lower`` has expanded the
+    softmax; it has no reference kernel and is never serialized.
     """
 
     scale: float = 1.0
     divide: bool = False
+    interleave: bool = False
     foldable: ClassVar[bool] = False
     differentiable: ClassVar[bool] = False
 
@@ -75,6 +78,10 @@ class Attention(Op):
             raise OpTypeError(f"q {q}, k {k}, v {v} do not form an attention product")
         if len(inputs) == 4 and inputs[3].shape != (*batch, n, m):
             raise OpTypeError(f"the mask {inputs[3]} is not of the scores' shape")
+        if self.interleave:
+            if not batch:
+                raise OpTypeError(f"interleave needs a batch axis; q is {q}")
+            return TensorType(et.f32, (*batch[:-1], n, batch[-1], e))
         return TensorType(et.f32, (*batch, n, e))
 
 
@@ -174,7 +181,12 @@ def _attention(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | Non
         return None  # empty products: the unfused steps handle them
     if divide and scale == 0.0:
         return None
-    return Attention(scale, divide).build(*operands, provenance=node.provenance).outputs
+    rank = p.rank
+    if rank < 3:
+        return Attention(scale, divide).build(*operands, provenance=node.provenance).outputs
+    fused = Attention(scale, divide, True).build(*operands, provenance=node.provenance)
+    perm = (*range(rank - 3), rank - 2, rank - 3, rank - 1)  # heads back before the queries
+    return [transpose(fused.outputs[0], perm)]
 
 
 # ------------------------------------------------------------------------------ the step
@@ -233,8 +245,7 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
     assert isinstance(op, Attention)
     out = node.outputs[0]
     target = builder.home(out)
-    shape = out.shape
-    batch = static_shape(shape[:-2])
+    batch = static_shape(node.inputs[0].shape[:-2])
     q, k, v = (_operand(builder, x, x.shape, et.f32) for x in node.inputs[:3])
     (n, d), m, e = q.shape[-2:], k.shape[-1], v.shape[-1]
     if q.strides[-1] != 1 and d > 1:  # query rows must be contiguous
@@ -244,9 +255,11 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
     offsets = _batch_offsets(q, k, batch, n * e)
     values = _batch_offsets(v, v, batch, 0)
     mask, mask_offsets = _mask(builder, node, batch)
+    heads = batch[-1] if op.interleave else 1
     rows: list[tuple[int, ...]] = []
-    for i, (qo, ko, oo) in enumerate(offsets):
-        rows.append((qo, ko, values[i][0], oo, mask_offsets[i]))
+    for i, (qo, ko, _) in enumerate(offsets):
+        out_offset = (i // heads) * n * heads * e + (i % heads) * e
+        rows.append((qo, ko, values[i][0], out_offset, mask_offsets[i]))
     entries = math.prod(batch)
     block = block_rows(n, m, entries, builder.threads)
     step = AttentionStep(
@@ -255,7 +268,7 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
         _matrix(q, (n, d)),
         _matrix(k, (d, m)),
         _matrix(v, (m, e)),
-        View(target.buffer, et.f32, (n, e), (e, 1), target.offset),
+        View(target.buffer, et.f32, (n, e), (heads * e, 1), target.offset),
         mask,
         op.scale,
         op.divide,
