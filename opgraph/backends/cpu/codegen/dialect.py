@@ -236,7 +236,7 @@ static inline void og_stream_f32(float* dst, const float* src, long n) {
 #: cut into equal blocks of at most the inner block (a tile's accumulators are reloaded from
 #: ``c`` once per block): 1024 measured best on a Zen 4 (1 MiB L2; one thread, C harness
 #: over 128x768x768, 128x768x3072, 128x3072x768, 256x784x512, 256x512x512: 384 -> 1024 gave
-#: +0.5 to +6 % with AVX-512 and 256 -> 1024 gave +15 to +20 % with AVX2). A tile's rows of
+#: +0.5 to +6 % with AVX-512 and 256 -> 1024 gave +20 % with AVX2). A tile's rows of
 #: ``a`` and its panel slice then live in L2, read in order (hardware prefetch).
 GEMM_BLOCKING = (
     ("defined(__AVX512F__)", 16, 12, 1024),
