@@ -15,6 +15,7 @@ import numpy as np
 import opgraph.backends.gpu.interpret as interpret
 from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
 from opgraph.backends.fused.indexed import ArgStep, NodeStep, ScatterStep, TopKStep
+from opgraph.backends.fused.lowering.attention import AttentionStep, numpy_attention
 from opgraph.backends.fused.lowering.quantized import QConvStep, QGemmStep
 from opgraph.backends.fused.program import (
     ConvStep,
@@ -133,6 +134,19 @@ def _conv_gradient(step: ConvDataGradientStep | ConvFilterGradientStep, resolve:
         views = [step.x, step.ct]
     inputs = [resolve(v).reshape(x.shape) for v, x in zip(views, node.inputs, strict=True)]
     interpret.run_reference(node, inputs, [resolve(step.out).reshape(node.outputs[0].shape)])
+
+
+@HOST_STEPS.register(AttentionStep)
+def _attention(step: AttentionStep, resolve: Resolve) -> None:
+    """Fused attention has no GPU kernel: the host runs its numpy semantics per entry."""
+    assert step.q is not None and step.k is not None and step.v is not None
+    assert step.out is not None
+    (node,) = step.nodes
+    for qo, ko, vo, oo, mo in step.batch:
+        q, k = resolve(_shifted(step.q, qo)), resolve(_shifted(step.k, ko))
+        v, out = resolve(_shifted(step.v, vo)), resolve(_shifted(step.out, oo))
+        mask = None if step.mask is None else resolve(_shifted(step.mask, mo))
+        out[...] = numpy_attention(q, k, v, mask, node.op)  # type: ignore[arg-type]
 
 
 @HOST_STEPS.register(LoopStep)

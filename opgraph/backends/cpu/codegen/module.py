@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opgraph.backends.cpu.codegen import (
+    attention,
     bf16,
     conv_backprop,
     dialect,
@@ -262,6 +263,7 @@ STEP_EMITTERS.update(bf16.EMITTERS)  # precision="bf16" (codegen/bf16.py)
 STEP_EMITTERS.update(selection.EMITTERS)  # ArgMax/ArgMin, TopK, scatters (fused/indexed.py)
 STEP_EMITTERS.update(conv_backprop.EMITTERS)  # a convolution's gradients
 STEP_EMITTERS.update(int8.EMITTERS)  # integer products of quantized models (codegen/int8.py)
+STEP_EMITTERS.update(attention.EMITTERS)  # fused attention (codegen/attention.py)
 
 
 def _step(step: Step, i: int, module: ModuleContext) -> Emitted:

@@ -1,0 +1,160 @@
+"""Generate the C of fused attention steps
+(:class:`~opgraph.backends.fused.lowering.attention.AttentionStep`).
+
+A unit is one batch entry (a head) and one block of query rows. Its scores
+(``rows x m`` floats, at most 128 KiB) are computed by OpenBLAS into this thread's slice of
+the scratch, where they stay in cache while each row is scaled, masked, reduced to its
+maximum, exponentiated (libmvec's ``expf``, as the unfused kernel), summed (vector lanes over
+blocks of 256) and divided by its sum; a second OpenBLAS call multiplies the block by ``v``
+straight into the output. OpenBLAS runs single-threaded inside the runtime's pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.context import ModuleContext
+from opgraph.backends.fused.lowering.attention import AttentionStep, scratch_floats
+from opgraph.backends.fused.views import View
+from opgraph.core import element_type as et
+
+#: Scores per partial sum: each lane sums at most this many / lanes values in order.
+SUM_BLOCK = 256
+
+
+def _pointer(module: ModuleContext, view: View, name: str, const: bool = True) -> str:
+    q = "const " if const else ""
+    return f"  {q}float* {name} = ({q}float*)({module.base(view.buffer)}) + {view.offset}L;"
+
+
+class AttentionEmitter:
+    """``static int <name>(T, A, lo, hi)`` over units and ``<name>_run(T, A)``."""
+
+    def __init__(self, step: AttentionStep, name: str, module: ModuleContext) -> None:
+        assert step.q is not None and step.k is not None and step.v is not None
+        assert step.out is not None and step.scratch is not None
+        self.step, self.name, self.module = step, name, module
+        self.q, self.k, self.v, self.out = step.q, step.k, step.v, step.out
+        self.scratch = step.scratch
+        (self.n, self.d), self.m, self.e = self.q.shape, self.k.shape[1], self.v.shape[1]
+
+    def emit(self) -> str:
+        s, name, module = self.step, self.name, self.module
+        module.helper("gemm_panels")
+        module.uses_pool = True
+        module.use_math("exp", et.f32)
+        rows, blocks = s.block_rows, -(-self.n // s.block_rows)
+        units = len(s.batch) * blocks
+        table = ", ".join("{" + ", ".join(f"{x}L" for x in row) + "}" for row in s.batch)
+        ldo = self.out.strides[0]
+        lines = [
+            f"/* {name}: {s.label.replace('*/', '* /')} */",
+            f"static const long {name}_batch[{len(s.batch)}][5] = {{{table}}};",
+            f"static int {name}(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(module, self.q, "q0"),
+            _pointer(module, self.k, "k0"),
+            _pointer(module, self.v, "v0"),
+            _pointer(module, self.out, "o0", False),
+            _pointer(module, self.scratch, "s0", False),
+            *([_pointer(module, s.mask, "mk0")] if s.mask is not None else []),
+            f"  float* s = s0 + (long)og_worker_index() * {scratch_floats(s)}L;",
+            f"  float* kp = s + {rows * self.m}L;",
+            f"  float* vp = kp + {_panels(self.m) * self.d}L;",
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    const long b = u / {blocks}L, r0 = (u % {blocks}L) * {rows}L;",
+            f"    const long rows = {self.n}L - r0 < {rows}L ? {self.n}L - r0 : {rows}L;",
+            f"    const long* off = {name}_batch[b];",
+            *self.pack(),
+            f"    og_gemm_panels(q0 + off[0] + r0 * {self.q.strides[0]}L, "
+            f"{self.q.strides[0]}L, kp, s, {self.m}L, rows, {self.d}L, 0, {self.m}L);",
+            "    for (long r = 0; r < rows; ++r) {",
+            f"      float* x = s + r * {self.m}L;",
+            *self.softmax(),
+            "    }",
+            f"    og_gemm_panels(s, {self.m}L, vp, o0 + off[3] + r0 * {ldo}L, {ldo}L, rows, "
+            f"{self.m}L, 0, {self.e}L);",
+            "  }",
+            "  return 0;",
+            "}",
+            self.driver(units),
+        ]
+        return "\n".join(lines)
+
+    def pack(self) -> list[str]:
+        """This entry's k (d x m) and v (m x e) as 32-column panels, zero-padded (what the
+        panel GEMM reads: one unit packs 2 x 64 x m floats for m x rows x 128 products)."""
+        (k_rows, k_cols), (v_rows, v_cols) = self.k.strides, self.v.strides
+        d, m, e = self.d, self.m, self.e
+        return [
+            f"    for (long p = 0; p < {_panels(m) // 32}L; ++p)",
+            f"      for (long c = 0; c < {d}L; ++c)",
+            "        for (long jj = 0; jj < 32L; ++jj) {",
+            "          const long j = p * 32L + jj;",
+            f"          kp[(p * {d}L + c) * 32L + jj] = j < {m}L ? "
+            f"k0[off[1] + c * {k_rows}L + j * {k_cols}L] : 0.0f;",
+            "        }",
+            f"    for (long p = 0; p < {_panels(e) // 32}L; ++p)",
+            f"      for (long j = 0; j < {m}L; ++j)",
+            "        for (long cc = 0; cc < 32L; ++cc) {",
+            "          const long c = p * 32L + cc;",
+            f"          vp[(p * {m}L + j) * 32L + cc] = c < {e}L ? "
+            f"v0[off[2] + j * {v_rows}L + c * {v_cols}L] : 0.0f;",
+            "        }",
+        ]
+
+    def softmax(self) -> list[str]:
+        """One row ``x`` of scores in place: the unfused chain's operations in its order."""
+        s, m = self.step, self.m
+        value = "x[j]"
+        if s.scale != 1.0 or s.divide:
+            value = f"x[j] {'/' if s.divide else '*'} {dialect.literal(s.scale, et.f32)}"
+        if s.mask is not None:
+            r_stride, c_stride = s.mask.strides
+            value = f"({value}) + mk0[off[4] + (r0 + r) * {r_stride}L + j * {c_stride}L]"
+        return [
+            "      float peak = -__builtin_inff(), total = 0.0f;",
+            "      #pragma omp simd reduction(max:peak)",
+            f"      for (long j = 0; j < {m}L; ++j) {{",
+            f"        const float y = {value};",
+            "        x[j] = y;",
+            "        peak = y > peak ? y : peak;",
+            "      }",
+            f"      for (long j0 = 0; j0 < {m}L; j0 += {SUM_BLOCK}L) {{",
+            f"        const long j1 = j0 + {SUM_BLOCK}L < {m}L ? j0 + {SUM_BLOCK}L : {m}L;",
+            "        float part = 0.0f;",
+            "        #pragma omp simd reduction(+:part)",
+            "        for (long j = j0; j < j1; ++j) {",
+            "          const float y = expf(x[j] - peak);",
+            "          x[j] = y;",
+            "          part += y;",
+            "        }",
+            "        total += part;",
+            "      }",
+            "      #pragma omp simd",
+            f"      for (long j = 0; j < {m}L; ++j) x[j] = x[j] / total;",
+        ]
+
+    def driver(self, units: int) -> str:
+        threads = min(self.module.num_threads, self.scratch.shape[0])
+        if units > 1 and threads > 1:
+            call = f"og_parallel({self.name}, T, A, {units}L, 1L, {threads})"
+        else:
+            call = f"{self.name}(T, A, 0, {units}L)"
+        return f"static int {self.name}_run(void* const* T, char* A) {{\n  return {call};\n}}"
+
+
+def _panels(columns: int) -> int:
+    """``columns`` rounded up to whole 32-column panels."""
+    return -(-columns // 32) * 32
+
+
+def _emit(step: AttentionStep, i: int, module: ModuleContext) -> tuple[str, str, tuple[Any, ...]]:
+    return AttentionEmitter(step, f"a{i}", module).emit(), f"a{i}_run(T, A);", ()
+
+
+#: The C generator of the attention step (``module.STEP_EMITTERS`` takes it in).
+EMITTERS: dict[type, Callable[[Any, int, ModuleContext], tuple[str, str, tuple[Any, ...]]]] = {
+    AttentionStep: _emit
+}
