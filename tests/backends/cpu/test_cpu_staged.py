@@ -160,3 +160,39 @@ def test_profile_counts_stages_and_data_dependent_nodes(cpu):
     assert any(n.startswith("stage1/") for n in names)
     with pytest.raises(og.GraphError, match="stage"):
         exe.memory_plan()
+
+
+def test_broadcast_ordered_after_its_binder_only_through_its_shape(cpu):
+    start, limit, delta = (og.parameter(og.i64, (), name=n) for n in ("start", "limit", "delta"))
+    r = ops.dynamic_range(start, limit, delta)
+    two = ops.broadcast(og.constant(np.int64(2)), r.shape, (0,))
+    fn = og.Function([ops.add(two, r)], [start, limit, delta])
+    assert fn.nodes.index(two.node) < fn.nodes.index(r.node)  # no data edge orders them
+    exe = cpu.compile(fn)
+    for stop in (4, 7, 0):
+        (y,) = exe(np.int64(0), np.int64(stop), np.int64(1))
+        np.testing.assert_array_equal(y, np.arange(stop) + 2)
+
+
+def test_a_size_expression_crosses_two_stages(cpu):
+    x = og.parameter(og.i64, (6,), name="x")
+    idx = ops.non_zero(x)  # i64[1, n]
+    doubled = ops.concat([idx, ops.multiply(idx, idx)], 1)  # i64[1, 2*n], stage 1
+    inner = ops.non_zero(doubled)  # i64[2, k]
+    flat = ops.reshape(doubled, (-1,))  # read in stage 2: its size is 2*n, n from a carrier
+    picked = ops.gather(flat, ops.reshape(ops.slice(inner, (1, 0), (2, inner.shape[1])), (-1,)), 0)
+    fn = og.Function([picked, ops.add(flat, flat)], [x])
+    exe = cpu.compile(fn)
+    ref = og.backend("INTERPRETER").compile(fn)
+    assert len(exe.stages) == 2
+    for values in ([0, 3, 0, 1, 2, 0], [0] * 6, [1] * 6):
+        _compare(exe, ref, [np.array(values, np.int64)])
+
+
+def test_a_count_above_its_bound_is_a_call_type_error(cpu):
+    x = og.parameter(og.f32, (4,), name="x")
+    node = ops.NonZero(og.dim("few", max=2))(ops.abs(x))
+    exe = cpu.compile(og.Function([node], [x]))
+    np.testing.assert_array_equal(exe(np.array([0, 1, 0, 1], np.float32))[0], [[1, 3]])
+    with pytest.raises(og.CallTypeError, match="few is 3, outside its bounds 0..2"):
+        exe(np.array([1, 1, 0, 1], np.float32))
