@@ -2,7 +2,8 @@
 ``compress``, shape-tensor ops, ONNX run-time nodes…: ops whose ``bound_symbols()`` is not
 empty; ``docs/dynamic-shapes.md``, "Backends").
 
-The Function is lowered once (as INTERPRETER lowers it) and split at its data-dependent nodes
+The Function is lowered once (calls inlined, tuples unboxed, decomposed where neither a CPU
+lowering nor a reference kernel exists) and split at its data-dependent nodes
 into *stages*: each stage is a symbolic Function over the original parameters it reads and the
 values earlier stages and data-dependent nodes produce, compiled ONCE by the CPU backend (one
 native module each, :mod:`opgraph.backends.cpu.symbolic`). A data-dependent node's fresh
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.interpreter.backend import lower_for_interpreter
+from opgraph.backends.fused.pipeline import is_native
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.dim import Symbol, dim, free_symbols
 from opgraph.core.element_type import u8
@@ -37,7 +38,10 @@ from opgraph.core.literals import Constant, Parameter, parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.printing import format_node, value_names
 from opgraph.core.tensor_type import TensorType, flatten_types
+from opgraph.passes.decompose import decompose
+from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.specialize_shapes import specialize_op, specialize_type
+from opgraph.passes.unbox_tuples import unbox_tuples
 from opgraph.runtime.backend import Executable, PerformanceCounter
 from opgraph.runtime.backend import _as_tensor as as_tensor
 from opgraph.runtime.backend import _shape_of as shape_of
@@ -65,6 +69,13 @@ class Stage:
 def is_data_dependent(function: Function) -> bool:
     """True when a node of ``function`` decides an output size from its input values."""
     return any(n.op.bound_symbols() for n in function.nodes)
+
+
+def lower_for_stages(function: Function) -> Function:
+    """Calls inlined, tuples unboxed, and decomposed what neither CPU runs natively nor a
+    reference kernel runs (each stage's compile lowers the rest as for any Function)."""
+    fn = unbox_tuples(inline_calls(function))
+    return decompose(fn, lambda op: is_native(op) or type(op) in KERNELS, keep_symbolic=True)
 
 
 def _is_source(node: Node) -> bool:
@@ -152,7 +163,7 @@ class StagedCpuExecutable(Executable):
 
     def __init__(self, function: Function, compile_stage: StageCompiler, profile: bool) -> None:
         super().__init__(function, profile)
-        lowered = lower_for_interpreter(function)
+        lowered = lower_for_stages(function)
         missing = sorted(
             {n.op.name for n in lowered.ops if n.op.bound_symbols() and type(n.op) not in KERNELS}
         )
