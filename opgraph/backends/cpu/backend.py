@@ -16,6 +16,7 @@ from opgraph.backends.cpu.config import (
     default_config,
 )
 from opgraph.backends.cpu.executable import CpuExecutable
+from opgraph.backends.cpu.staged import StagedCpuExecutable, is_data_dependent
 from opgraph.backends.cpu.symbolic import SymbolicCpuExecutable, arena_buffers, symbol_names
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.pipeline import compile_program, compile_symbolic_program
@@ -57,7 +58,7 @@ class CpuBackend(Backend):
         *,
         progress: Progress | None = None,
         precision: str = "f32",
-    ) -> CpuExecutable | SymbolicCpuExecutable:
+    ) -> CpuExecutable | SymbolicCpuExecutable | StagedCpuExecutable:
         """Compile ``function``.
 
         Args:
@@ -85,6 +86,10 @@ class CpuBackend(Backend):
                 "og.passes.specialize_shapes(fn, {'batch': 8})"
             )
         check_precision(precision, self.config.isa)
+        if is_data_dependent(function):  # stages around the data-dependent nodes
+            return StagedCpuExecutable(
+                function, lambda stage: self.compile(stage, profile, progress=progress), profile
+            )
         if symbolic:
             return self._compile_symbolic(function, profile, progress)
         started = time.perf_counter()

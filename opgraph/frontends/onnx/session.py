@@ -6,8 +6,9 @@
 
 A model with symbolic dimensions (``dim_param`` or unknown) or integer inputs is imported once
 with those dimensions symbolic and shape-valued inputs as run-time tensors; where the backend
-runs such Functions (INTERPRETER) that one compile serves every input signature. Otherwise
-(CPU and GPU compile static shapes; a model whose import needs input values or concrete sizes)
+runs such Functions (INTERPRETER, and CPU: symbolic sizes natively, data-dependent ones in
+stages) that one compile serves every input signature. Otherwise (GPU compiles static shapes;
+a model whose import needs input values or concrete sizes)
 a session imports and compiles the model once per input signature (the shapes of the inputs,
 plus the values of shape-valued inputs a converter needs at import time) and keeps the last
 ``cache_size`` compiled signatures (least recently used evicted); each new size then costs one

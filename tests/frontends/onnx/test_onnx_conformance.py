@@ -3,9 +3,8 @@ output a float32/float64/integer/bool tensor).
 
 Every subset test runs on INTERPRETER with the model given as is (only the test's input
 shapes; inputs that feed shapes, axes or counts stay run-time tensors); a fixed sample (every
-``CPU_STRIDE``-th test) runs on CPU when that backend is registered, with those inputs
-specialised as constants (CPU refuses sizes decided at run time until it runs symbolic
-Functions). Known failures are listed, with a reason each, in ``expected_failures.txt`` (and
+``CPU_STRIDE``-th test) runs on CPU when that backend is registered, as is too (CPU runs
+symbolic Functions, and sizes decided at run time between compiled stages). Known failures are listed, with a reason each, in ``expected_failures.txt`` (and
 ``expected_failures_as_is.txt`` for those that fail only as is, ``expected_failures_cpu.txt``
 for CPU-only ones); they are ``xfail(strict=True)``, so a test that starts passing fails the
 run until its line goes.
@@ -51,7 +50,7 @@ def _subset() -> list[str]:
 SUBSET = _subset()
 BASE = _expected("expected_failures.txt")
 EXPECTED = {**BASE, **_expected("expected_failures_as_is.txt")}  # INTERPRETER, models as is
-EXPECTED_CPU = {**BASE, **_expected("expected_failures_cpu.txt")}  # CPU, specialised
+EXPECTED_CPU = {**BASE, **_expected("expected_failures_cpu.txt")}  # CPU, models as is
 
 
 try:
@@ -89,7 +88,7 @@ def test_node_interpreter(name: str) -> None:
 @pytest.mark.skipif("CPU" not in og.backends(), reason="the CPU backend is not registered")
 @pytest.mark.parametrize("name", _params(SUBSET[::CPU_STRIDE], EXPECTED_CPU))
 def test_node_cpu_sample(name: str) -> None:
-    _check(name, "CPU", conformance.SPECIALISED)
+    _check(name, "CPU")
 
 
 @pytest.mark.skipif(not SUBSET, reason="this onnx wheel ships no node test data")

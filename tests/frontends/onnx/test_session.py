@@ -177,16 +177,40 @@ def test_shape_valued_input_is_a_run_time_tensor_on_the_interpreter():
 
 
 @pytest.mark.skipif("CPU" not in og.backends(), reason="the CPU backend is not registered")
-def test_shape_valued_input_is_specialised_on_its_value_on_cpu():
+def test_shape_valued_input_is_a_run_time_tensor_on_cpu():
     model = _reshape_model()
     sess = og.onnx.InferenceSession(model, backend="CPU")
     ref = _reference(model)
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
-    for target in ([3, 4], [4, 3], [3, 4]):
+    for target in ([3, 4], [4, 3], [3, 4], [12, 1]):
         feed = {"x": x, "shape": np.array(target, np.int64)}
         np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
-    assert len(sess.cached_signatures) == 2
-    assert sess.value_inputs == ["shape"]
+    # CPU runs the data-dependent reshape between compiled stages: one compile, every value
+    assert sess.compiles == 1 and sess.value_inputs == [] and sess.cached_signatures == []
+
+
+@pytest.mark.skipif("CPU" not in og.backends(), reason="the CPU backend is not registered")
+def test_non_zero_model_compiles_once_on_cpu():
+    """NonZero -> Transpose -> GatherND -> Relu: the count is decided by the data."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("NonZero", ["x"], ["nz"]),
+            helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+            helper.make_node("GatherND", ["x", "idx"], ["picked"]),
+            helper.make_node("Relu", ["picked"], ["y"]),
+        ],
+        "picked",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = og.onnx.InferenceSession(model, backend="CPU")
+    ref = _reference(model)
+    rng = np.random.default_rng(41)
+    for n in (2, 5, 5, 1):
+        x = np.where(rng.random((n, 3)) < 0.5, 0, rng.standard_normal((n, 3))).astype(np.float32)
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0])
+    assert sess.compiles == 1 and sess.cached_signatures == []
 
 
 def test_errors_name_the_fix():
