@@ -3,7 +3,7 @@ bindings of its symbols, agrees with static compiles of the Function specialised
 binding (``og.passes.specialize_shapes``).
 
 The symbolic side is one parameter, ``SYMBOLIC_BACKENDS``: a backend that compiles symbolic
-Functions joins the list (CPU when it does). The static side is ``STATIC_BACKEND``.
+Functions joins the list (INTERPRETER and CPU do). The static side is ``STATIC_BACKEND``.
 """
 
 import numpy as np
@@ -17,7 +17,7 @@ from opgraph.core.dim import evaluate
 from opgraph.passes import specialize_shapes
 from opgraph.testing.compare import assert_close
 
-SYMBOLIC_BACKENDS = ["INTERPRETER"]
+SYMBOLIC_BACKENDS = ["INTERPRETER", "CPU"]
 STATIC_BACKEND = "CPU"
 SYMBOLS = ("a", "b")
 MAX_RANK = 4
