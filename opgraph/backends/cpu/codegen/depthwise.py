@@ -25,6 +25,7 @@ from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.convolution import direct_plan
 from opgraph.backends.fused.program import ConvStep
+from opgraph.backends.fused.views import static, static_all
 
 
 class DirectConvEmitter:
@@ -39,20 +40,21 @@ class DirectConvEmitter:
         self.checks: list[Check] = checks if checks is not None else []
         self.x, self.w, self.out, self.scratch = step.x, step.w, step.out, step.scratch
         self.ctype = dialect.storage_type(step.out.element_type)
-        self.cg = self.x.shape[1] // step.groups
-        self.og = self.w.shape[0] // step.groups
-        self.plan = direct_plan(step, step.scratch.shape[0])
+        # direct steps are static (symbolic ones fall back, lowering/convolution.py)
+        self.cg = static(self.x.shape[1]) // step.groups
+        self.og = static(self.w.shape[0]) // step.groups
+        self.plan = direct_plan(step, static(step.scratch.shape[0]))
         assert self.plan.rows == step.block_rows
 
     def parallel(self) -> bool:
-        n, o, oh, ow = self.out.shape
+        n, o, oh, ow = static_all(self.out.shape)
         kh, kw = self.step.kernel
         work = n * o * oh * ow * self.cg * kh * kw
         return work >= PARALLEL_MACS and self.module.num_threads > 1
 
     def emit(self) -> str:
         s, p, ct = self.step, self.plan, self.ctype
-        n, o, oh, _ = self.out.shape
+        n, o, oh, _ = static_all(self.out.shape)
         blocks = -(-oh // p.rows)
         chunks = o // p.block
         total = n * chunks * blocks
