@@ -13,6 +13,7 @@ from opgraph.core import element_type as et
 from opgraph.core.function import Function
 from opgraph.core.literals import constant, parameter
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,9 @@ def seed_example() -> DemoModel:
 
 
 def _dense(x: Output, rng: np.random.Generator, width: int) -> Output:
-    scale = np.sqrt(2.0 / x.shape[-1])
-    w = constant((rng.standard_normal((x.shape[-1], width)) * scale).astype(np.float32))
+    fan_in = static_dim(x.shape[-1], "a dense layer's random weights")
+    scale = np.sqrt(2.0 / fan_in)
+    w = constant((rng.standard_normal((fan_in, width)) * scale).astype(np.float32))
     b = constant((rng.standard_normal(width) * 0.1).astype(np.float32))
     y = ops.dot(x, w)
     return ops.add(y, broadcast_to(b, y.shape))

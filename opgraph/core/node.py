@@ -7,15 +7,16 @@ Inputs must already exist when a node is built, so graphs are acyclic by constru
 
 from __future__ import annotations
 
+import builtins
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opgraph.core.element_type import ElementType
-from opgraph.core.errors import OpTypeError
+from opgraph.core.errors import OpgraphError, OpTypeError
 from opgraph.core.registry import Registry
-from opgraph.core.shape import DimShape, Shape
+from opgraph.core.shape import DimShape, Shape, format_shape, is_static
 from opgraph.core.tensor_type import TensorType, TupleType, ValueType
 
 if TYPE_CHECKING:
@@ -93,16 +94,33 @@ class Output:
         return self.tensor_type.element_type
 
     @property
-    def shape(self) -> Shape:
-        # Annotated static on purpose: the bridges and the fused backends read Output.shape
-        # at ~400 sites and accept static Functions only so far; type rules read
-        # TensorType.shape (DimShape). See docs/design.md §10, symbolic dimensions.
-        return self.tensor_type.shape  # type: ignore[return-value]
+    def shape(self) -> DimShape:
+        """The shape: ints, or symbolic ``DimExpr`` dimensions (docs/design.md §10). Code that
+        needs ints narrows with :meth:`static_shape` (or ``core.shape.static_dim``)."""
+        return self.tensor_type.shape
 
     @property
     def dims(self) -> DimShape:
-        """The shape with its symbolic dimensions typed as such (``Dim`` entries)."""
+        """The same as :attr:`shape` (kept from when ``shape`` was annotated static)."""
         return self.tensor_type.shape
+
+    def static_shape(self, needs: str, error: builtins.type[OpgraphError] = OpTypeError) -> Shape:
+        """The shape as ints, for code that needs static sizes (``needs`` says what: numpy
+        constants, Python loops over elements, attributes that must be static).
+
+        Raises:
+            OpTypeError: (or ``error``, as the layer's own, e.g. a bridge's
+                ``ConversionError``) a dimension is symbolic; the message names this value,
+                its shape and ``needs``.
+        """
+        shape = self.tensor_type.shape
+        if is_static(shape):
+            return tuple(shape)
+        raise error(
+            f"{needs} needs static sizes, but {self} has the symbolic shape "
+            f"{format_shape(shape)}; specialise the Function to a binding first "
+            "(og.passes.specialize_shapes)"
+        )
 
     @property
     def rank(self) -> int:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from opgraph.core.dim import Dim, DimExpr, bounds, dim, dim_max, floor_div, format_dim
-from opgraph.core.errors import OpTypeError
+from opgraph.core.errors import OpgraphError, OpTypeError
 
 #: A static shape: non-negative ints (what tensors and backends hold).
 Shape = tuple[int, ...]
@@ -32,25 +32,29 @@ def shape_size(shape: Sequence[Dim]) -> Dim:
     return math.prod(shape)
 
 
-def is_static(shape: Sequence[Dim]) -> bool:
-    """True when every dimension is an int."""
+def is_static(shape: Sequence[Dim]) -> TypeGuard[Sequence[int]]:
+    """True when every dimension is an int (narrows ``shape`` for the type checker)."""
     return all(type(d) is int for d in shape)
 
 
-def static_shape(shape: Sequence[Dim], what: str = "shape") -> Shape:
-    """``shape`` as ints; raises ``OpTypeError`` naming ``what`` when a dimension is symbolic."""
+def static_shape(
+    shape: Sequence[Dim], what: str = "shape", error: type[OpgraphError] = OpTypeError
+) -> Shape:
+    """``shape`` as ints; raises ``error`` (``OpTypeError`` unless the layer has its own, e.g.
+    a bridge's ``ConversionError``) naming ``what`` when a dimension is symbolic."""
     if not is_static(shape):
-        raise OpTypeError(f"{what} {format_shape(shape)} must be static (no symbolic dimension)")
-    return tuple(shape)  # type: ignore[arg-type]
+        raise error(f"{what} {format_shape(shape)} must be static (no symbolic dimension)")
+    return tuple(shape)
 
 
-def static_dim(d: Dim, what: str) -> int:
-    """``d`` as an int; a symbolic ``d`` raises ``OpTypeError`` saying that ``what`` needs a
-    static size (a size used as a tensor value can come from ``ops.shape_of`` at run time, as
+def static_dim(d: Dim, what: str, error: type[OpgraphError] = OpTypeError) -> int:
+    """``d`` as an int; a symbolic ``d`` raises ``error`` (``OpTypeError`` unless the layer has
+    its own, e.g. a bridge's ``ConversionError``) saying that ``what`` needs a static size (a
+    size used as a tensor value can come from ``ops.shape_of`` at run time, as
     ``ops.reduction.element_count`` does)."""
-    if type(d) is int:
+    if isinstance(d, int):
         return d
-    raise OpTypeError(f"{what} needs a static size, got the symbolic {format_dim(d)}")
+    raise error(f"{what} needs a static size, got the symbolic {format_dim(d)}")
 
 
 def prod(dims: Iterable[Dim]) -> Dim:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from opgraph.core.dim import Dim
 from opgraph.core.errors import GraphError
 from opgraph.core.function import Function
 from opgraph.core.node import Output
@@ -86,10 +87,10 @@ def _fused_mean(values: Sequence[Output]) -> list[Output]:
     )
     total = all_reduce(flat, ReduceOp.MEAN)
     out: list[Output] = []
-    start = 0
+    start: Dim = 0
     for v, n in zip(values, sizes, strict=True):
         out.append(movement.reshape(movement.slice(total, (start,), (start + n,)), v.shape))
-        start += n
+        start = start + n
     return out
 
 

@@ -35,6 +35,7 @@ from opgraph.core.shape import (
     dims_max,
     known_at_least,
     maybe_le,
+    static_shape,
     window_output,
 )
 from opgraph.core.tensor_type import TensorType
@@ -292,8 +293,9 @@ class Convolution(ConvolutionBase):
         self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
         x, w = inputs
+        filter_shape = static_shape(w.shape[2:], "the filter sizes of a convolution gradient")
         return _convolution_data_gradient(self, x.shape, w, ct), ConvolutionBackpropFilters(
-            w.shape[2:], *self._filter_attributes()
+            filter_shape, *self._filter_attributes()
         )(x, ct)
 
     def _filter_attributes(self) -> tuple[Any, ...]:
@@ -442,7 +444,8 @@ class ConvolutionBackpropData(ConvolutionBase):
     ) -> tuple[Output | None, ...]:
         x, w = inputs
         forward = self.forward()
-        dw = ConvolutionBackpropFilters(w.shape[2:], *forward._filter_attributes())(ct, x)
+        filter_shape = static_shape(w.shape[2:], "the filter sizes of a convolution gradient")
+        dw = ConvolutionBackpropFilters(filter_shape, *forward._filter_attributes())(ct, x)
         return forward(ct, w), dw
 
 
@@ -647,7 +650,7 @@ def convolution_backprop_filters(
 
 # ------------------------------------------------------------------------- adjoint helpers
 def _convolution_data_gradient(
-    op: Convolution, data_shape: Sequence[int], w: Output, ct: Output
+    op: Convolution, data_shape: Sequence[Dim], w: Output, ct: Output
 ) -> Output:
     """The cotangent of a convolution's data: a transposed convolution of ``ct`` (with output
     padding recovering the rows the forward floor division dropped), subsampled by the data

@@ -83,7 +83,8 @@ def _batch_coordinates(indices: Output, batch_dims: int) -> Output:
     coordinates are a constant."""
     if batch_dims == 0:
         return indices
-    batch, inner = indices.shape[:batch_dims], indices.shape[batch_dims:-1]
+    shape = indices.static_shape("the batch coordinates of a gather/scatter with batch_dims")
+    batch, inner = shape[:batch_dims], shape[batch_dims:-1]
     grid = np.moveaxis(np.indices(batch), 0, -1).reshape(*batch, *(1,) * len(inner), batch_dims)
     coords = np.broadcast_to(grid, (*batch, *inner, batch_dims))
     return concat([constant(coords, indices.element_type), indices], -1)
@@ -316,7 +317,8 @@ def _replace_adjoint(
     none, latest = ScatterReduction.NONE, ScatterReduction.MAX
     dx = op.scatter(ct, indices, zeros(updates.element_type, updates.shape), none)
     ids = constant(op.write_ids(indices, updates), et.i64)
-    winner = op.scatter(_full(-1, et.i64, x.shape), indices, ids, latest)
+    shape = x.static_shape("the gradient of a max/min scatter (its winner ids)")
+    winner = op.scatter(_full(-1, et.i64, shape), indices, ids, latest)
     won = equal(op.gather(winner, indices), ids)
     return dx, select(won, op.gather(ct, indices), zeros(ct.element_type, updates.shape))
 
@@ -464,10 +466,10 @@ class ScatterND(Scatter):
         return gather_nd(value, indices)
 
     def write_ids(self, indices: Output, updates: Output) -> np.ndarray:
-        tuples = indices.shape[:-1]
+        tuples = indices.static_shape("the write ids of a scatter")[:-1]
         ids = np.arange(int(np.prod(tuples)), dtype=np.int64).reshape(tuples)
         ids = ids.reshape(ids.shape + (1,) * (updates.rank - len(tuples)))
-        return np.broadcast_to(ids, updates.shape)
+        return np.broadcast_to(ids, updates.static_shape("the write ids of a scatter"))
 
 
 def scatter_nd(x: Output, indices: Output, updates: Output, reduction: Any = "none") -> Output:

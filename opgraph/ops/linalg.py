@@ -9,7 +9,7 @@ import numpy as np
 
 import opgraph.ops.movement as movement
 from opgraph.core import element_type as et
-from opgraph.core.dim import is_symbolic
+from opgraph.core.dim import Dim, is_symbolic
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
@@ -232,10 +232,10 @@ class _Matrices:
         self.offset = len(batch) - len(self.batch)
         self.rows, self.columns = x.shape[-2:]
         self.flat = reshape(x, (math.prod(self.batch), self.rows, self.columns))
-        self.cache: dict[int, Output] = {}
+        self.cache: dict[Dim, Output] = {}
 
     def at(self, index: tuple[int, ...]) -> Output:
-        flat = 0
+        flat: Dim = 0
         for axis, dim in enumerate(self.batch):
             flat = flat * dim + (index[self.offset + axis] if dim != 1 else 0)
         if flat not in self.cache:

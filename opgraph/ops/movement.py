@@ -328,13 +328,13 @@ class Concat(Op):
         self, inputs: tuple[Output, ...], output: Output, ct: Output
     ) -> tuple[Output | None, ...]:
         pieces: list[Output | None] = []
-        start = 0
+        start: Dim = 0
         for x in inputs:
-            lower = [0] * x.rank
+            lower: list[Dim] = [0] * x.rank
             upper = list(ct.shape)
             lower[self.axis], upper[self.axis] = start, start + x.shape[self.axis]
             pieces.append(slice(ct, lower, upper))
-            start += x.shape[self.axis]
+            start = start + x.shape[self.axis]
         return tuple(pieces)
 
 

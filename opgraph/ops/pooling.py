@@ -37,6 +37,7 @@ from opgraph.core.shape import (
     known_at_least,
     known_less,
     maybe_le,
+    static_dim,
     window_output,
 )
 from opgraph.core.tensor_type import TensorType
@@ -614,5 +615,5 @@ def _avg_pool_adjoint(op: AvgPool, x: Output, ct: Output) -> Output:
         strides=op.strides,
         padding_below=op.padding_below,
         padding_above=above,
-        groups=channels,
+        groups=static_dim(channels, "the channel count of an average-pool gradient (its groups)"),
     )

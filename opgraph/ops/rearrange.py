@@ -140,8 +140,9 @@ class Pad(Op):
 def _extension_adjoint(op: Pad, x: Output, ct: Output) -> Output:
     """Axis by axis (the extension is separable): sum the cotangent of every output position
     into the element of ``x`` it shows (a scatter-add); pure crops pad with zeros."""
+    shape = x.static_shape("the gradient of an edge/reflect pad (a scatter per position)")
     for axis, (lo, dim, hi) in enumerate(
-        zip(op.padding_below, x.shape, op.padding_above, strict=True)
+        zip(op.padding_below, shape, op.padding_above, strict=True)
     ):
         if lo > 0 or hi > 0:
             sources = [_extended_index(j - lo, dim, op.mode) for j in range(lo + dim + hi)]

@@ -239,7 +239,7 @@ def _as_scales(values: Any) -> tuple[float, ...]:
 
 def _gather(x: Output, indices: np.ndarray, axis: int) -> Output:
     """``x`` with ``axis`` replaced by the elements at ``indices`` (nothing for the identity)."""
-    if np.array_equal(indices, np.arange(x.shape[axis])):
+    if np.array_equal(indices, np.arange(x.static_shape("Resize's gather indices")[axis])):
         return x
     return gather(x, constant(indices, et.i64), axis)
 

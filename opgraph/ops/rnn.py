@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import opgraph.ops.activation as act
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.errors import OpTypeError
 from opgraph.core.node import Output
 from opgraph.core.op import Op, opclass, require, set_attr
@@ -188,21 +189,21 @@ class RecurrentCell(Op):
             )
 
 
-def _projection(x: Output, w: Output, rows: tuple[int, int] | None = None) -> Output:
+def _projection(x: Output, w: Output, rows: tuple[Dim, Dim] | None = None) -> Output:
     """``x · wᵀ`` (only ``w``'s rows ``[start, stop)`` when given)."""
     if rows is not None:
         w = slice(w, (rows[0], 0), (rows[1], w.shape[1]))
     return dot(x, transpose(w))
 
 
-def _bias(b: Output | None, start: int, stop: int, like: Output) -> Output:
+def _bias(b: Output | None, start: Dim, stop: Dim, like: Output) -> Output:
     """``b[start:stop]`` broadcast over the batch, added to ``like``."""
     if b is None:
         return like
     return add(like, broadcast(slice(b, (start,), (stop,)), like.shape, (0,)))
 
 
-def _columns(z: Output, k: int, hidden: int) -> Output:
+def _columns(z: Output, k: int, hidden: Dim) -> Output:
     """Gate ``k``: columns ``[k · hidden, (k + 1) · hidden)``."""
     return slice(z, (0, k * hidden), (z.shape[0], (k + 1) * hidden))
 

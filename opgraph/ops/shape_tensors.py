@@ -204,7 +204,7 @@ def dynamic_reshape(x: Output, shape: Output, allow_zero: bool = False) -> Outpu
     """
     known = known_value(shape)
     if known is not None:
-        target = _ints(known)
+        target: list[Dim] = [*_ints(known)]
         if not allow_zero:
             target = [x.shape[i] if d == 0 and i < x.rank else d for i, d in enumerate(target)]
         return reshape(x, target)

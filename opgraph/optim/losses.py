@@ -5,7 +5,7 @@ from __future__ import annotations
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
-from opgraph.core.shape import normalize_axis
+from opgraph.core.shape import normalize_axis, static_dim
 from opgraph.ops.elementwise import exp, log, multiply, subtract
 from opgraph.ops.movement import broadcast
 from opgraph.ops.reduction import reduce_max, reduce_sum
@@ -44,7 +44,7 @@ def softmax_cross_entropy(logits: Output, labels: Output) -> Output:
             f"type, got {logits.type} and {labels.type}"
         )
     per_example = reduce_sum(multiply(labels, log_softmax(logits, 1)), (1,))
-    batch = logits.shape[0]
+    batch = static_dim(logits.shape[0], "the batch mean of softmax_cross_entropy")
     scale = constant(-1.0 / batch if batch else 0.0, logits.element_type)
     return multiply(reduce_sum(per_example, (0,)), scale)
 

@@ -9,6 +9,8 @@ operands with the small recognisers below, declining whatever they do not recogn
 
 from __future__ import annotations
 
+import math
+
 from opgraph.core.node import Output
 from opgraph.ops import elementwise as ew
 from opgraph.ops.movement import Broadcast, Reshape
@@ -29,11 +31,11 @@ def _scalar(value: Output) -> float | None:
     return float(array.flat[0])
 
 
-def _count(x: Output, axes: Axes) -> int:
-    count = 1
-    for axis in axes:
-        count *= x.shape[axis]
-    return count
+def _count(x: Output, axes: Axes) -> int | None:
+    """The element count over ``axes``; None when it is symbolic (a mean over symbolic sizes
+    divides by ``element_count``'s run-time value, never by a constant this rule could match)."""
+    count = math.prod(x.shape[axis] for axis in axes)
+    return count if isinstance(count, int) else None
 
 
 def _close(value: float | None, target: float) -> bool:
@@ -51,6 +53,8 @@ def _mean(m: Output) -> tuple[Output, Axes] | None:
         if isinstance(total.op, ReduceSum):
             source, axes = total.node.inputs[0], total.op.axes
             n = _count(source, axes)
+            if n is None:
+                continue
             factor = n if isinstance(op, ew.Div) else 1 / n
             if _close(_scalar(other), factor):
                 return source, axes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from opgraph.core.function import Function
 from opgraph.core.node import Output
+from opgraph.core.shape import DimShape
 from opgraph.ops import reduction
 from opgraph.ops.conversion import Convert
 from opgraph.ops.movement import Broadcast, Concat, ReplaceSlice, Slice
@@ -49,7 +50,7 @@ def _whole_slice(o: Output) -> bool:
     return o.node.inputs[0].shape == _slice_shape(o) and not any(op.lower_bounds)
 
 
-def _slice_shape(o: Output) -> tuple[int, ...]:
+def _slice_shape(o: Output) -> DimShape:
     return o.shape if isinstance(o.op, Slice) else o.node.inputs[1].shape
 
 

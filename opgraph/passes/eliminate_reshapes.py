@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from opgraph.core.dim import Dim
 from opgraph.core.function import Function
 from opgraph.core.node import Output
 from opgraph.ops.movement import Reshape, Transpose, reshape, transpose
@@ -22,7 +23,7 @@ def _identity(order: Sequence[int] | None) -> bool:
     return order is None or tuple(order) == tuple(range(len(order)))
 
 
-def moves_data(order: Sequence[int], shape: Sequence[int]) -> bool:
+def moves_data(order: Sequence[int], shape: Sequence[Dim]) -> bool:
     """Whether permuting axes of ``shape`` by ``order`` changes the row-major element order
     (it does not when only axes of size 1 move)."""
     kept = [axis for axis in order if shape[axis] != 1]

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from opgraph.builders.scalars import scalar_like
+from opgraph.core.dim import Dim
 from opgraph.core.function import Function
 from opgraph.core.node import Output
 from opgraph.ops import elementwise as ew
@@ -121,7 +122,7 @@ def _join(left: Output, right: Output, axis: int) -> Output | None:
     return movement.slice(source, lower, upper)
 
 
-def _slice_of(value: Output) -> tuple[Output, Sequence[int], Sequence[int]] | None:
+def _slice_of(value: Output) -> tuple[Output, Sequence[Dim], Sequence[Dim]] | None:
     """``(source, lower, upper)`` of a unit-stride Slice, or the whole of any other value."""
     op = value.op
     if isinstance(op, Slice):

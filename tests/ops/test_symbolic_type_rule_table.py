@@ -5,6 +5,7 @@ naming both dimensions. ``tests/ops/test_symbolic_type_rules.py`` holds the narr
 
 import pkgutil
 
+import numpy as np
 import pytest
 
 import opgraph as og
@@ -38,6 +39,7 @@ SHAPES = [
     ("conversion", lambda: ops.convert(p(n, m), og.f16), (n, m)),
     ("conversion", lambda: ops.bitcast(p(n, 2, et=og.i32), og.f32), (n, 2)),
     ("dynamic", lambda: ops.shape_of(p(n, m, 3)), (3,)),
+    ("shape_tensors", lambda: ops.dynamic_tile(p(n, 6), og.constant(np.array([2, 1]))), (2 * n, 6)),
     ("elementwise", lambda: ops.select(p(n, 2, et=og.boolean), p(n, 2), p(n, 2)), (n, 2)),
     ("elementwise", lambda: ops.less(p(n, m), p(n, m)), (n, m)),
     ("indexing", lambda: ops.gather(p(n, 5), i64(m, 2), 1), (n, m, 2)),

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.fused.program import Buffer, BufferKind, FallbackStep, Program
-from opgraph.backends.fused.views import Literal, Operand, View, static
+from opgraph.backends.fused.views import Literal, Operand, View, static, static_all
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import ExecutionError, OpgraphError
 from opgraph.core.literals import Constant
@@ -163,5 +163,7 @@ def view_array(buffer: Buffer, view: View, base: int) -> np.ndarray:
     flat = np.frombuffer(raw, dtype=dtype)  # type: ignore[call-overload]
     itemsize = dtype.itemsize
     return np.lib.stride_tricks.as_strided(
-        flat[static(view.offset) :], view.shape, tuple(static(s) * itemsize for s in view.strides)
+        flat[static(view.offset) :],
+        static_all(view.shape),
+        tuple(static(s) * itemsize for s in view.strides),
     )

@@ -37,7 +37,7 @@ from opgraph.backends.fused.reach import Reach, first_outside, symbolic_reaches
 from opgraph.backends.fused.views import Literal, Operand
 from opgraph.backends.interpreter.backend import InterpreterBackend
 from opgraph.backends.interpreter.kernels import KERNELS
-from opgraph.core.dim import Dim, Symbol, evaluate
+from opgraph.core.dim import Dim, Symbol, evaluate, free_symbols
 from opgraph.core.errors import CallTypeError, ExecutionError, GraphError, OpgraphError, OpTypeError
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, parameter
@@ -72,8 +72,6 @@ class BoundPlan:
 
 def symbol_names(program: SymbolicProgram) -> list[str]:
     """The symbols the Function's parameters bind, in a fixed order (their slots in ``T``)."""
-    from opgraph.core.dim import free_symbols
-
     found = free_symbols(d for p in program.lowered.parameter_types for d in p.shape)
     return sorted(s.name for s in found)
 

@@ -34,7 +34,7 @@ from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.core.printing import format_node, value_names
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 from opgraph.passes.specialize_shapes import is_symbolic
 
 
@@ -73,7 +73,7 @@ class ProgramBuilder:
         self,
         kind: BufferKind,
         element_type: ElementType,
-        shape: Shape,
+        shape: DimShape,
         index: int = -1,
         value: Output | None = None,
         data: np.ndarray | None = None,
@@ -139,7 +139,7 @@ class ProgramBuilder:
         self.operands[value] = view
         return view
 
-    def scratch(self, element_type: ElementType, shape: Shape) -> View:
+    def scratch(self, element_type: ElementType, shape: DimShape) -> View:
         buffer = self.new_buffer(BufferKind.ARENA, element_type, shape)
         return View.dense(buffer.id, element_type, shape)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opgraph.backends.fused.program import Step
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static, static_all
 
 
 @dataclass(eq=False)
@@ -61,14 +61,14 @@ class ConvGradientStep(Step):
     def images(self) -> tuple[int, int, int]:
         """``(N, OH, OW)``."""
         assert self.ct is not None
-        n, _, oh, ow = self.ct.shape
+        n, _, oh, ow = static_all(self.ct.shape)  # the steps exist in static Programs only
         return n, oh, ow
 
     @property
     def out_channels(self) -> int:
         """``O``: the forward convolution's output channels (the cotangent's)."""
         assert self.ct is not None
-        return self.ct.shape[1]
+        return static(self.ct.shape[1])
 
     @property
     def patch_rows(self) -> int:

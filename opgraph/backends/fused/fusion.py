@@ -30,7 +30,7 @@ from opgraph.backends.fused.program import Level
 from opgraph.core.function import Function
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 from opgraph.core.tensor_type import TensorType
 
 
@@ -78,13 +78,13 @@ class Group:
     id: int
     kind: GroupKind
     nodes: list[Node] = field(default_factory=list)
-    shape: Shape = ()
+    shape: DimShape = ()
     axes: tuple[int, ...] | None = None
     levels: dict[Node, Level] = field(default_factory=dict)
     external: set[Node] = field(default_factory=set)
     gathered: set[Node] = field(default_factory=set)  # inputs of its gathers: stored first
 
-    def outer_forms(self) -> tuple[Shape, ...]:
+    def outer_forms(self) -> tuple[DimShape, ...]:
         axes = self.axes or ()
         dropped = tuple(d for i, d in enumerate(self.shape) if i not in axes)
         kept = tuple(1 if i in axes else d for i, d in enumerate(self.shape))
@@ -189,7 +189,7 @@ class _Partitioner:
             target = self.merge(target, other, level)
         self.add(target, node, level)
 
-    def fits(self, group: Group, shape: Shape, level: Level) -> bool:
+    def fits(self, group: Group, shape: DimShape, level: Level) -> bool:
         if group.axes is None:
             return level is Level.FULL and group.shape == shape
         if level is Level.FULL:
@@ -197,7 +197,7 @@ class _Partitioner:
         return shape in group.outer_forms()
 
     def choose(
-        self, node: Node, shape: Shape, candidates: dict[int, Level | None]
+        self, node: Node, shape: DimShape, candidates: dict[int, Level | None]
     ) -> list[tuple[Group, Level]]:
         chosen: list[tuple[Group, Level]] = []
         for gid, level in candidates.items():

@@ -19,7 +19,7 @@ from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
 from opgraph.core.node import Node
 from opgraph.core.op import Op
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 
 
 class BufferKind(enum.Enum):
@@ -69,7 +69,7 @@ class KNode:
     kind: KKind
     level: Level
     element_type: ElementType
-    shape: Shape
+    shape: DimShape
     args: tuple[int, ...] = ()
     op: Op | None = None
     operand: Operand | None = None
@@ -104,17 +104,17 @@ class LoopKernel:
     ``stores`` write node values into destination views (the shape of the stored node).
     """
 
-    shape: Shape
+    shape: DimShape
     axes: tuple[int, ...]
     nodes: list[KNode] = field(default_factory=list)
     stores: list[tuple[int, View]] = field(default_factory=list)
 
     @property
-    def outer_shape(self) -> Shape:
+    def outer_shape(self) -> DimShape:
         return tuple(d for i, d in enumerate(self.shape) if i not in self.axes)
 
     @property
-    def inner_shape(self) -> Shape:
+    def inner_shape(self) -> DimShape:
         return tuple(self.shape[a] for a in self.axes)
 
 
@@ -248,7 +248,7 @@ def epilogue_writes(epilogue: LoopKernel | None) -> list[View]:
     return [] if epilogue is None else [view for _, view in epilogue.stores]
 
 
-def nbytes(element_type: ElementType, shape: Shape) -> int:
+def nbytes(element_type: ElementType, shape: DimShape) -> Dim:
     return math.prod(shape) * element_type.itemsize
 
 
@@ -278,7 +278,7 @@ class ConvStep(Step):
     block_rows: int = 1
     scratch: View | None = None
     wide: bool = False
-    images: tuple[int, int, int] = (1, 1, 1)  # N, OH, OW
+    images: tuple[Dim, int, int] = (1, 1, 1)  # N (symbolic where the batch is), OH, OW
     epilogue: LoopKernel | None = None
     direct: bool = False
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from opgraph.core.dim import Dim, DimExpr, InconclusiveDimensionError, dim_max
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import UnsupportedOpError
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 
 
 def static(d: Dim) -> int:
@@ -32,12 +32,12 @@ def static_all(ds: tuple[Dim, ...] | list[Dim]) -> tuple[int, ...]:
     return tuple(static(d) for d in ds)
 
 
-def shape_size(shape: Shape) -> Dim:
+def shape_size(shape: DimShape) -> Dim:
     """The element count of ``shape``: an int, or an expression of its symbols."""
     return math.prod(shape)
 
 
-def row_major_strides(shape: Shape) -> tuple[Dim, ...]:
+def row_major_strides(shape: DimShape) -> tuple[Dim, ...]:
     """Element strides of a dense row-major array of ``shape`` (expressions where the shape
     is symbolic: ``max(d, 1)`` stays a ``max`` unless the bounds decide it)."""
     strides: list[Dim] = [1] * len(shape)
@@ -53,12 +53,12 @@ class View:
 
     buffer: int
     element_type: ElementType
-    shape: Shape
+    shape: DimShape
     strides: tuple[Dim, ...]
     offset: Dim = 0
 
     @staticmethod
-    def dense(buffer: int, element_type: ElementType, shape: Shape) -> View:
+    def dense(buffer: int, element_type: ElementType, shape: DimShape) -> View:
         return View(buffer, element_type, shape, row_major_strides(shape), 0)
 
     @property
@@ -87,7 +87,7 @@ class Literal:
 
     value: bool | int | float
     element_type: ElementType
-    shape: Shape
+    shape: DimShape
 
     @property
     def size(self) -> Dim:
@@ -105,7 +105,7 @@ def permute(x: Operand, order: tuple[int, ...]) -> Operand:
     return View(x.buffer, x.element_type, shape, tuple(x.strides[a] for a in order), x.offset)
 
 
-def reshape(x: Operand, shape: Shape) -> Operand | None:
+def reshape(x: Operand, shape: DimShape) -> Operand | None:
     """``x`` re-viewed row-major as ``shape``, or None when strides cannot express it."""
     if isinstance(x, Literal):
         return Literal(x.value, x.element_type, shape)
@@ -127,7 +127,7 @@ def reshape(x: Operand, shape: Shape) -> Operand | None:
     return View(x.buffer, x.element_type, shape, strides, x.offset)
 
 
-def _nocopy_strides(old: list[tuple[Dim, Dim]], new: Shape) -> tuple[Dim, ...] | None:
+def _nocopy_strides(old: list[tuple[Dim, Dim]], new: DimShape) -> tuple[Dim, ...] | None:
     """numpy's ``_attempt_nocopy_reshape``: split/merge groups of old axes that are
     contiguous relative to each other."""
     result: list[Dim] = [0] * len(new)

@@ -225,7 +225,12 @@ class FakeDevice:
         self.launches.append((kernel.name, grid, kernel.block))
         arrays = {
             p.name: self.view(
-                Strided(ptr, p.view.element_type, p.view.shape, static_all(p.view.strides))
+                Strided(
+                    ptr,
+                    p.view.element_type,
+                    static_all(p.view.shape),
+                    static_all(p.view.strides),
+                )
             )
             for p, ptr in zip(kernel.params, args, strict=False)
         }

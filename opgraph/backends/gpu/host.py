@@ -172,7 +172,8 @@ def _gemm(step: GemmStep, resolve: Resolve) -> None:
         if c.element_type in (et.f32, et.f64):
             interpret.matmul(left, right, out)
         else:
-            interpret.run_int_gemm(IntGemm(c.shape[0], c.shape[1], a.shape[1]), left, right, out)
+            gemm = IntGemm(static(c.shape[0]), static(c.shape[1]), static(a.shape[1]))
+            interpret.run_int_gemm(gemm, left, right, out)
     if step.epilogue is not None:
         run_loop(step.epilogue, resolve)
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
-from opgraph.backends.fused.views import Literal, View, static
+from opgraph.backends.fused.views import Literal, View, static, static_all
 from opgraph.backends.gpu.cuda.kernel import Im2Col, IntGemm, Pool
 from opgraph.backends.interpreter.kernels import KERNELS
 from opgraph.core.errors import ExecutionError
@@ -45,11 +45,12 @@ def loop_read(node: KNode) -> View | None:
 def run_loop_kernel(kernel: LoopKernel, arrays: Mapping[str, np.ndarray]) -> None:
     """Compute ``kernel`` reading and writing ``arrays`` (by parameter name, each shaped and
     strided like its view)."""
-    keep = tuple(1 if i in kernel.axes else d for i, d in enumerate(kernel.shape))
+    full = static_all(kernel.shape)  # the GPU runs static Programs only
+    keep = tuple(1 if i in kernel.axes else d for i, d in enumerate(full))
     values: list[np.ndarray] = []
     with np.errstate(all="ignore"):
         for node in kernel.nodes:
-            shape = kernel.shape if node.level is Level.FULL else keep
+            shape = full if node.level is Level.FULL else keep
             values.append(_node_value(node, values, arrays, shape))
     for slot, (k, view) in enumerate(kernel.stores):
         np.copyto(arrays[f"q{slot}"], values[k].reshape(view.shape))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opgraph.backends.fused.program import BufferKind, FallbackStep, LoopStep, Program, Step
-from opgraph.backends.fused.views import static
+from opgraph.backends.fused.views import static, static_all
 
 
 class Side(enum.Enum):
@@ -82,7 +82,7 @@ class Placement:
 def work(step: Step) -> int:
     """Elements a loop step computes (its kernels' domains); other steps count as large."""
     if isinstance(step, LoopStep):
-        return sum(math.prod(k.shape) for k in step.kernels)
+        return sum(math.prod(static_all(k.shape)) for k in step.kernels)
     return 1 << 62
 
 

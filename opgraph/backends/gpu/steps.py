@@ -154,16 +154,22 @@ def _gemm_operands(
             return Strided(
                 call.device_ptr(v),
                 v.element_type,
-                (len(batch), *v.shape),
+                (len(batch), *static_all(v.shape)),
                 (s, *static_all(v.strides)),
             )
 
         return [(batched(a, step[0]), batched(b, step[1]), batched(c, step[2]))]
     return [
         (
-            Strided(call.device_ptr(a, da), a.element_type, a.shape, static_all(a.strides)),
-            Strided(call.device_ptr(b, db), b.element_type, b.shape, static_all(b.strides)),
-            Strided(call.device_ptr(c, dc), c.element_type, c.shape, static_all(c.strides)),
+            Strided(
+                call.device_ptr(a, da), a.element_type, static_all(a.shape), static_all(a.strides)
+            ),
+            Strided(
+                call.device_ptr(b, db), b.element_type, static_all(b.shape), static_all(b.strides)
+            ),
+            Strided(
+                call.device_ptr(c, dc), c.element_type, static_all(c.shape), static_all(c.strides)
+            ),
         )
         for da, db, dc in batch
     ]
@@ -194,8 +200,8 @@ class DeviceConv:
     def run(self, call: Call) -> None:
         s = self.step
         assert s.x is not None and s.w is not None and s.out is not None
-        n, c = s.x.shape[:2]
-        o, k = s.w.shape
+        n, c = static_all(s.x.shape[:2])  # the GPU runs static Programs only
+        o, k = static_all(s.w.shape)
         g, p = s.groups, s.images[1] * s.images[2]
         t = s.out.element_type
         item = t.itemsize

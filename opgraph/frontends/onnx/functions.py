@@ -17,6 +17,7 @@ import onnx
 import onnx.defs
 from onnx import TypeProto, helper
 
+from opgraph.core.dim import format_dim
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import GraphContext, NeedsConstantError, NodeContext
 from opgraph.frontends.onnx.registry import Converter
@@ -89,7 +90,9 @@ def _type_proto(value: Output | None) -> Any:
 
     if value is None:
         return TypeProto()
-    return helper.make_tensor_type_proto(to_onnx(value.element_type), list(value.shape))
+    # a symbolic dimension as a dim_param, as the exporter writes graph inputs and outputs
+    dims = [d if isinstance(d, int) else format_dim(d) for d in value.shape]
+    return helper.make_tensor_type_proto(to_onnx(value.element_type), dims)
 
 
 def _attributes(schema: Any, node: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
 from opgraph.backends.fused.lowering.attention import AttentionStep, scratch_floats
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static, static_all
 from opgraph.core import element_type as et
 
 #: Scores per partial sum: each lane sums at most this many / lanes values in order.
@@ -38,7 +38,8 @@ class AttentionEmitter:
         self.step, self.name, self.module = step, name, module
         self.q, self.k, self.v, self.out = step.q, step.k, step.v, step.out
         self.scratch = step.scratch
-        (self.n, self.d), self.m, self.e = self.q.shape, self.k.shape[1], self.v.shape[1]
+        (self.n, self.d) = static_all(self.q.shape)
+        self.m, self.e = static(self.k.shape[1]), static(self.v.shape[1])
 
     def emit(self) -> str:
         s, name, module = self.step, self.name, self.module

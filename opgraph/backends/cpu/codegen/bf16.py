@@ -47,7 +47,7 @@ from opgraph.backends.fused.program import (
     Step,
     WinogradStep,
 )
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static_all
 from opgraph.core import element_type as et
 
 #: Rows of a micro-kernel tile (2 x ROWS zmm accumulators) and the inner-dimension block
@@ -93,7 +93,7 @@ def _constant(buffers: list[Buffer], view: View) -> np.ndarray | None:
     if view.element_type is not et.f32:
         return None
     dense = 1
-    for size, stride in zip(reversed(view.shape), reversed(view.strides), strict=True):
+    for size, stride in zip(reversed(static_all(view.shape)), reversed(view.strides), strict=True):
         if size > 1 and stride != dense:
             return None
         dense *= size

@@ -17,7 +17,7 @@ from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.fused.lowering.linalg import blas_layout
 from opgraph.backends.fused.program import GemmStep
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static, static_all
 from opgraph.core import element_type as et
 
 PROTOTYPES = """enum { OG_ROW = 101, OG_NOTRANS = 111, OG_TRANS = 112 };
@@ -55,8 +55,8 @@ class GemmEmitter:
         self.name = name
         self.module = module
         self.a, self.b, self.out = step.a, step.b, step.out
-        self.rows, self.inner = self.a.shape
-        self.cols = self.b.shape[1]
+        self.rows, self.inner = static_all(self.a.shape)  # symbolic modules: symbolic_blas.py
+        self.cols = static(self.b.shape[1])
         self.t = self.out.element_type
         self.c = dialect.storage_type(self.t)
         self.cb = dialect.storage_type(self.b.element_type)  # bf16 panels in bf16 mode

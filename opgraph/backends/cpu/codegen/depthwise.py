@@ -36,6 +36,7 @@ from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.convolution import direct_plan
 from opgraph.backends.fused.program import ConvStep
+from opgraph.backends.fused.views import static, static_all
 
 #: Columns one vector loop of a row written in place covers at least: the columns past
 #: the last multiple of it are computed as the last ``ROWWISE_WIDTH`` columns again (one
@@ -58,9 +59,10 @@ class DirectConvEmitter:
         self.checks: list[Check] = checks if checks is not None else []
         self.x, self.w, self.out, self.scratch = step.x, step.w, step.out, step.scratch
         self.ctype = dialect.storage_type(step.out.element_type)
-        self.cg = self.x.shape[1] // step.groups
-        self.og = self.w.shape[0] // step.groups
-        self.plan = direct_plan(step, step.scratch.shape[0])
+        # direct steps are static (symbolic ones fall back, lowering/convolution.py)
+        self.cg = static(self.x.shape[1]) // step.groups
+        self.og = static(self.w.shape[0]) // step.groups
+        self.plan = direct_plan(step, static(step.scratch.shape[0]))
         assert self.plan.rows == step.block_rows
         self.rowwise = self.plan.in_place
         self.sets = 2 if self.plan.pipelined else 1  # sets of phases
@@ -70,14 +72,14 @@ class DirectConvEmitter:
         self.batched = step.epilogue is not None and whole
 
     def parallel(self) -> bool:
-        n, o, oh, ow = self.out.shape
+        n, o, oh, ow = static_all(self.out.shape)
         kh, kw = self.step.kernel
         work = n * o * oh * ow * self.cg * kh * kw
         return work >= PARALLEL_MACS and self.module.num_threads > 1
 
     def emit(self) -> str:
         s, p, ct = self.step, self.plan, self.ctype
-        n, o, oh, _ = self.out.shape
+        n, o, oh, _ = static_all(self.out.shape)
         blocks = -(-oh // p.rows)
         chunks = o // p.block
         total = n * chunks * blocks
@@ -257,7 +259,7 @@ class DirectConvEmitter:
     def inside_columns(self, pc: int) -> tuple[int, int]:
         """The columns ``[lo, hi)`` of column phase ``pc`` that hold image columns (image
         column ``j * sw + pc - pl`` lies in ``[0, w)``)."""
-        p, w = self.plan, self.x.shape[3]
+        p, w = self.plan, static(self.x.shape[3])
         sw, pl = self.step.strides[1], self.step.padding[1]
         lo = min(p.pitch, max(0, -(-(pl - pc) // sw)))
         return lo, min(p.pitch, max(lo, (w - 1 + pl - pc) // sw + 1))
@@ -341,7 +343,7 @@ class DirectConvEmitter:
         """Rows ``0 .. count`` of group ``g`` of the block, for each output channel of the
         unit, straight into the output."""
         p, ct = self.plan, self.ctype
-        _, o, oh, ow = self.out.shape
+        _, o, oh, ow = static_all(self.out.shape)
         pointers = [
             f"{ct}* y{b}_{row} = y0 + ((img * {o}L + oc0 + {b}L) * {oh}L + r0 + g * "
             f"{p.together}L + {row}L) * {ow}L;"
@@ -370,7 +372,7 @@ class DirectConvEmitter:
         """The block's outputs into ``out`` (dropping the columns past the output width;
         row-wise steps wrote them in place), then the epilogue on them."""
         p = self.plan
-        _, o, oh, ow = self.out.shape
+        _, o, oh, ow = static_all(self.out.shape)
         each: list[str] = []  # per output channel of the unit
         if not self.rowwise:
             each += [
@@ -398,7 +400,7 @@ class DirectConvEmitter:
         :data:`EPILOGUE_BATCH` elements, and at the end of the part."""
         if not self.batched:
             return []
-        _, o, oh, ow = self.out.shape
+        _, o, oh, ow = static_all(self.out.shape)
         return [
             f"    long at_ = ((img * {o}L + oc0) * {oh}L + r0) * {ow}L;",
             "    if (pending < 0) pending = at_;",

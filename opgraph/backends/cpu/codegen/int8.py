@@ -31,7 +31,7 @@ from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.fused.lowering.quantized import PANEL, QUAD, QConvStep, QGemmStep
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static, static_all
 
 #: Rows of a micro-kernel tile (2 x ROWS zmm accumulators).
 ROWS = 12
@@ -313,8 +313,8 @@ def emit_gemm(step: QGemmStep, name: str, module: ModuleContext, checks: list[Ch
     assert step.a is not None and step.b is not None and step.out is not None
     assert step.offsets is not None
     module.helper("q8_gemm")
-    rows, inner = step.a.shape
-    cols = step.b.shape[1]
+    rows, inner = static_all(step.a.shape)
+    cols = static(step.b.shape[1])
     lda = step.a.strides[0] if rows > 1 else inner
     panels = -(-cols // PANEL)
     parallel = rows * cols * inner >= PARALLEL_MACS
@@ -363,8 +363,8 @@ class QConvEmitter:
         s = self.step
         assert s.scratch is not None and s.offsets is not None
         self.module.helper("q8_conv_gemm")
-        n, c = self.x.shape[:2]
-        o, k = self.w.shape
+        n, c = static_all(self.x.shape[:2])
+        o, k = static_all(self.w.shape)
         _, oh, ow = s.images
         self.g, self.cg, self.og = s.groups, c // s.groups, o // s.groups
         self.quads = -(-k // QUAD)
@@ -389,7 +389,7 @@ class QConvEmitter:
     def gemm(self, first: str, count: str) -> list[str]:
         """Output channels ``first`` .. ``first + count`` of group ``grp``, image ``img``,
         rows ``oh0`` .. ``oh1``, from the patches at ``col``; then their epilogue."""
-        _, o, oh, ow = self.out.shape
+        _, o, oh, ow = static_all(self.out.shape)
         lines = [
             f"    og_q8_conv_gemm(w0 + (grp * {self.og}L + {first}) * {self.quads * QUAD}L, col, "
             f"pitch, y0 + img * {o * oh * ow}L + (grp * {self.og}L + {first}) * {oh * ow}L"
@@ -409,8 +409,8 @@ class QConvEmitter:
     def emit_rows(self) -> list[str]:
         """Units: (image, group, block of output rows), patches in this thread's scratch."""
         s = self.step
-        n, _, h, w = self.x.shape
-        k = self.w.shape[1]
+        n, _, h, w = static_all(self.x.shape)
+        k = static(self.w.shape[1])
         _, oh, ow = s.images
         g, xs = self.g, self.x.strides
         blocks = -(-oh // s.block_rows)
@@ -442,8 +442,8 @@ class QConvEmitter:
         the block's filters stay in L2 while the images' patches stream past them (a unit per
         image re-read all the filters from memory for every image)."""
         s = self.step
-        n, _, h, w = self.x.shape
-        k = self.w.shape[1]
+        n, _, h, w = static_all(self.x.shape)
+        k = static(self.w.shape[1])
         _, oh, ow = s.images
         g, xs = self.g, self.x.strides
         pitch = -(-(oh * ow) // PANEL) * PANEL

@@ -14,6 +14,7 @@ from __future__ import annotations
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
 from opgraph.backends.fused.program import ScanStep
+from opgraph.backends.fused.views import static_all
 
 #: Inner positions per unit: the running sums of a block stay in L1 (1 KiB of f32).
 LANES = 256
@@ -28,7 +29,7 @@ class ScanEmitter:
         self.x, self.out = step.x, step.out
 
     def emit(self) -> str:
-        outer, n, inner = self.x.shape
+        outer, n, inner = static_all(self.x.shape)  # static: no symbolic lowering
         lanes = min(inner, LANES)
         blocks = -(-inner // lanes)
         s = self.step

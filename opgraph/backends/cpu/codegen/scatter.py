@@ -106,7 +106,7 @@ class ScatterEmitter:
                 f"__builtin_memcpy(y, d, {size * t.itemsize}UL);",
             ]
         names = [f"i{a}" for a in range(len(data.shape))]
-        loops, inner = nest(data.shape, names, "  ")
+        loops, inner = nest(static_all(data.shape), names, "  ")  # static: no symbolic lowering
         dense = row_major_strides(data.shape)
         return [
             f"  const {st}* d = {source};",
@@ -147,7 +147,10 @@ class ScatterEmitter:
         index at ``i``."""
         s = self.step
         assert s.index is not None and s.updates is not None
-        shape, axis = s.index.shape, s.axis
+        shape, axis = (
+            static_all(s.index.shape),
+            s.axis,
+        )  # static: no symbolic lowering
         names = [f"i{a}" for a in range(len(shape))]
         loops, inner = nest(shape, names, "  ")
         out_strides = row_major_strides(self.out.shape)
@@ -167,7 +170,7 @@ class ScatterEmitter:
         k = s.index.shape[-1]
         outer = s.index.shape[:-1]
         names = [f"j{a}" for a in range(len(outer))]
-        loops, inner = nest(outer, names, "  ")
+        loops, inner = nest(static_all(outer), names, "  ")
         out_strides = row_major_strides(self.out.shape)
         body: list[str] = []
         for c in range(k):
@@ -177,7 +180,7 @@ class ScatterEmitter:
         body.append(f"{inner}const long start = {start};")
         rest = self.out.shape[k:]
         slice_names = [f"r{a}" for a in range(len(rest))]
-        slice_loops, deepest = nest(rest, slice_names, inner)
+        slice_loops, deepest = nest(static_all(rest), slice_names, inner)
         at = f"start + {position(0, out_strides[k:], slice_names)}"
         update = self.update(s.updates, names + slice_names)
         combine = self.combine(at, update, deepest)

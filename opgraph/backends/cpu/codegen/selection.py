@@ -24,6 +24,7 @@ from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.scatter import ScatterEmitter
 from opgraph.backends.fused.indexed import ArgStep, ScatterStep, TopKStep
 from opgraph.backends.fused.loops import check_bit
+from opgraph.backends.fused.views import static_all
 from opgraph.core.element_type import ElementType
 
 #: Inner positions per ArgMax unit: their running extremes stay in L1.
@@ -71,7 +72,7 @@ def _arg(step: ArgStep, i: int, module: ModuleContext) -> Emitted:
         return _arg_rows(step, i, module)
     name = f"a{i}"
     x, out = step.x, step.out
-    outer, n, inner = x.shape
+    outer, n, inner = static_all(x.shape)  # static: no symbolic lowering
     lanes = min(inner, LANES)
     blocks = -(-inner // lanes)
     t = x.element_type
@@ -128,7 +129,7 @@ def _arg_rows(step: ArgStep, i: int, module: ModuleContext) -> Emitted:
     assert step.x is not None and step.out is not None
     name = f"a{i}"
     x, out = step.x, step.out
-    outer, n, _ = x.shape
+    outer, n, _ = static_all(x.shape)  # static: no symbolic lowering
     t = x.element_type
     st, ct = dialect.storage_type(t), dialect.compute_type(t)
     it = dialect.storage_type(out.element_type)
@@ -197,7 +198,7 @@ def _top_k(step: TopKStep, i: int, module: ModuleContext) -> Emitted:
     assert step.x is not None and step.values is not None and step.indices is not None
     name = f"t{i}"
     x, values, indices = step.x, step.values, step.indices
-    outer, n, inner = x.shape
+    outer, n, inner = static_all(x.shape)  # static: no symbolic lowering
     k = step.k
     t = x.element_type
     st, ct = dialect.storage_type(t), dialect.compute_type(t)

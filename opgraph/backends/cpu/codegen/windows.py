@@ -13,8 +13,9 @@ from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.fused.program import ConvStep, PoolStep
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import View, static, static_all
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 
 #: Average windows with more taps than this sum row by row (see ``PoolEmitter.window``).
 LONG_WINDOW = 64
@@ -54,7 +55,7 @@ class ConvEmitter:
     def direct(self) -> bool:
         """1x1, stride 1, unpadded, rows contiguous: the image is the GEMM's right operand."""
         s = self.step
-        h, w = self.x.shape[2:]
+        h, w = static_all(self.x.shape[2:])  # only the batch may be symbolic
         xs = self.x.strides
         return (
             s.kernel == (1, 1)
@@ -96,7 +97,8 @@ class ConvEmitter:
         n, oh, ow = self.step.images
         return n * self.w.shape[0] * oh * ow * self.w.shape[1] >= PARALLEL_MACS
 
-    def phase(self, fn: str, units: int) -> str:
+    def phase(self, fn: str, units: Dim) -> str:
+        units = static(units)  # a static module (SymbolicConvEmitter takes the symbolic batch)
         threads = self.module.num_threads
         if self.parallel() and units > 1 and threads > 1:
             self.module.uses_pool = True
@@ -106,8 +108,8 @@ class ConvEmitter:
     def emit_rows(self) -> str:
         """Units: (image, group, block of output rows); patches in this thread's scratch."""
         s = self.step
-        n, c = self.x.shape[:2]
-        o, k = self.w.shape
+        n, c = self.x.shape[0], static(self.x.shape[1])  # only the batch may be symbolic
+        o, k = static_all(self.w.shape)
         _, oh, ow = s.images
         g, xs, ct = s.groups, self.x.strides, self.ctype
         cg, og = c // g, o // g
@@ -170,8 +172,8 @@ class ConvEmitter:
         Phase 2: one GEMM per group over all images, split into blocks by the larger side."""
         s = self.step
         assert s.scratch is not None
-        c = self.x.shape[1]
-        k = self.w.shape[1]
+        c = static(self.x.shape[1])  # only the batch may be symbolic
+        k = static(self.w.shape[1])
         n, oh, ow = s.images
         g, xs, ct = s.groups, self.x.strides, self.ctype
         cg = c // g
@@ -204,11 +206,12 @@ class ConvEmitter:
         ]
         return "\n".join(lines)
 
-    def wide_gemm(self, columns: int) -> tuple[list[str], int]:
+    def wide_gemm(self, columns: Dim) -> tuple[list[str], int]:
         """``<name>_gemm`` over (group, block) units, and the unit count."""
         s = self.step
         assert s.scratch is not None
-        o, k = self.w.shape
+        columns = static(columns)  # a static module (SymbolicConvEmitter has its own)
+        o, k = static_all(self.w.shape)
         og = o // s.groups
         blocks, by_columns = self.gemm_blocks(og, columns, k)
         split, other = ("n", columns) if by_columns else ("m", og)
@@ -267,7 +270,7 @@ def patch_row(
     """C filling ``row`` with output rows ``oh0 .. oh1`` of patch row ``r`` = (channel, ki,
     kj) of image ``x`` (a pointer to the image's first channel, read through ``x``'s strides);
     out-of-bounds columns are cut off by arithmetic, not tested per element."""
-    h, w = x.shape[2:]
+    h, w = static_all(x.shape[2:])  # only the batch may be symbolic
     xs, ct = x.strides, dialect.storage_type(x.element_type)
     (sh, sw), (dh, _), (pt, _) = strides, dilations, padding
     return [
@@ -321,8 +324,8 @@ class PoolEmitter:
 
     def emit(self) -> str:
         s = self.step
-        n, c = self.x.shape[:2]
-        oh, ow = self.out.shape[2:]
+        n, c = self.x.shape[0], static(self.x.shape[1])  # only the batch may be symbolic
+        oh, ow = static_all(self.out.shape[2:])
         (fh, fw), xs = s.window, self.x.strides
         ctype = dialect.storage_type(self.x.element_type)
         work = n * c * oh * ow * fh * fw
@@ -344,8 +347,9 @@ class PoolEmitter:
         ]
         return "\n".join(lines)
 
-    def driver(self, units: int, work: int) -> str:
+    def driver(self, units: Dim, work: Dim) -> str:
         """``<name>_run``: ``units`` planes, split between threads when ``work`` is large."""
+        units, work = static(units), static(work)  # SymbolicPoolEmitter takes the batch
         parallel = work >= PARALLEL_MACS // 4
         return _driver(self.name, units, parallel, self.module.num_threads, self.module)
 
@@ -354,8 +358,8 @@ class PoolEmitter:
         the output columns whose input column lies inside the data."""
         s = self.step
         t = self.x.element_type
-        h, w = self.x.shape[2:]
-        ow = self.out.shape[3]
+        h, w = static_all(self.x.shape[2:])  # only the batch may be symbolic
+        ow = static(self.out.shape[3])
         xs = self.x.strides
         (fh, fw), (sh, sw), (dh, dw), (pt, pl) = s.window, s.strides, s.dilations, s.padding
         compute, ctype = dialect.compute_type(t), dialect.storage_type(t)
@@ -405,7 +409,7 @@ class PoolEmitter:
     def divisor(self) -> str:
         """Taps counted in the average: in the data, or in data and padding."""
         s = self.step
-        h, w = self.x.shape[2:]
+        h, w = static_all(self.x.shape[2:])  # only the batch may be symbolic
         (fh, fw), (sh, sw), (pt, pl) = s.window, s.strides, s.padding
         ph, pw = s.padded
         low = (0, 0) if s.count_padding else (pt, pl)

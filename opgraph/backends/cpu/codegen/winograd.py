@@ -18,6 +18,8 @@ from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.program import WinogradStep
+from opgraph.backends.fused.views import static, static_all
+from opgraph.core.dim import Dim
 
 # (Bᵀ d) then (·) B, for the four rows/columns of a tile.
 _BT = ("{0} - {2}", "{1} + {2}", "{2} - {1}", "{1} - {3}")
@@ -58,8 +60,9 @@ class WinogradEmitter:
     def emit(self) -> str:
         self.module.uses_blas = True
         s = self.step
-        n, c, h, w = self.x.shape
-        o, oh, ow = self.out.shape[1], self.out.shape[2], self.out.shape[3]
+        n = self.x.shape[0]
+        c, h, w = static_all(self.x.shape[1:])  # only the batch may be symbolic
+        o, oh, ow = static_all(self.out.shape[1:])
         th, tw = -(-oh // 2), -(-ow // 2)
         blocks = -(-th // s.block_rows)
         tb = s.block_rows * tw
@@ -100,7 +103,8 @@ class WinogradEmitter:
         ]
         return "\n".join(head + body)
 
-    def dispatch(self, units: int) -> str:
+    def dispatch(self, units: Dim) -> str:
+        units = static(units)  # a static module (SymbolicWinogradEmitter takes the batch)
         if units > 1 and self.module.num_threads > 1:
             self.module.uses_pool = True
             return f"og_parallel({self.name}, T, A, {units}L, 1L, {self.module.num_threads})"

@@ -224,7 +224,7 @@ def scratch_floats(step: AttentionStep) -> int:
     """Floats of scratch one thread needs: a block of scores, and room for ``k`` and ``v``
     repacked as 32-column panels (zero-padded) for targets that multiply from panels."""
     assert step.k is not None and step.v is not None
-    (d, m), e = step.k.shape, step.v.shape[1]
+    (d, m), e = static_all(step.k.shape), static(step.v.shape[1])
     return step.block_rows * m + _panels(m) * d + _panels(e) * m
 
 
@@ -249,7 +249,7 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
     target = builder.home(out)
     batch = static_shape(node.inputs[0].shape[:-2])
     q, k, v = (_operand(builder, x, x.shape, et.f32) for x in node.inputs[:3])
-    (n, d), m, e = q.shape[-2:], k.shape[-1], v.shape[-1]
+    (n, d), (m, e) = static_all(q.shape[-2:]), static_all((k.shape[-1], v.shape[-1]))
     if q.strides[-1] != 1 and d > 1:  # query rows must be contiguous
         dense = views.reshape(builder.materialize(q), q.shape)
         assert isinstance(dense, View)

@@ -47,7 +47,7 @@ def _cotangent(builder: ProgramBuilder, ct: View) -> tuple[View, int]:
     """The cotangent as the steps read it, and the images per chunk: in place (rows of
     pixels contiguous) for large output planes, else a transposed ``(O, N, OH, OW)`` copy
     viewed as ``(N, O, OH, OW)`` so that a chunk of images is one row of pixels."""
-    n, o, oh, ow = ct.shape
+    n, o, oh, ow = views.static_all(ct.shape)  # no symbolic lowering: static Programs only
     pixels = oh * ow
     if pixels >= WIDE_BELOW or n == 1:
         return (ct if _rows_contiguous(ct) else builder.materialize(ct)), 1
@@ -106,17 +106,18 @@ def _data_gradient(builder: ProgramBuilder, node: Node) -> None:
     if not w.is_dense:
         w = builder.materialize(w)
     ct, chunk = _cotangent(builder, _as_2d(builder.operand(ct_value), builder, t))
-    dense = _dense4(target, out.shape)
-    n, c = dense.shape[:2]
-    kh, kw = w.shape[2:]
-    pixels = ct.shape[2] * ct.shape[3]
+    dense = _dense4(target, views.static_all(out.shape))  # static Programs only
+    n, c = views.static_all(dense.shape[:2])
+    kh, kw = views.static_all(w.shape[2:])
+    pixels = views.static(ct.shape[2] * ct.shape[3])
     chunks = -(-n // chunk)
     cg = c // op.groups
     block = _block(cg, kh * kw, chunk * pixels, t.itemsize, chunks * op.groups, builder.threads)
     scratch = builder.scratch(t, (builder.threads, block * kh * kw * chunk * pixels))
     step = ConvDataGradientStep(
-        builder.describe(node), (node,), ct, dense, groups=op.groups, data=dense.shape,
-        chunk=chunk, block=block, scratch=scratch, w=w, **_geometry(node, (kh, kw)),
+        builder.describe(node), (node,), ct, dense, groups=op.groups,
+        data=views.static_all(dense.shape), chunk=chunk, block=block, scratch=scratch, w=w,
+        **_geometry(node, (kh, kw)),
     )  # fmt: skip
     builder.add_step(step)
 
@@ -141,13 +142,14 @@ def _filter_gradient(builder: ProgramBuilder, node: Node) -> None:
     ct, chunk = _cotangent(builder, _as_2d(builder.operand(ct_value), builder, t))
     kernel = (1, *op.filter_shape) if out.rank == 3 else op.filter_shape
     geometry = _geometry(node, kernel)
-    rows = x.shape[1] // op.groups * geometry["kernel"][0] * geometry["kernel"][1]
-    columns = chunk * ct.shape[2] * ct.shape[3]
+    channels = views.static(x.shape[1])  # no symbolic lowering: static Programs only
+    rows = channels // op.groups * geometry["kernel"][0] * geometry["kernel"][1]
+    columns = chunk * views.static(ct.shape[2] * ct.shape[3])
     block = _block(rows, 1, columns, t.itemsize, op.groups, builder.threads)
     scratch = builder.scratch(t, (builder.threads, block * columns))
     dense = View(target.buffer, t, (out.shape[0], rows), (rows, 1), target.offset)
     step = ConvFilterGradientStep(
-        builder.describe(node), (node,), ct, dense, groups=op.groups, data=x.shape,
-        chunk=chunk, block=block, scratch=scratch, x=x, **geometry,
+        builder.describe(node), (node,), ct, dense, groups=op.groups,
+        data=views.static_all(x.shape), chunk=chunk, block=block, scratch=scratch, x=x, **geometry,
     )  # fmt: skip
     builder.add_step(step)

@@ -80,14 +80,17 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
     compute = t if t in (et.f32, et.f64) else et.f32
     data = _static_layout(builder, _as_2d(builder.operand(x), builder, compute))
     filters = _as_2d(builder.operand(w), builder, compute)
-    o, cg, kh, kw = filters.shape
+    o, cg, kh, kw = views.static_all(filters.shape)  # only the batch may be symbolic
     matrix = views.reshape(filters, (o, cg * kh * kw))
     if not isinstance(matrix, View) or not matrix.is_dense:
         matrix = views.reshape(builder.materialize(filters), (o, cg * kh * kw))
     assert isinstance(matrix, View)
-    shape4 = (out.shape[0], out.shape[1], 1 if out.rank == 3 else out.shape[2], out.shape[-1])
+    n = out.shape[0]
+    channels, oh, ow = views.static_all(
+        (out.shape[1], 1 if out.rank == 3 else out.shape[2], out.shape[-1])
+    )
+    shape4 = (n, channels, oh, ow)
     dense = View(target.buffer, t, shape4, views.row_major_strides(shape4), target.offset)
-    n, _, oh, ow = shape4
     if _direct(op.groups, cg, (kh, kw), oh * ow):
         if data.strides[3] != 1:  # the direct kernel reads rows with unit stride
             data = builder.materialize(data)
@@ -198,15 +201,16 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     """The :class:`DirectPlan` of a direct convolution step with ``threads`` threads."""
     assert step.x is not None and step.w is not None
     (kh, kw), (sh, sw), (dh, dw) = step.kernel, step.strides, step.dilations
-    n, oh, ow = step.images
-    og = step.w.shape[0] // step.groups
+    n = views.static(step.images[0])  # direct steps are static (symbolic ones fall back)
+    oh, ow = step.images[1:]
+    og = views.static(step.w.shape[0]) // step.groups
     row_passes = kh * kw > DIRECT_UNROLL and kh > 1
     taps = kw if row_passes else kh * kw
     fits = [b for b in range(1, min(DIRECT_BLOCK, og) + 1) if og % b == 0]
     block = max([b for b in fits if b * taps <= DIRECT_WEIGHTS] or [1])
     together = 2 if kh > 1 and oh > 1 and not row_passes else 1
     pitch = ow + (kw - 1) * dw // sw
-    planes = n * (step.w.shape[0] // block)
+    planes = n * (views.static(step.w.shape[0]) // block)
     in_place = step.x.shape[1] == step.groups and not row_passes and ow >= DIRECT_ROWWISE
     # split planes written in place: half the rows (the output rows share the cache)
     halve = in_place and pitch * block * oh > DIRECT_FLAT
@@ -254,8 +258,8 @@ def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> boo
     op = node.op
     assert isinstance(op, Convolution)
     filters = node.inputs[1].node.op
-    n, c = data.shape[:2]
-    o, oh, ow = out.shape[1:]
+    n, c = data.shape[0], views.static(data.shape[1])  # only the batch may be symbolic
+    o, oh, ow = views.static_all(out.shape[1:])
     plain = (
         isinstance(filters, Constant)
         and out.element_type is et.f32
@@ -300,7 +304,7 @@ def _conv_step(
     matrix: View,
     result: View,
     kernel: tuple[int, int],
-    shape4: tuple[int, int, int, int],
+    shape4: tuple[Dim, int, int, int],
     direct: bool = False,
 ) -> ConvStep:
     op = node.op
@@ -308,7 +312,7 @@ def _conv_step(
     strides = _pair(op.strides, 1)  # a 1-D convolution is 2-D with height 1: (1, s)
     dilations = _pair(op.dilations, 1)
     padding = _pair(op.padding_below, 0)
-    k = matrix.shape[1]
+    k = views.static(matrix.shape[1])
     n, _, oh, ow = shape4
     wide = len(result.shape) == 2
     threads = builder.threads
@@ -380,7 +384,7 @@ def _pool(builder: ProgramBuilder, node: Node, maximum: bool) -> None:
         assert isinstance(op, MaxPool)
         d = op.window_dilations(x.rank - 2)
         dilations = (1, d[0]) if one_d else (d[0], d[1])
-    h, w = data.shape[2:]
+    h, w = views.static_all(data.shape[2:])  # only the batch may be symbolic
     shape4 = (out.shape[0], out.shape[1], 1 if one_d else out.shape[2], out.shape[-1])
     dense = View(
         target.buffer, target.element_type, shape4, views.row_major_strides(shape4), target.offset
@@ -430,9 +434,10 @@ def _direct_node(node: Node) -> bool:
     op = node.op
     assert isinstance(op, Convolution)
     w, out = node.inputs[1], node.outputs[0]
-    kernel = (1, w.shape[2]) if w.rank == 3 else (w.shape[2], w.shape[3])
-    pixels = math.prod(out.shape[2:])
-    return _direct(op.groups, w.shape[1], kernel, pixels)
+    sizes = views.static_all(w.shape)  # called on batch-only nodes: filters are static
+    kernel = (1, sizes[2]) if w.rank == 3 else (sizes[2], sizes[3])
+    pixels = math.prod(views.static_all(out.shape[2:]))
+    return _direct(op.groups, sizes[1], kernel, pixels)
 
 
 def least_batch(n: Dim) -> int:

@@ -29,7 +29,7 @@ from opgraph.core import element_type as et
 from opgraph.core.dim import Dim
 from opgraph.core.literals import constant
 from opgraph.core.node import Node, Output
-from opgraph.core.shape import Shape
+from opgraph.core.shape import DimShape
 from opgraph.ops import elementwise as ew
 from opgraph.ops.broadcasting import scalar_like
 from opgraph.ops.conversion import convert
@@ -37,7 +37,7 @@ from opgraph.ops.indexing import Gather, GatherElements, GatherND, OneHot
 from opgraph.ops.movement import broadcast
 
 
-def _restrided(x: Operand, shape: Shape, strides: tuple[Dim, ...], offset: Dim = 0) -> Operand:
+def _restrided(x: Operand, shape: DimShape, strides: tuple[Dim, ...], offset: Dim = 0) -> Operand:
     """``x``'s elements seen as ``shape`` through ``strides`` (a literal stays uniform)."""
     if isinstance(x, Literal):
         return Literal(x.value, x.element_type, shape)
@@ -49,7 +49,7 @@ def _strides(x: Operand) -> tuple[Dim, ...]:
 
 
 @GATHERS.register(Gather)
-def _gather(op: Gather, x: Operand, indices: Operand, shape: Shape) -> IndexedRead:
+def _gather(op: Gather, x: Operand, indices: Operand, shape: DimShape) -> IndexedRead:
     """``out[B, M, J, T] = x[B, M, indices[B, J], T]``: ``B`` the batch axes, ``M`` the
     data's axes before ``axis``, ``J`` the indices' own axes, ``T`` the data's after."""
     axis, b = op.axis, op.batch_dims
@@ -63,7 +63,9 @@ def _gather(op: Gather, x: Operand, indices: Operand, shape: Shape) -> IndexedRe
 
 
 @GATHERS.register(GatherElements)
-def _gather_elements(op: GatherElements, x: Operand, indices: Operand, shape: Shape) -> IndexedRead:
+def _gather_elements(
+    op: GatherElements, x: Operand, indices: Operand, shape: DimShape
+) -> IndexedRead:
     """``out[i] = x[i with i[axis] replaced by indices[i]]``: the data's own strides, the
     indexed axis's set to 0 (the other axes of ``indices`` are no longer than the data's)."""
     xs = list(_strides(x))
@@ -74,7 +76,7 @@ def _gather_elements(op: GatherElements, x: Operand, indices: Operand, shape: Sh
 
 
 @GATHERS.register(GatherND)
-def _gather_nd(op: GatherND, x: Operand, indices: Operand, shape: Shape) -> IndexedRead:
+def _gather_nd(op: GatherND, x: Operand, indices: Operand, shape: DimShape) -> IndexedRead:
     """``out[B, J, R] = x[B, indices[B, J, 0], …, indices[B, J, k-1], R]``: coordinate
     ``c`` is the slice ``indices[..., c]`` broadcast along ``R``."""
     b, k = op.batch_dims, indices.shape[-1]

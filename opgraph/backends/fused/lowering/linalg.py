@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from opgraph.core.dim import Dim, bounds, dim_max
 from opgraph.core.element_type import ElementType
 from opgraph.core.literals import Constant
 from opgraph.core.node import Node, Output
-from opgraph.core.shape import DimShape, Shape, static_shape
+from opgraph.core.shape import DimShape, static_shape
 from opgraph.ops import elementwise, movement
 from opgraph.ops.conversion import Convert
 from opgraph.ops.linalg import Dot, MatMul
@@ -80,7 +80,7 @@ def as_matrix(
     if isinstance(x, Literal) or x.element_type is not compute:
         op = Convert(compute) if x.element_type is not compute else None
         x = builder.materialize(x, compute, op)
-    shape = cast(Shape, (rows, cols))  # expressions in a symbolic Program (core/shape.py)
+    shape = (rows, cols)  # expressions in a symbolic Program (core/shape.py)
     matrix = views.reshape(x, shape)
     if matrix is None:
         matrix = views.reshape(builder.materialize(x), shape)
@@ -124,7 +124,7 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
 
 
 def _panels(
-    builder: ProgramBuilder, b: Output, left: View, cols: int, compute: ElementType
+    builder: ProgramBuilder, b: Output, left: View, cols: Dim, compute: ElementType
 ) -> tuple[View, int] | None:
     """A product by a constant f32 matrix reads the matrix as contiguous column panels,
     repacked once at compile time (what BLAS would do on every call): 16 wide for a one-row
@@ -161,7 +161,7 @@ def _outer_product(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] |
 
 
 # --------------------------------------------------------------------------------- matmul
-def _batch_strides(view: View, batch: Shape, rank: int) -> list[Dim]:
+def _batch_strides(view: View, batch: DimShape, rank: int) -> list[Dim]:
     """Element strides of ``view``'s batch axes aligned to ``batch`` (0 where broadcast)."""
     own = view.shape[: rank - 2]
     strides = view.strides[: rank - 2]
@@ -170,7 +170,7 @@ def _batch_strides(view: View, batch: Shape, rank: int) -> list[Dim]:
     return zeros + [0 if d == 1 else s for d, s in zip(own, strides, strict=True)]
 
 
-def _operand(builder: ProgramBuilder, x: Output, shape: Shape, compute: ElementType) -> View:
+def _operand(builder: ProgramBuilder, x: Output, shape: DimShape, compute: ElementType) -> View:
     """``x`` re-viewed as ``shape`` in ``compute`` elements, each matrix BLAS-readable."""
     view = builder.operand(x)
     if isinstance(view, Literal) or view.element_type is not compute:
@@ -228,7 +228,7 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
             batched, grid = ((0, 0, 0),), _batch_grid(av, bv, batch, n * m)
         packed = None
     dense = View(target.buffer, t, (rows, m), (m, 1), target.offset)
-    scratch = cast(Shape, (math.prod(batch) * rows, m))
+    scratch = (math.prod(batch) * rows, m)
     result = dense if compute is t else builder.scratch(compute, scratch)
     result = View(result.buffer, compute, (rows, m), (m, 1), result.offset)
     step = GemmStep(builder.describe(node), (node,), left, right, result, batched)
@@ -250,8 +250,8 @@ def _batch_grid(
     av: View, bv: View, batch: DimShape, block: Dim
 ) -> tuple[tuple[Dim, Dim, Dim, Dim], ...]:
     """Per batch axis: its size and the strides of a, b and the dense output in elements."""
-    sa = _batch_strides(av, cast(Shape, batch), len(av.shape))
-    sb = _batch_strides(bv, cast(Shape, batch), len(bv.shape))
+    sa = _batch_strides(av, batch, len(av.shape))
+    sb = _batch_strides(bv, batch, len(bv.shape))
     sc: list[Dim] = []
     for axis in range(len(batch)):
         sc.append(math.prod(batch[axis + 1 :]) * block)

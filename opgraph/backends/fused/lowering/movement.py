@@ -15,7 +15,9 @@ from opgraph.backends.fused.lowering.registry import (
 )
 from opgraph.backends.fused.program import LoopStep
 from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.core.dim import Dim
 from opgraph.core.node import Node, Output
+from opgraph.core.shape import DimShape
 from opgraph.ops import movement as mv
 from opgraph.ops.rearrange import DepthToSpace, SpaceToDepth
 from opgraph.ops.structural import StopGradient
@@ -70,7 +72,7 @@ def _slice(op: mv.Slice, x: Operand, copy: Copy) -> Operand:
 OUTER, FULL = 0, 1
 
 
-def _outer_shapes(full: tuple[int, ...], axes: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+def _outer_shapes(full: DimShape, axes: tuple[int, ...]) -> tuple[DimShape, ...]:
     dropped = tuple(d for i, d in enumerate(full) if i not in axes)
     kept = tuple(1 if i in axes else d for i, d in enumerate(full))
     return dropped, kept
@@ -79,9 +81,9 @@ def _outer_shapes(full: tuple[int, ...], axes: tuple[int, ...]) -> tuple[tuple[i
 @BRIDGES.register(mv.Broadcast)
 def _broadcast_back(
     op: mv.Broadcast,
-    source: tuple[int, ...],
-    shape: tuple[int, ...],
-    full: tuple[int, ...],
+    source: DimShape,
+    shape: DimShape,
+    full: DimShape,
     axes: tuple[int, ...],
     level: int,
 ) -> int | None:
@@ -94,9 +96,9 @@ def _broadcast_back(
 @BRIDGES.register(mv.Reshape)
 def _keep_dims(
     op: mv.Reshape,
-    source: tuple[int, ...],
-    shape: tuple[int, ...],
-    full: tuple[int, ...],
+    source: DimShape,
+    shape: DimShape,
+    full: DimShape,
     axes: tuple[int, ...],
     level: int,
 ) -> int | None:
@@ -116,14 +118,14 @@ def _concat(builder: ProgramBuilder, node: Node) -> None:
     axis = node.op.axis
     target = builder.home(node.outputs[0])
     kernels = []
-    start = 0
+    start: Dim = 0
     for x in node.inputs:
         size = x.tensor_type.size
         if type(size) is not int or size:  # a symbolic input may be empty: the copy is too
             offset = target.offset + start * target.strides[axis]
             piece = View(target.buffer, target.element_type, x.shape, target.strides, offset)
             kernels.append(builder.copy_kernel(builder.operand(x), piece))
-        start += x.shape[axis]
+        start = start + x.shape[axis]
     if kernels:
         builder.add_step(LoopStep(builder.describe(node), (node,), tuple(kernels)))
 

@@ -183,7 +183,7 @@ def _matmul_integer(builder: ProgramBuilder, node: Node) -> None:
     if out.tensor_type.size == 0:
         return
     inner, cols = weights.shape
-    rows = math.prod(a.shape[:-1])
+    rows = views.static(math.prod(a.shape[:-1]))  # integer products run on static sizes
     left = view if view.strides[-1] == 1 else builder.materialize(view)
     matrix = _rows(builder, left, rows, inner)
     packed = _const(builder, b, et.i8, quad_panels(weights))
@@ -228,7 +228,9 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
     filters = _const(builder, w, et.i8, matrix)
     sums = weights.astype(np.int64).reshape(o, k).sum(axis=1)
     offsets = _const(builder, w, et.i32, (-point * sums).astype(np.int32))
-    n, oh, ow = out.shape[0], (1 if out.rank == 3 else out.shape[2]), out.shape[-1]
+    n, oh, ow = views.static_all(
+        (out.shape[0], 1 if out.rank == 3 else out.shape[2], out.shape[-1])
+    )
     shape4 = (n, o, oh, ow)
     dense = View(target.buffer, et.i32, shape4, _strides(shape4), target.offset)
     kernel = (1, weights.shape[2]) if out.rank == 3 else (weights.shape[2], weights.shape[3])

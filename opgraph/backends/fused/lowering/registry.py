@@ -22,6 +22,7 @@ from opgraph.core.element_type import ElementType
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.core.registry import Registry
+from opgraph.core.shape import DimShape
 
 if TYPE_CHECKING:
     from opgraph.backends.fused.program import IndexTerm
@@ -115,9 +116,7 @@ SYMBOLIC_STEP_OPS: set[type] = set()
 #: ``bridge(op, input_shape, output_shape, full_shape, axes, input_level) -> level | None``:
 #: a movement op that, inside a row kernel, re-presents a row value at another shape without
 #: moving data (a row value broadcast back along the reduced axes, a keep-dims reshape).
-Bridge = Callable[
-    [Any, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int], int | None
-]
+Bridge = Callable[[Any, DimShape, DimShape, DimShape, tuple[int, ...], int], int | None]
 BRIDGES: Registry[type, Bridge] = Registry("bridge rule")
 
 
@@ -142,5 +141,5 @@ class IndexedRead:
 
 #: ``rule(op, x, indices, output_shape) -> IndexedRead``: an indexing op as an indexed load
 #: inside a loop kernel, ``x`` and ``indices`` being the operands of its two inputs.
-GatherRule = Callable[[Any, "Operand", "Operand", tuple[int, ...]], IndexedRead]
+GatherRule = Callable[[Any, "Operand", "Operand", DimShape], IndexedRead]
 GATHERS: Registry[type, GatherRule] = Registry("gather rule")

@@ -48,7 +48,7 @@ def _arg(builder: ProgramBuilder, node: Node) -> None:
     target = builder.home(node.outputs[0])
     if target.size == 0:
         return
-    outer, n, inner = three(x.shape, op.axis)
+    outer, n, inner = three(views.static_all(x.shape), op.axis)  # static Programs only
     out = views.reshape(target, (outer, inner))
     assert isinstance(out, View)
     step = ArgStep(
@@ -77,7 +77,7 @@ def _top_k(builder: ProgramBuilder, node: Node) -> None:
     values, indices = (builder.home(o) for o in node.outputs)
     if values.size == 0:
         return
-    outer, n, inner = three(x.shape, op.axis)
+    outer, n, inner = three(views.static_all(x.shape), op.axis)  # static Programs only
     shape = (outer, op.k, inner)
     dense = [views.reshape(v, shape) for v in (values, indices)]
     assert isinstance(dense[0], View) and isinstance(dense[1], View)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from opgraph.backends.fused.lowering.registry import STEP_OPS
 from opgraph.backends.fused.program import LoopKernel, LoopStep
-from opgraph.backends.fused.views import Literal, Operand, View
+from opgraph.backends.fused.views import Literal, Operand, View, static_all
 from opgraph.core.node import Node
 from opgraph.ops.movement import ReplaceSlice
 from opgraph.ops.rearrange import Pad, PadMode, _extended_index
@@ -100,7 +100,9 @@ def _constant_kernels(
     low = [max(lo, 0) for lo in op.padding_below]
     shown = [
         dim - max(-lo, 0) - max(-hi, 0)
-        for lo, dim, hi in zip(op.padding_below, x.shape, op.padding_above, strict=True)
+        for lo, dim, hi in zip(
+            op.padding_below, static_all(x.shape), op.padding_above, strict=True
+        )  # Pad has no symbolic lowering: static Programs only
     ]
     crop = tuple(max(-lo, 0) for lo in op.padding_below)
     ones = (1,) * len(out.shape)
@@ -110,13 +112,14 @@ def _constant_kernels(
         target = window(out, tuple(low), ones, interior)
         assert isinstance(target, View)
         kernels.append(_copy(builder, window(x, crop, ones, interior), target))
-    for axis, n in enumerate(out.shape):
+    out_shape = static_all(out.shape)
+    for axis, n in enumerate(out_shape):
         for start, length in (
             (0, low[axis]),
             (low[axis] + shown[axis], n - low[axis] - shown[axis]),
         ):
             starts = [0] * axis + [start] + low[axis + 1 :]
-            shape: tuple[int, ...] = (*out.shape[:axis], length, *interior[axis + 1 :])
+            shape: tuple[int, ...] = (*out_shape[:axis], length, *interior[axis + 1 :])
             if length > 0 and 0 not in shape:
                 target = window(out, tuple(starts), ones, shape)
                 assert isinstance(target, View)
@@ -148,7 +151,7 @@ def _pad(builder: ProgramBuilder, node: Node) -> None:
     op = node.op
     assert isinstance(op, Pad)
     x, value = node.inputs
-    per_axis = _runs_per_axis(op, x.shape)
+    per_axis = _runs_per_axis(op, static_all(x.shape))  # static Programs only
     if op.mode is not PadMode.CONSTANT and math.prod(len(r) for r in per_axis) > MAX_KERNELS:
         builder.fallback(node)
         return

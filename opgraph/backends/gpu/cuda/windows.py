@@ -30,7 +30,8 @@ def _index_type(*extents: int) -> str:
 
 def _reach(view: View) -> int:
     strides = static_all(view.strides)
-    return sum(abs(s) * max(d - 1, 0) for d, s in zip(view.shape, strides, strict=True)) + 1
+    shape = static_all(view.shape)  # the GPU runs static Programs only
+    return sum(abs(s) * max(d - 1, 0) for d, s in zip(shape, strides, strict=True)) + 1
 
 
 def _signature(name: str, params: list[KernelParam], block: int) -> str:
@@ -52,7 +53,7 @@ def im2col_kernel(
     name: str, x: View, patches: View, spec: Im2Col, label: str, block: int = 256
 ) -> CudaKernel:
     """``patches`` (N, G, K, OH·OW), dense, from image ``x`` (N, C, H, W)."""
-    n, c, h, w = x.shape
+    n, c, h, w = static_all(x.shape)
     g = spec.groups
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = spec.kernel, spec.strides, spec.dilations, spec.padding
     oh, ow = spec.out_hw
@@ -89,8 +90,8 @@ def pool_kernel(
     name: str, x: View, out: View, spec: Pool, label: str, block: int = 256
 ) -> CudaKernel:
     """Max or average pooling of ``x`` (N, C, H, W) into dense ``out`` (N, C, OH, OW)."""
-    n, c, h, w = x.shape
-    oh, ow = out.shape[2:]
+    n, c, h, w = static_all(x.shape)
+    oh, ow = static_all(out.shape[2:])
     total = n * c * oh * ow
     i_t = _index_type(total, _reach(x))
     xs = static_all(x.strides)
@@ -153,8 +154,8 @@ def int_gemm_kernel(
     name: str, a: View, b: View, c: View, label: str, block: int = 256
 ) -> CudaKernel:
     """``c = a @ b`` for integer views, wrapping: 64-bit accumulation, low bits kept."""
-    rows, inner = a.shape
-    cols = b.shape[1]
+    rows, inner = static_all(a.shape)
+    cols = static_all(b.shape)[1]
     total = rows * cols
     i_t = _index_type(total, _reach(a), _reach(b), _reach(c))
     t = dialect.storage_type(c.element_type)

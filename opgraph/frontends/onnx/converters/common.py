@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from opgraph import ops
 from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast
+from opgraph.core.dim import Dim
 from opgraph.core.element_type import ElementType
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
@@ -38,26 +40,31 @@ def typed_constant(value: object, element_type: ElementType) -> Output:
     return constant(np.asarray(value).astype(element_type.dtype), element_type)
 
 
-def full(value: object, like: Output, shape: Sequence[int] | None = None) -> Output:
+def full(value: object, like: Output, shape: Sequence[Dim] | None = None) -> Output:
     """A tensor of ``like``'s element type filled with ``value`` (``like``'s shape by default)."""
     target = tuple(like.shape if shape is None else shape)
     scalar = typed_constant(value, like.element_type)
     return ops.broadcast(scalar, target, tuple(range(len(target)))) if target else scalar
 
 
-def unidirectional(value: Output, shape: Sequence[int]) -> Output:
+def unidirectional(value: Output, shape: Sequence[Dim]) -> Output:
     """ONNX unidirectional broadcasting of ``value`` to ``shape``."""
     return broadcast_to(value, tuple(shape))
 
 
-def expand_to(value: Output, rank: int, axes: Sequence[int], shape: Sequence[int]) -> Output:
+def expand_to(value: Output, rank: int, axes: Sequence[int], shape: Sequence[Dim]) -> Output:
     """Broadcast ``value`` (whose axes sit at ``axes`` of a rank-``rank`` result) to ``shape``."""
     new_axes = tuple(a for a in range(rank) if a not in axes)
     return ops.broadcast(value, tuple(shape), new_axes) if new_axes else value
 
 
-def prod(values: Sequence[int]) -> int:
-    return int(np.prod(values, dtype=np.int64))
+@overload
+def prod(values: Sequence[int]) -> int: ...
+@overload
+def prod(values: Sequence[Dim]) -> Dim: ...
+def prod(values: Sequence[Dim]) -> Dim:
+    """The product of sizes: an int for ints, an expression of the symbols otherwise."""
+    return math.prod(values)
 
 
 def register_all(table: dict[str, tuple[Any, int]], factory: Callable[[Any], Any]) -> None:

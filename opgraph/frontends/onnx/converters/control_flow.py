@@ -15,6 +15,7 @@ from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext, constant_value
 from opgraph.frontends.onnx.converters.common import axis_of, expand_to
 from opgraph.frontends.onnx.registry import onnx_op
@@ -108,7 +109,7 @@ def _scan(ctx: NodeContext) -> list[Output]:
     sequences = [ctx.input(i) for i in range(len(states), len(ctx.inputs))]
     in_axes = _per(ctx, "scan_input_axes", count, [s.rank for s in sequences])
     in_reverse = _per(ctx, "scan_input_directions", count, None)
-    length = sequences[0].shape[in_axes[0]]
+    length = static_dim(sequences[0].shape[in_axes[0]], "Scan's unrolled sequence length")
     ctx.importer.unroll(ctx.where, length)
     slices = [
         _steps(s, a, length, bool(r))
@@ -135,7 +136,8 @@ def _scan_v8(ctx: NodeContext) -> list[Output]:
     inputs = [ctx.input(i) for i in range(1, len(ctx.inputs))]
     states_in, sequences = inputs[: len(inputs) - count], inputs[len(inputs) - count :]
     reverse = _per(ctx, "directions", count, None)
-    batch, length = sequences[0].shape[0], sequences[0].shape[1]
+    what = "Scan-8's unrolled batch and sequence length"
+    batch, length = (static_dim(d, what) for d in sequences[0].shape[:2])
     ctx.importer.unroll(ctx.where, batch * length)
     per_batch_states: list[list[Output]] = []
     per_batch_scans: list[list[Output]] = []

@@ -11,6 +11,7 @@ import numpy as np
 from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import expand_to, prod, typed_constant
 from opgraph.frontends.onnx.converters.quantization import requantize, widen
@@ -181,5 +182,5 @@ def _col2im(ctx: NodeContext) -> Output:
         dilations=dilations,
         padding_below=pads[:spatial],
         padding_above=pads[spatial:],
-        groups=channels,
+        groups=static_dim(channels, "Col2Im's groups (one per channel)"),
     )

@@ -10,6 +10,7 @@ from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import expand_to, full, typed_constant
 from opgraph.frontends.onnx.registry import onnx_op
@@ -25,9 +26,12 @@ def _deform_conv(ctx: NodeContext) -> Output:
     x, w, offset = ctx.input(0), ctx.input(1), ctx.input(2)
     if x.rank != 4:
         raise ctx.fail("only 2-D DeformConv is supported")
-    n, c, height, width = x.shape
-    kh, kw = w.shape[2], w.shape[3]
-    out_h, out_w = offset.shape[2], offset.shape[3]
+    n, c = x.shape[:2]
+    grid = "DeformConv's sampling grid"
+    height, width, kh, kw, out_h, out_w = (
+        static_dim(d, grid)
+        for d in (x.shape[2], x.shape[3], w.shape[2], w.shape[3], offset.shape[2], offset.shape[3])
+    )
     strides = [int(s) for s in ctx.attr("strides", [1, 1])]
     dilations = [int(d) for d in ctx.attr("dilations", [1, 1])]
     pads = [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])]
@@ -52,7 +56,8 @@ def _deform_conv(ctx: NodeContext) -> Output:
 
 def _axis(shifts: Output, component: int, base: np.ndarray, tap_axis: int) -> Output:
     """Sampling coordinates ``[N, G, kh, kw, oh, ow]`` along one axis: base + offset."""
-    kh, kw, out_h, out_w = shifts.shape[2], shifts.shape[3], shifts.shape[5], shifts.shape[6]
+    grid_sizes = (shifts.shape[2], shifts.shape[3], shifts.shape[5], shifts.shape[6])
+    kh, kw, out_h, out_w = (static_dim(d, "DeformConv's sampling grid") for d in grid_sizes)
     picked = ops.gather(shifts, constant(np.array(component, dtype=np.int64)), axis=4)
     if tap_axis == 2:
         grid = base[:, None, :, None] + np.zeros((1, kw, 1, out_w))
@@ -64,7 +69,8 @@ def _axis(shifts: Output, component: int, base: np.ndarray, tap_axis: int) -> Ou
 
 def _bilinear(x: Output, rows: Output, cols: Output, groups: int) -> Output:
     """``x`` read at (rows, cols) per offset group, zero outside: ``[N, G, C/G, K·L]``."""
-    n, c, height, width = x.shape
+    n, c = x.shape[:2]
+    height, width = (static_dim(d, "DeformConv's bilinear sampling") for d in x.shape[2:])
     count = rows.tensor_type.size // (n * groups)
     flat_x = ops.reshape(x, [n, groups, c // groups, height * width])
     r0, c0 = ops.floor(rows), ops.floor(cols)

@@ -15,7 +15,9 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.builders.broadcasting import broadcast_to
+from opgraph.core.dim import Dim
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import prod, typed_constant
 from opgraph.frontends.onnx.registry import onnx_op
@@ -28,7 +30,7 @@ class Term:
     value: Output
     labels: list[int]
 
-    def dims(self) -> dict[int, int]:
+    def dims(self) -> dict[int, Dim]:
         return dict(zip(self.labels, self.value.shape, strict=True))
 
 
@@ -70,7 +72,7 @@ def diagonal(term: Term) -> Term:
         first = term.labels.index(label)
         second = term.labels.index(label, first + 1)
         x = term.value
-        size = x.shape[first]
+        size = static_dim(x.shape[first], "Einsum's diagonal (a repeated label)")
         eye = typed_constant(np.eye(size), x.element_type)
         others = tuple(a for a in range(x.rank) if a not in (first, second))
         mask = ops.broadcast(eye, x.shape, others) if others else eye
@@ -109,7 +111,7 @@ def contract(a: Term, b: Term, needed: set[int]) -> Term:
 
 
 def _matrix(
-    term: Term, batch: list[int], kept: list[int], summed: list[int], size: dict[int, int]
+    term: Term, batch: list[int], kept: list[int], summed: list[int], size: dict[int, Dim]
 ) -> Output:
     """``term`` as ``[prod(batch), prod(kept), prod(summed)]`` (broadcast where it is 1)."""
     value = arrange(term, batch + kept + summed)

@@ -10,6 +10,7 @@ from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext, constant_value
 from opgraph.frontends.onnx.converters.common import axis_of, expand_to, full, prod
 from opgraph.frontends.onnx.registry import onnx_op
@@ -63,7 +64,8 @@ def _tensor_scatter(ctx: NodeContext) -> Output:
     cache, update, starts = ctx.input(0), ctx.input(1), ctx.optional(2)
     axis = axis_of(int(ctx.attr("axis", -2)), cache.rank)
     circular = str(ctx.attr("mode", "linear")) == "circular"
-    steps = constant(np.arange(update.shape[axis], dtype=np.int64))
+    what = "TensorScatter's write positions"
+    steps = constant(np.arange(static_dim(update.shape[axis], what), dtype=np.int64))
     positions = expand_to(steps, update.rank, [axis], update.shape)
     if starts is not None:
         positions = ops.add(positions, expand_to(_index64(starts), update.rank, [0], update.shape))

@@ -11,6 +11,7 @@ import numpy as np
 from opgraph import ops
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import (
     axes_list,
@@ -30,6 +31,7 @@ def _split(ctx: NodeContext, sizes: Sequence[int] | None) -> tuple[Output, ...]:
     dim = x.shape[axis]
     if sizes is None:
         pieces = int(ctx.attr("num_outputs", 0)) or len(ctx.node.output)
+        dim = static_dim(dim, "Split's piece sizes (num_outputs)")
         chunk = -(-dim // pieces)  # the last piece is smaller when the dimension does not divide
         sizes = [max(0, min(chunk, dim - i * chunk)) for i in range(pieces)]
     return ops.split(x, axis, [int(s) for s in sizes])
@@ -97,9 +99,9 @@ def _pad(ctx: NodeContext, x: Output, pads: list[int], axes: list[int], value: O
 def _wrap(x: Output, below: list[int], above: list[int]) -> Output:
     """Circular padding: gather each axis at its indices modulo the dimension."""
     for axis, (low, high) in enumerate(zip(below, above, strict=True)):
-        dim = x.shape[axis]
         if low == 0 and high == 0:
             continue
+        dim = static_dim(x.shape[axis], "the gather positions of a wrap Pad")
         positions = np.arange(-low, dim + high, dtype=np.int64) % max(dim, 1)
         x = ops.gather(x, constant(positions), axis=axis)
     return x
@@ -139,7 +141,7 @@ def _trilu(ctx: NodeContext) -> Output:
     """The upper or lower triangle (offset ``k``) of the last two axes, zeros elsewhere."""
     x = ctx.input(0)
     k = int(ctx.const(1, "k").reshape(-1)[0]) if ctx.optional(1) is not None else 0
-    rows, cols = x.shape[-2], x.shape[-1]
+    rows, cols = (static_dim(d, "Trilu's mask") for d in x.shape[-2:])
     offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]
     keep = offset >= k if ctx.attr("upper", 1) else offset <= k
     mask = ops.broadcast(constant(keep), x.shape, tuple(range(x.rank - 2)))
@@ -151,6 +153,6 @@ def _eye_like(ctx: NodeContext) -> Output:
     x = ctx.input(0)
     dtype = ctx.attr("dtype")
     element_type = x.element_type if dtype is None else from_onnx(int(dtype), ctx.where)
-    rows, cols = x.shape
+    rows, cols = (static_dim(d, "EyeLike's constant") for d in x.shape)
     eye = np.eye(rows, cols, k=int(ctx.attr("k", 0)))
     return typed_constant(eye, element_type)

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opgraph import ops
+from opgraph.core.dim import Dim
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import (
     axis_of,
@@ -25,7 +27,8 @@ Body = Callable[[Output, int], Output]
 def _hardmax(x: Output, axis: int) -> Output:
     """One at the first maximum along ``axis``, zeros elsewhere."""
     index = ops.arg_max(x, axis)
-    return ops.one_hot(index, x.shape[axis], axis, 1, 0, x.element_type)
+    depth = static_dim(x.shape[axis], "Hardmax's one-hot depth")
+    return ops.one_hot(index, depth, axis, 1, 0, x.element_type)
 
 
 _SOFTMAXES: dict[str, Body] = {
@@ -134,7 +137,7 @@ def _group_norm(ctx: NodeContext) -> Output:
     return ops.group_norm(x, scale, bias, groups, epsilon=float(ctx.attr("epsilon", 1e-5)))
 
 
-def _per_channel(value: Output, groups: int, channels: int) -> Output:
+def _per_channel(value: Output, groups: int, channels: Dim) -> Output:
     repeated = ops.broadcast(value, (groups, channels // groups), (1,))
     return ops.reshape(repeated, [channels])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from opgraph import ops
+from opgraph.core.dim import Dim
 from opgraph.core.node import Output
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import axis_of, full
@@ -81,8 +82,8 @@ def _cumprod(ctx: NodeContext) -> Output:
 def _shifted(x: Output, axis: int, shift: int) -> Output:
     """``x`` moved ``shift`` places up ``axis``, ones filling the start."""
     dim = x.shape[axis]
-    below = [0] * x.rank
-    above = [0] * x.rank
+    below: list[Dim] = [0] * x.rank
+    above: list[Dim] = [0] * x.rank
     below[axis] = min(shift, dim)
     above[axis] = -min(shift, dim)
     return ops.pad(x, below, above, value=full(1, x, ()))

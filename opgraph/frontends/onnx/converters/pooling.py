@@ -9,8 +9,10 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.errors import ConversionError
 from opgraph.core.node import Output
+from opgraph.core.shape import DimShape, static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import full, prod, typed_constant
 from opgraph.frontends.onnx.registry import onnx_op
@@ -137,9 +139,10 @@ def _max_pool(ctx: NodeContext) -> Any:
     return [values, indices]
 
 
-def _column_major(indices: Output, shape: tuple[int, ...]) -> Output:
+def _column_major(indices: Output, shape: DimShape) -> Output:
     """Row-major flat indices of an (N, C, H, W) tensor as column-major within each plane."""
-    height, width = shape[2], shape[3]
+    what = "MaxPool's column-major indices (storage_order=1)"
+    height, width = (static_dim(d, what) for d in shape[2:4])
     plane = height * width
 
     def scalar(v: int) -> Output:
@@ -197,7 +200,7 @@ def _max_unpool(ctx: NodeContext) -> Output:
         (x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[spatial + i] + kernel[i]
         for i in range(spatial)
     ]
-    full_shape = [x.shape[0], x.shape[1], *inferred]
+    full_shape: list[Dim] = [x.shape[0], x.shape[1], *inferred]
     zeros = full(0, x, [prod(full_shape)])
     flat_indices = ops.reshape(ops.convert(indices, et.i64), [prod(indices.shape)])
     flat_values = ops.reshape(x, [prod(x.shape)])

@@ -16,6 +16,7 @@ from opgraph.core.element_type import ElementType
 from opgraph.core.errors import ConversionError
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import axis_of, expand_to
 from opgraph.frontends.onnx.registry import onnx_op
@@ -50,7 +51,9 @@ def _spread(value: Output, like: Output, axis: int | None, block: int | None) ->
     if axis is None:
         raise ConversionError(f"a scale or zero point of shape {list(value.shape)} needs an axis")
     if block:
-        positions = np.minimum(np.arange(like.shape[axis]) // block, value.shape[axis] - 1)
+        what = "the gather positions of a blocked scale"
+        length, count = static_dim(like.shape[axis], what), static_dim(value.shape[axis], what)
+        positions = np.minimum(np.arange(length) // block, count - 1)
         return ops.gather(value, constant(positions.astype(np.int64)), axis=axis)
     return expand_to(value, like.rank, [axis], like.shape)
 

@@ -186,13 +186,12 @@ def resize(
     roi: list[tuple[float, float]],
 ) -> Output:
     """``x`` resized axis by axis (``sizes``, ``scales`` and ``roi`` given for every axis)."""
+    shape = x.static_shape("Resize's interpolation matrices")
     for axis in range(x.rank):
         same_roi = math.isclose(roi[axis][0], 0.0) and math.isclose(roi[axis][1], 1.0)
-        if sizes[axis] == x.shape[axis] and math.isclose(scales[axis], 1.0) and same_roi:
+        if sizes[axis] == shape[axis] and math.isclose(scales[axis], 1.0) and same_roi:
             continue
-        weights, outside = axis_matrix(
-            settings, x.shape[axis], sizes[axis], scales[axis], roi[axis]
-        )
+        weights, outside = axis_matrix(settings, shape[axis], sizes[axis], scales[axis], roi[axis])
         x = apply_axis(x, axis, weights, outside, settings.extrapolation)
     return x
 
@@ -233,7 +232,8 @@ def _resize_v10(ctx: NodeContext) -> Output:
 
 
 def _by_scales(ctx: NodeContext, x: Output, scales: list[float]) -> Output:
-    sizes = [int(d * s) for d, s in zip(x.shape, scales, strict=True)]
+    shape = x.static_shape("Resize's output sizes")
+    sizes = [int(d * s) for d, s in zip(shape, scales, strict=True)]
     return resize(x, _settings(ctx), sizes, scales, [(0.0, 1.0)] * x.rank)
 
 
@@ -249,14 +249,15 @@ def _resize_v11(ctx: NodeContext) -> Output:
     if raw_roi is not None:
         for i, axis in enumerate(axes):
             roi[axis] = (float(raw_roi[i]), float(raw_roi[i + len(axes)]))
-    scales, sizes = [1.0] * rank, list(x.shape)
+    shape = x.static_shape("Resize's output sizes")
+    scales, sizes = [1.0] * rank, list(shape)
     if raw_sizes is not None:
         wanted = [int(s) for s in raw_sizes]
-        scales, sizes = _sizes(ctx, x.shape, axes, wanted)
+        scales, sizes = _sizes(ctx, shape, axes, wanted)
     elif raw_scales is not None:
         for i, axis in enumerate(axes):
             scales[axis] = float(raw_scales[i])
-            sizes[axis] = int(x.shape[axis] * scales[axis])
+            sizes[axis] = int(shape[axis] * scales[axis])
     else:
         raise ctx.fail("needs scales or sizes")
     return resize(x, _settings(ctx), sizes, scales, roi)

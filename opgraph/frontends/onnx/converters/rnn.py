@@ -15,8 +15,10 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import expand_to, full
 from opgraph.frontends.onnx.registry import onnx_op
@@ -116,7 +118,7 @@ def _recurrent(kind: _Kind) -> Callable[[NodeContext], list[Output]]:
 def _run_direction(
     ctx: NodeContext, kind: _Kind, x: Output, d: int, direction: str
 ) -> tuple[Output, list[Output]]:
-    seq, batch = x.shape[0], x.shape[1]
+    seq, batch = static_dim(x.shape[0], "the unrolled steps of an ONNX RNN"), x.shape[1]
     ctx.importer.unroll(ctx.where, seq)
     w, r = _direction(ctx.input(1), d), _direction(ctx.input(2), d)
     hidden = int(ctx.attr("hidden_size", w.shape[0] // kind.gates))
@@ -140,7 +142,7 @@ def _run_direction(
     return ops.stack([ys[t] for t in range(seq)], 0), states
 
 
-def _initial(ctx: NodeContext, index: int, d: int, x: Output, batch: int, hidden: int) -> Output:
+def _initial(ctx: NodeContext, index: int, d: int, x: Output, batch: Dim, hidden: int) -> Output:
     value = ctx.optional(index)
     if value is None:
         return full(0, x, (batch, hidden))
@@ -149,7 +151,7 @@ def _initial(ctx: NodeContext, index: int, d: int, x: Output, batch: int, hidden
     return _direction(value, d)
 
 
-def _valid(lengths: Output, t: int, shape: tuple[int, int]) -> Output:
+def _valid(lengths: Output, t: int, shape: tuple[Dim, int]) -> Output:
     """``t < sequence_lens[b]`` broadcast over the hidden axis."""
     lengths = lengths if lengths.element_type is et.i64 else ops.convert(lengths, et.i64)
     step = full(t, lengths)

@@ -10,8 +10,10 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import full
 from opgraph.frontends.onnx.registry import onnx_op
@@ -61,7 +63,7 @@ def _roi_align(ctx: NodeContext) -> Output:
     half = ctx.opset >= 16 and str(ctx.attr("coordinate_transformation_mode", "half_pixel")) == (
         "half_pixel"
     )
-    height, width = x.shape[2], x.shape[3]
+    height, width = (static_dim(d, "RoiAlign's sampling bounds") for d in x.shape[2:4])
     box = [
         ops.subtract(
             ops.multiply(_column(rois, i), full(scale, _column(rois, i))),
@@ -100,7 +102,7 @@ def _index(batch: Output) -> Output:
     return batch if batch.element_type is et.i64 else ops.convert(batch, et.i64)
 
 
-def _spread(value: Output, channels: int) -> Output:
+def _spread(value: Output, channels: Dim) -> Output:
     """``[R, A, B]`` → ``[R, C, A·B]``."""
     rows = value.shape[0]
     flat = ops.reshape(value, [rows, value.shape[1] * value.shape[2]])
@@ -111,7 +113,7 @@ def _read(flat: Output, position: Output) -> Output:
     return ops.gather_elements(flat, _spread(position, flat.shape[1]), axis=2)
 
 
-def _pool(ctx: NodeContext, taps: list[Output], shape: tuple[int, ...]) -> Output:
+def _pool(ctx: NodeContext, taps: list[Output], shape: tuple[Dim, ...]) -> Output:
     """Average the points of each bin, or take the max of the weighted corners."""
     if str(ctx.attr("mode", "avg")) == "max":
         value = ops.maximum(ops.maximum(taps[0], taps[1]), ops.maximum(taps[2], taps[3]))

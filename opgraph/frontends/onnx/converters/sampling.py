@@ -10,7 +10,9 @@ import itertools
 
 from opgraph import ops
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import full, prod
 from opgraph.frontends.onnx.registry import onnx_op
@@ -144,7 +146,7 @@ def _grid_sample(ctx: NodeContext) -> Output:
     align = bool(ctx.attr("align_corners", 0))
     if ctx.opset < 20 and str(ctx.attr("mode", "bilinear")) == "bilinear":
         mode = "linear"
-    dims = list(x.shape[2:])
+    dims = [static_dim(d, "GridSample's borders") for d in x.shape[2:]]
     borders = [(0.0, d - 1.0) if align else (-0.5, d - 0.5) for d in dims]
     coords = _coordinates(grid, dims, align, mode, padding, borders)
     per_axis = [_taps(c, mode) for c in coords]
@@ -173,7 +175,7 @@ def _grid_sample(ctx: NodeContext) -> Output:
     return ops.reshape(total, [batch, channels, *grid.shape[1:-1]])
 
 
-def _spread(value: Output, batch: int, channels: int, points: int) -> Output:
+def _spread(value: Output, batch: Dim, channels: Dim, points: Dim) -> Output:
     """``[N, O...]`` flattened and broadcast over channels: ``[N, C, prod(O)]``."""
     flat = ops.reshape(value, [batch, points])
     return ops.broadcast(flat, (batch, channels, points), (1,))

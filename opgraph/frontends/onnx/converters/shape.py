@@ -12,9 +12,10 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.builders.broadcasting import broadcast_to, numpy_broadcast_shape
-from opgraph.core.dim import free_symbols
+from opgraph.core.dim import Dim, free_symbols
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import DimShape
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import axes_list
 from opgraph.frontends.onnx.registry import onnx_op
@@ -77,7 +78,7 @@ def _reshape(ctx: NodeContext) -> Output:
         return ops.dynamic_reshape(x, ctx.input(1), bool(ctx.attr("allowzero", 0)))
     target = [int(d) for d in ctx.const(1, "shape")]
     if not ctx.attr("allowzero", 0):
-        target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
+        return ops.reshape(x, [x.shape[i] if d == 0 else d for i, d in enumerate(target)])
     return ops.reshape(x, target)
 
 
@@ -153,7 +154,7 @@ def _reverse(ctx: NodeContext, x: Output, axes: list[int]) -> Output:
     return result
 
 
-def _unsqueezed_shape(shape: tuple[int, ...], axes: list[int]) -> list[int]:
+def _unsqueezed_shape(shape: DimShape, axes: list[int]) -> list[Dim]:
     out = list(shape)
     for axis in sorted(axes):
         out.insert(axis, 1)

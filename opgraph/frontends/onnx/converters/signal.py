@@ -10,6 +10,7 @@ import numpy as np
 from opgraph import ops
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import axis_of, expand_to, typed_constant
 from opgraph.frontends.onnx.registry import onnx_op
@@ -47,7 +48,7 @@ def dft(x: Output, axis: int, length: int, inverse: bool, onesided: bool) -> Out
     parts = ops.split(x, rank - 1, x.shape[-1])
     real = ops.reshape(parts[0], list(x.shape[:-1]))
     imag = ops.reshape(parts[1], list(x.shape[:-1])) if len(parts) > 1 else None
-    matrix = fourier_matrix(x.shape[axis], length, inverse, onesided)
+    matrix = fourier_matrix(static_dim(x.shape[axis], "DFT's matrix"), length, inverse, onesided)
     out_real = _apply(real, axis, matrix.real, x)
     if imag is not None:
         out_real = ops.subtract(out_real, _apply(imag, axis, matrix.imag, x))
@@ -80,7 +81,8 @@ def _dft(ctx: NodeContext, axis: int) -> Output:
     if ctx.optional(1) is not None:
         length = int(ctx.const(1, "dft_length").reshape(-1)[0])
     else:
-        length = 2 * (x.shape[axis] - 1) if inverse and onesided else x.shape[axis]
+        size = static_dim(x.shape[axis], "DFT's default length")
+        length = 2 * (size - 1) if inverse and onesided else size
     return dft(x, axis, length, inverse, onesided)
 
 
@@ -105,8 +107,10 @@ def _stft(ctx: NodeContext) -> Output:
     if ctx.optional(3) is not None:
         frame = int(ctx.const(3, "frame_length").reshape(-1)[0])
     else:
-        frame = window.shape[0] if window is not None else x.shape[-2]
-    frames = 1 + (x.shape[1] - frame) // step
+        frame = static_dim(
+            window.shape[0] if window is not None else x.shape[-2], "STFT's frame length"
+        )
+    frames = 1 + (static_dim(x.shape[1], "STFT's frame positions") - frame) // step
     positions = np.arange(frames)[:, None] * step + np.arange(frame)[None, :]
     framed = ops.gather(x, constant(positions.astype(np.int64)), axis=1)
     if window is not None:

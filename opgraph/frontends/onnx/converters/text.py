@@ -15,6 +15,7 @@ from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.context import NodeContext
 from opgraph.frontends.onnx.converters.common import expand_to, full, typed_constant
 from opgraph.frontends.onnx.registry import onnx_op
@@ -42,10 +43,10 @@ def _pool(ctx: NodeContext) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 def _counts(x: Output, grams: np.ndarray, distance: int, width: int) -> Output:
     """``[B, width]`` counts of ``grams`` (``[G, n]``) in the rows of ``x`` at ``distance``."""
-    length, n = x.shape[1], grams.shape[1]
+    length, n = static_dim(x.shape[1], "TfIdfVectorizer's n-gram positions"), grams.shape[1]
     starts = length - (n - 1) * distance
     if starts <= 0:
-        return _zeros((x.shape[0], width))
+        return _zeros((static_dim(x.shape[0], "TfIdfVectorizer's empty counts"), width))
     positions = np.arange(starts)[:, None] + np.arange(n)[None, :] * distance
     windows = ops.gather(x, constant(positions.astype(np.int64)), axis=1)  # [B, W, n]
     shape = (x.shape[0], starts, grams.shape[0], n)
@@ -71,7 +72,7 @@ def _tfidf(ctx: NodeContext) -> Output:
             )
             total = counts if total is None else ops.add(total, counts)
     if total is None:
-        total = _zeros((rows.shape[0], width))
+        total = _zeros((static_dim(rows.shape[0], "TfIdfVectorizer's empty counts"), width))
     result = _weigh(ctx, total, width)
     return result if x.rank == 2 else ops.reshape(result, [width])
 

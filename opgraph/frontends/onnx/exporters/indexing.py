@@ -7,6 +7,7 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.core import element_type as et
+from opgraph.core.errors import ConversionError
 from opgraph.core.node import Node
 from opgraph.frontends.onnx.exporters.base import ExportContext, exports, unsupported
 
@@ -23,7 +24,8 @@ def _gather(ctx: ExportContext, op: ops.Gather, node: Node, inputs: list[str]) -
     order = [*range(batch), axis, *(a for a in range(batch, rank) if a != axis)]
     moved = ctx.one("Transpose", [inputs[0]], perm=order)
     index = _int64(ctx, node, inputs, 1)[1]
-    column = ctx.one("Reshape", [index, ctx.ints([*indices.shape, 1], "shape")])
+    shape = indices.static_shape("the index Reshape of an exported batched Gather", ConversionError)
+    column = ctx.one("Reshape", [index, ctx.ints([*shape, 1], "shape")])
     gathered = ctx.one("GatherND", [moved, column], batch_dims=batch)
     # gathered: [batch…, indices…, x.shape[batch:axis]…, x.shape[axis + 1:]…]
     middle = axis - batch

@@ -9,7 +9,9 @@ import numpy as np
 
 from opgraph import ops
 from opgraph.core import element_type as et
+from opgraph.core.errors import ConversionError
 from opgraph.core.node import Node
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.exporters.base import ExportContext, exports, unsupported
 
 _INT64_MIN = -(2**63)
@@ -88,7 +90,8 @@ def _concat(ctx: ExportContext, op: ops.Concat, node: Node, inputs: list[str]) -
 
 @exports(ops.Split)
 def _split(ctx: ExportContext, op: ops.Split, node: Node, inputs: list[str]) -> list[str]:
-    sizes = [o.shape[op.axis] for o in node.outputs]
+    what = "the sizes of an exported Split"
+    sizes = [static_dim(o.shape[op.axis], what, ConversionError) for o in node.outputs]
     split = ctx.ints(sizes, "split")
     return ctx.emit("Split", [inputs[0], split], len(sizes), axis=op.axis)
 
@@ -112,7 +115,7 @@ def _pad(ctx: ExportContext, op: ops.Pad, node: Node, inputs: list[str]) -> list
 
 def _symmetric_pad(ctx: ExportContext, op: ops.Pad, node: Node, x: str) -> str:
     """Mirror padding with the edge repeated: a Gather per axis at import-time positions."""
-    shape = node.inputs[0].shape
+    shape = node.inputs[0].static_shape("the positions of an exported reflect Pad", ConversionError)
     for axis, (low, high) in enumerate(zip(op.padding_below, op.padding_above, strict=True)):
         if low == 0 and high == 0:
             continue
@@ -181,12 +184,13 @@ def _squeeze(
     ctx: ExportContext, op: ops.Squeeze | ops.Unsqueeze, node: Node, inputs: list[str]
 ) -> list[str]:
     """Both become a Reshape to the result's shape (exact, and the same at every opset)."""
-    return [ctx.one("Reshape", [inputs[0], ctx.ints(node.outputs[0].shape, "shape")])]
+    shape = node.outputs[0].static_shape("the shape of an exported Squeeze", ConversionError)
+    return [ctx.one("Reshape", [inputs[0], ctx.ints(shape, "shape")])]
 
 
 @exports(ops.Stack)
 def _stack(ctx: ExportContext, op: ops.Stack, node: Node, inputs: list[str]) -> list[str]:
-    shape = list(node.inputs[0].shape)
+    shape = list(node.inputs[0].static_shape("the shape of an exported Stack", ConversionError))
     shape.insert(op.axis, 1)
     target = ctx.ints(shape, "shape")
     parts = [ctx.one("Reshape", [x, target]) for x in inputs]

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from opgraph import ops
+from opgraph.core.errors import ConversionError
 from opgraph.core.node import Node
+from opgraph.core.shape import static_dim
 from opgraph.frontends.onnx.exporters.base import ExportContext, Exporter, exports
 
 
@@ -117,7 +119,7 @@ def _prelu(ctx: ExportContext, op: ops.PRelu, node: Node, inputs: list[str]) -> 
     if op.axis is None:
         return [ctx.one("PRelu", inputs)]
     shape = [1] * x.rank
-    shape[op.axis] = slope.shape[0]
+    shape[op.axis] = static_dim(slope.shape[0], "an exported PRelu's slope", ConversionError)
     reshaped = ctx.one("Reshape", [inputs[1], ctx.ints(shape, "shape")])
     return [ctx.one("PRelu", [inputs[0], reshaped])]
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from opgraph import ops
 from opgraph.builders.broadcasting import numpy_broadcast
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import NodeContext, coerce, fill
 from opgraph.frontends.torch.converters.common import (
@@ -46,7 +47,7 @@ def _embedding(ctx: NodeContext) -> Output:
     return ops.gather(ctx.tensor("weight"), _indices(ctx.tensor("indices"), ctx), 0)
 
 
-def _crop_to(x: Output, shape: Sequence[int], skip: int) -> Output:
+def _crop_to(x: Output, shape: Sequence[Dim], skip: int) -> Output:
     """``x`` cut down to ``shape`` on every axis but ``skip`` (torch lets index tensors be
     smaller than the data in the other dimensions)."""
     for axis, extent in enumerate(shape):
@@ -175,7 +176,8 @@ def _slice_scatter(ctx: NodeContext) -> Output:
     x, src = ctx.tensor("self"), ctx.tensor("src")
     axis = dim_of(ctx.integer("dim"), x.rank)
     start, stop = clamp_range(ctx["start"], ctx["end"], x.shape[axis])
-    lower, upper, strides = [0] * x.rank, list(x.shape), [1] * x.rank
+    lower: list[Dim] = [0] * x.rank
+    upper, strides = list(x.shape), [1] * x.rank
     lower[axis], upper[axis], strides[axis] = start, stop, ctx.integer("step")
     return ops.replace_slice(x, coerce(src, x.element_type), lower, upper, strides)
 
@@ -185,7 +187,8 @@ def _select_scatter(ctx: NodeContext) -> Output:
     x, src = ctx.tensor("self"), ctx.tensor("src")
     axis = dim_of(ctx.integer("dim"), x.rank)
     index = ctx.integer("index") % x.shape[axis]
-    lower, upper = [0] * x.rank, list(x.shape)
+    lower: list[Dim] = [0] * x.rank
+    upper = list(x.shape)
     lower[axis], upper[axis] = index, index + 1
     update = reshape(coerce(src, x.element_type), [*x.shape[:axis], 1, *x.shape[axis + 1 :]])
     return ops.replace_slice(x, update, lower, upper)

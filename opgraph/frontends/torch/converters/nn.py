@@ -13,8 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from opgraph import ops
+from opgraph.core.dim import Dim
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.torch.context import NodeContext, coerce, fill
 from opgraph.frontends.torch.converters.common import (
     broadcast_like,
@@ -180,7 +182,8 @@ def _adaptive_avg_pool(ctx: NodeContext) -> Output:
             x = ops.reduce_mean(x, (axis,), keep_dims=True)
             continue
         moved = _move_last(x, axis)
-        weights = constant(_adaptive_matrix(x.shape[axis], out, x.element_type.dtype))
+        extent = static_dim(x.shape[axis], "adaptive pooling's averaging matrix")
+        weights = constant(_adaptive_matrix(extent, out, x.element_type.dtype))
         x = _move_back(ops.dot(moved, weights), axis)
     return x
 
@@ -200,7 +203,7 @@ def _move_back(x: Output, axis: int) -> Output:
 
 # ------------------------------------------------------------------------ normalization
 def _affine_params(
-    x: Output, weight: Output | None, bias: Output | None, shape: Sequence[int]
+    x: Output, weight: Output | None, bias: Output | None, shape: Sequence[Dim]
 ) -> tuple[Output, Output]:
     scale = weight if weight is not None else fill(1, x.element_type, shape)
     shift = bias if bias is not None else fill(0, x.element_type, shape)
@@ -249,7 +252,8 @@ def _batch_norm_functional(ctx: NodeContext) -> tuple[Output, ...]:
         x, ctx.optional_tensor("weight"), ctx.optional_tensor("bias"), [x.shape[1]]
     )
     y, mean, var, rstd = _batch_statistics_norm(x, scale, shift, eps)
-    count = x.tensor_type.size // x.shape[1] if x.shape[1] else 0
+    shape = x.static_shape("batch norm's unbiased running variance")
+    count = math.prod(shape) // shape[1] if shape[1] else 0
     unbiased = ops.multiply(var, fill(count / max(count - 1, 1), var.element_type, var.shape))
 
     def update(running: Output, batch: Output) -> Output:

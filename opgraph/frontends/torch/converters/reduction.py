@@ -15,6 +15,7 @@ from typing import Any
 from opgraph import ops
 from opgraph.core import element_type as et
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.torch.context import NodeContext, coerce, fill
 from opgraph.frontends.torch.converters.common import (
     as_bool,
@@ -136,7 +137,8 @@ def variance(x: Output, axes: list[int], correction: float, keepdim: bool) -> Ou
     mean = ops.reduce_mean(x, tuple(axes))
     centered = ops.subtract(x, ops.broadcast(mean, x.shape, tuple(axes)))
     total = ops.reduce_sum(ops.multiply(centered, centered), tuple(axes), keep_dims=keepdim)
-    count = math.prod(x.shape[a] for a in axes) - correction
+    what = "the divisor of a variance"
+    count = math.prod(static_dim(x.shape[a], what) for a in axes) - correction
     return ops.divide(total, fill(max(count, 0), total.element_type, total.shape))
 
 
@@ -223,5 +225,6 @@ def _sort(ctx: NodeContext) -> tuple[Output, Output]:
     if x.rank == 0:
         return x, fill(0, et.i64, ())
     axis = dim_of(ctx.integer("dim"), x.rank)
-    values, indices = ops.top_k(x, x.shape[axis], axis, bool(ctx["descending"]), True)
+    length = static_dim(x.shape[axis], "torch.sort (a top_k of the whole axis)")
+    values, indices = ops.top_k(x, length, axis, bool(ctx["descending"]), True)
     return values, indices

@@ -17,6 +17,7 @@ from opgraph import ops
 from opgraph.core.dim import Dim, DimExpr, floor_div
 from opgraph.core.literals import constant
 from opgraph.core.node import Output
+from opgraph.core.shape import static_dim
 from opgraph.frontends.torch.context import NodeContext, coerce, fill, literal
 from opgraph.frontends.torch.converters.common import (
     broadcast_like,
@@ -67,12 +68,13 @@ def slice_axis(x: Output, axis: int, start: Dim, stop: Dim, step: int = 1) -> Ou
     return ops.slice(x, lower, upper, strides)
 
 
-def clamp_range(start: int | None, end: int | None, extent: int) -> tuple[int, int]:
-    """Python slice bounds (None, negative, past the end) made concrete, as ATen does."""
-    lo = 0 if start is None else int(start)
-    hi = extent if end is None else int(end)
-    lo = min(max(lo + extent if lo < 0 else lo, 0), extent)
-    hi = min(max(hi + extent if hi < 0 else hi, 0), extent)
+def clamp_range(start: int | None, end: int | None, extent: Dim) -> tuple[Dim, Dim]:
+    """Python slice bounds (None, negative, past the end) made concrete, as ATen does (on a
+    symbolic ``extent`` where the bounds decide the comparisons)."""
+    first = 0 if start is None else int(start)
+    last = extent if end is None else int(end)
+    lo = min(max(first + extent if first < 0 else first, 0), extent)
+    hi = min(max(last + extent if last < 0 else last, 0), extent)
     return lo, max(lo, hi)
 
 
@@ -137,7 +139,7 @@ def _slice(ctx: NodeContext) -> Output:
     if step < 1:
         raise ctx.fail(f"slice step {step} must be positive")
     extent, begin, end = x.shape[axis], ctx["start"], ctx["end"]
-    if any(isinstance(v, DimExpr) for v in (extent, begin, end)):
+    if isinstance(extent, DimExpr) or any(isinstance(v, DimExpr) for v in (begin, end)):
         # symbolic: torch's metadata has the clamped size; the start is normalised here
         start = symbolic_index(0 if begin is None else begin, extent)
         size = ctx.out_shape()[axis]
@@ -164,8 +166,8 @@ def select(x: Output, axis: int, index: int) -> Output:
     """``x`` indexed at ``index`` on ``axis`` (which disappears)."""
     extent = x.shape[axis]
     if isinstance(extent, DimExpr):
-        index = symbolic_index(index, extent)
-        picked = slice_axis(x, axis, index, index + 1)
+        start = symbolic_index(index, extent)
+        picked = slice_axis(x, axis, start, start + 1)
         return reshape(picked, [d for i, d in enumerate(x.shape) if i != axis])
     if not -extent <= index < extent:
         raise IndexError(f"index {index} is out of range for dimension {axis} of size {extent}")
@@ -292,7 +294,7 @@ def _split_with_sizes(ctx: NodeContext) -> tuple[Output, ...]:
 def _split(ctx: NodeContext) -> tuple[Output, ...]:
     x, size = ctx.tensor("self"), ctx.integer("split_size")
     axis = dim_of(ctx.integer("dim"), x.rank)
-    extent = x.shape[axis]
+    extent = static_dim(x.shape[axis], "torch split's piece sizes")
     sizes = [min(size, extent - s) for s in range(0, extent, size)] if size else [0]
     return split(x, axis, sizes or [0])
 
@@ -315,11 +317,11 @@ def _flip(ctx: NodeContext) -> Output:
 def roll(x: Output, shift: int, axis: int) -> Output:
     """``torch.roll`` along one axis."""
     extent = x.shape[axis]
-    shift = shift % extent if extent else 0
-    if shift == 0:
+    offset = shift % extent if extent else 0
+    if offset == 0:
         return x
-    tail = slice_axis(x, axis, extent - shift, extent)
-    return ops.concat([tail, slice_axis(x, axis, 0, extent - shift)], axis)
+    tail = slice_axis(x, axis, extent - offset, extent)
+    return ops.concat([tail, slice_axis(x, axis, 0, extent - offset)], axis)
 
 
 @aten_op(*overloads("roll.default"))
@@ -362,7 +364,7 @@ def _pixel_shuffle(ctx: NodeContext) -> Output:
 @aten_op(*overloads("tril.default", "triu.default"))
 def _triangle(ctx: NodeContext) -> Output:
     x, k = ctx.tensor("self"), ctx.integer("diagonal")
-    rows, cols = x.shape[-2:]
+    rows, cols = (static_dim(d, "torch tril/triu's mask") for d in x.shape[-2:])
     lower = ctx.node.target in overloads("tril.default")
     keep = np.tri(rows, cols, k, dtype=bool) if lower else ~np.tri(rows, cols, k - 1, dtype=bool)
     mask = broadcast_like(constant(keep), x.shape)
