@@ -23,7 +23,7 @@ def small_function(name="logged"):
     return og.Function([ops.exp(ops.negative(x)) + 1.0], [x], name=name)
 
 
-def layered_function(layers=12, width=48):
+def layered_function(layers=24, width=48):
     """Products separated by row softmaxes and tanh: one step per product and per kernel,
     enough code for the module to be split into several translation units."""
     x = og.parameter(og.f32, (16, width))
