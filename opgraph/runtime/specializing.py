@@ -20,7 +20,7 @@ import numpy as np
 
 from opgraph.core.function import Function
 from opgraph.passes.specialize_shapes import specialize_shapes
-from opgraph.runtime.backend import Backend, Executable
+from opgraph.runtime.backend import Backend, Executable, PerformanceCounter
 from opgraph.runtime.backend import _shape_of as shape_of
 from opgraph.runtime.binding import Binding
 from opgraph.runtime.tensor import Tensor
@@ -84,6 +84,13 @@ class SpecializingExecutable(Executable):
         with self._lock:
             return [dict(k) for k in self._cache]
 
+    def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
+        """As :meth:`Executable.call`: the binding is taken and checked first
+        (``CallTypeError`` naming the symbol), then the specialisation's own ``call``
+        validates the tensors for its target (device tensors on GPU) before writing."""
+        self.bound_types(outputs, inputs)  # counts, tensor kinds, the binding
+        self._run(outputs, inputs)
+
     def _run(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
         assert self.binder is not None
         binding = self.binder.bind([t.shape for t in inputs], "input")
@@ -95,6 +102,19 @@ class SpecializingExecutable(Executable):
             return super()._call_arrays(*arrays)  # words the count error
         binding = self.binder.bind([shape_of(a, i) for i, a in enumerate(arrays)])
         return self.specialised(binding)._call_arrays(*arrays)
+
+    def performance_counters(self) -> list[PerformanceCounter]:
+        """Per-node times summed over the cached specialisations (compile with
+        ``profile=True``)."""
+        super().performance_counters()  # raises without profile=True
+        with self._lock:
+            cached = list(self._cache.values())
+        totals: dict[str, tuple[float, int]] = {}
+        for exe in cached:
+            for c in exe.performance_counters():
+                seconds, calls = totals.get(c.node, (0.0, 0))
+                totals[c.node] = (seconds + c.total_seconds, calls + c.calls)
+        return [PerformanceCounter(k, s, n) for k, (s, n) in totals.items()]
 
     def fallback_ops(self) -> list[str]:
         """The fallback ops of every cached specialisation (sorted)."""

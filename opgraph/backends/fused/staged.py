@@ -157,6 +157,23 @@ def build_stage(
     return function, tuple(inputs), tuple(s.name for s in carriers), outputs
 
 
+def _has_host_buffer(tensor: Tensor) -> bool:
+    """True for a tensor in host memory (a device tensor overrides ``buffer`` to refuse)."""
+    return type(tensor).buffer is Tensor.buffer
+
+
+def _host_value(tensor: Tensor) -> np.ndarray:
+    """The tensor's host buffer (zero-copy), or a host copy of a device tensor."""
+    return tensor.buffer if _has_host_buffer(tensor) else tensor.read()
+
+
+def _store(tensor: Tensor, value: np.ndarray) -> None:
+    if _has_host_buffer(tensor):
+        np.copyto(tensor.buffer, value)
+    else:  # a device tensor: one upload
+        tensor.write(value)
+
+
 def _is_param(value: Output) -> bool:
     return isinstance(value.node.op, Parameter)
 
@@ -164,13 +181,20 @@ def _is_param(value: Output) -> bool:
 class StagedExecutable(Executable):
     """A data-dependent Function: compiled stages with the data-dependent nodes run between
     them on reference kernels (see the module docstring). ``backend`` names the backend in
-    errors."""
+    errors; ``device`` is the device runtime whose tensors a call may take (None: host
+    tensors only)."""
 
     def __init__(
-        self, function: Function, compile_stage: StageCompiler, profile: bool, backend: str
+        self,
+        function: Function,
+        compile_stage: StageCompiler,
+        profile: bool,
+        backend: str,
+        device: object | None = None,
     ) -> None:
         super().__init__(function, profile)
         self.backend = backend
+        self.device = device
         lowered = lower_for_stages(function)
         missing = sorted(
             {n.op.name for n in lowered.ops if n.op.bound_symbols() and type(n.op) not in KERNELS}
@@ -272,20 +296,29 @@ class StagedExecutable(Executable):
             self.parameter_types if self.binder is None else self.bound_types(outputs, inputs)[0]
         )
         if self.binder is None:
-            validate_call(outputs, inputs, self.result_types, parameter_types, self.function.name)
-        values = self.evaluate([t.buffer for t in inputs])
+            validate_call(
+                outputs,
+                inputs,
+                self.result_types,
+                parameter_types,
+                self.function.name,
+                self.device,
+            )
+        values = self.evaluate([_host_value(t) for t in inputs])
         result_types = [
             TensorType(t.element_type, v.shape)
             for t, v in zip(self.result_types, values, strict=True)
         ]
-        validate_call(outputs, inputs, result_types, parameter_types, self.function.name)
+        validate_call(
+            outputs, inputs, result_types, parameter_types, self.function.name, self.device
+        )
         for tensor, result in zip(outputs, values, strict=True):
-            np.copyto(tensor.buffer, result)
+            _store(tensor, result)
 
     def _run(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
-        values = self.evaluate([t.buffer for t in inputs])
+        values = self.evaluate([_host_value(t) for t in inputs])
         for tensor, result in zip(outputs, values, strict=True):
-            np.copyto(tensor.buffer, result)
+            _store(tensor, result)
 
     def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
         if len(arrays) != len(self.parameter_types):
@@ -300,7 +333,7 @@ class StagedExecutable(Executable):
         inputs = [
             as_tensor(a, t, i) for i, (a, t) in enumerate(zip(arrays, parameter_types, strict=True))
         ]
-        values = self.evaluate([t.buffer for t in inputs])
+        values = self.evaluate([_host_value(t) for t in inputs])
         return [np.array(v, copy=True) for v in values]
 
     # ---------------------------------------------------------------- introspection

@@ -98,7 +98,11 @@ class GpuBackend(Backend):
         """
         if is_data_dependent(function):
             return StagedExecutable(
-                function, lambda stage: self.compile(stage, profile), profile, self.name
+                function,
+                lambda stage: self.compile(stage, profile),
+                profile,
+                self.name,
+                self.device,
             )
         if is_symbolic(function):
             return SpecializingExecutable(
