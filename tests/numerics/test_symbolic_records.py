@@ -1,11 +1,18 @@
-"""The record table at two bindings of one symbolic Function on INTERPRETER, against the
-oracle run on the Function specialised to each binding."""
+"""The record table at two bindings of one symbolic Function on INTERPRETER, CPU and GPU,
+against the oracle run on the Function specialised to each binding.
+
+GPU runs on the real device where one is present, else on the fake device
+(``opgraph.backends.gpu.FakeDevice``: the whole backend with the kernels' specs computed on
+numpy). Its one compile specialises per binding, so both bindings run the GPU code generation.
+Every record runs (no sampling).
+"""
 
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph.backends.cpu import unavailable_reason as cpu_unavailable
+from opgraph.backends.gpu import FakeDevice, GpuBackend
 from opgraph.passes import specialize_shapes
 from opgraph.testing.compare import assert_close
 from opgraph.testing.oracle import evaluate
@@ -30,7 +37,15 @@ CASES = [pytest.param(r, id=r.name) for r in RECORDS]
 BACKENDS = [
     "INTERPRETER",
     pytest.param("CPU", marks=pytest.mark.skipif(bool(cpu_unavailable()), reason="no C compiler")),
+    "GPU",
 ]
+
+
+def backend_named(name: str) -> og.Backend:
+    """``og.backend(name)``; GPU on the fake device where no GPU is present."""
+    if name == "GPU" and "GPU" not in og.backends():
+        return GpuBackend(device=FakeDevice())
+    return og.backend(name)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -44,7 +59,7 @@ def test_record_at_two_bindings(record, backend):
         assert record.name in STATIC_ONLY, f"{record.name} no longer builds symbolically"
         return
     assert record.name not in STATIC_ONLY, f"{record.name} builds symbolically now: unpin it"
-    exe = og.backend(backend).compile(case.function)
+    exe = backend_named(backend).compile(case.function)
     rtol, atol = record.tolerance(element_type)
     for binding in case.bindings:
         args = case.arguments(element_type, binding)

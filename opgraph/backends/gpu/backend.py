@@ -11,6 +11,7 @@ import numpy as np
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.pipeline import compile_program
 from opgraph.backends.fused.program import BufferKind, Program, Step
+from opgraph.backends.fused.staged import StagedExecutable, is_data_dependent
 from opgraph.backends.gpu.availability import available, unavailable_reason
 from opgraph.backends.gpu.config import GpuConfig
 from opgraph.backends.gpu.cuda.module import assemble
@@ -29,7 +30,9 @@ from opgraph.backends.gpu.steps import (
 from opgraph.backends.gpu.tensor import DeviceTensor, wrap_device_array
 from opgraph.core.element_type import as_element_type
 from opgraph.core.function import Function
-from opgraph.runtime.backend import Backend
+from opgraph.passes.specialize_shapes import is_symbolic
+from opgraph.runtime.backend import Backend, Executable
+from opgraph.runtime.specializing import SpecializingExecutable
 from opgraph.runtime.tensor import Tensor
 
 
@@ -80,11 +83,42 @@ class GpuBackend(Backend):
             return Tensor(element_type, shape, buffer)
         return wrap_device_array(self.device, as_element_type(element_type), shape, buffer)
 
-    def compile(self, function: Function, profile: bool = False) -> GpuExecutable:
+    def compile(self, function: Function, profile: bool = False) -> Executable:
         """Compile ``function`` for the device.
+
+        A static Function gives a :class:`GpuExecutable`. A symbolic one gives a
+        :class:`~opgraph.runtime.specializing.SpecializingExecutable`: the kernels' sizes are
+        compile-time constants here, so each new binding of the symbols re-runs this compile on
+        the specialised Function (the last 16 bindings are kept). A data-dependent one runs in
+        stages (:class:`~opgraph.backends.fused.staged.StagedExecutable`), each stage compiled
+        here, the data-dependent nodes on their reference kernels on the host between them.
 
         Raises:
             UnsupportedOpError: an op has neither a lowering nor a reference kernel.
+        """
+        if is_data_dependent(function):
+            return StagedExecutable(
+                function,
+                lambda stage: self.compile(stage, profile),
+                profile,
+                self.name,
+                self.device,
+            )
+        if is_symbolic(function):
+            return SpecializingExecutable(
+                self,
+                function,
+                profile=profile,
+                compile_static=lambda fn: self.compile_static(fn, profile),
+            )
+        return self.compile_static(function, profile)
+
+    def compile_static(self, function: Function, profile: bool = False) -> GpuExecutable:
+        """Compile a Function with static shapes and no data-dependent node.
+
+        Raises:
+            UnsupportedOpError: symbolic or data-dependent sizes, or an op has neither a
+                lowering nor a reference kernel.
         """
         fused = compile_program(function, self.name, self.config.optimize)
         lowered, program, plan = fused.lowered, fused.program, fused.plan

@@ -7,15 +7,14 @@ from each call's argument shapes, which give the result shapes to allocate.
 
 :func:`compile_function` compiles a Function once; a symbolic Function on a backend that
 compiles static shapes only (it raises ``UnsupportedOpError``) becomes a
-:class:`SpecializingExecutable`: one static compile per binding, cached, so the bridge
-compiles once as soon as the backend runs symbols itself.
+:class:`~opgraph.runtime.specializing.SpecializingExecutable` (shared with the GPU backend):
+one static compile per binding, cached, so the bridge compiles once as soon as the backend runs
+symbols itself.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,51 +25,12 @@ from opgraph.core.errors import GraphError, UnsupportedOpError
 from opgraph.core.function import Function
 from opgraph.core.tensor_type import TensorType
 from opgraph.frontends.torch.types import as_numpy, to_torch
-from opgraph.passes.specialize_shapes import is_symbolic, specialize_shapes
+from opgraph.passes.specialize_shapes import is_symbolic
 from opgraph.runtime.backend import Backend, Executable
-from opgraph.runtime.binding import Binding, ShapeBinder
+from opgraph.runtime.specializing import SpecializingExecutable
 from opgraph.runtime.tensor import Tensor
 
 log = logging.getLogger("opgraph.torch")
-
-
-class SpecializingExecutable:
-    """A symbolic Function on a backend that compiles static shapes only: each new binding of
-    its symbols compiles ``og.passes.specialize_shapes(function, binding)``, and the last
-    ``cache_size`` bindings' Executables are kept. Called like an Executable."""
-
-    def __init__(self, backend: Backend, function: Function, cache_size: int = 16) -> None:
-        binder = ShapeBinder.create(
-            function.parameter_types, function.flat_result_types, function.name
-        )
-        assert binder is not None, "a SpecializingExecutable needs a symbolic Function"
-        self.backend = backend
-        self.function = function
-        self.binder: ShapeBinder | None = binder
-        self.parameter_types = function.parameter_types
-        self.result_types = function.flat_result_types
-        self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[tuple[str, int], ...], Executable] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def specialised(self, binding: Binding) -> Executable:
-        """The static Executable for ``binding`` (compiled on the first call with it)."""
-        key = tuple(sorted(binding.items()))
-        with self._lock:
-            exe = self._cache.get(key)
-            if exe is None:
-                exe = self.backend.compile(specialize_shapes(self.function, binding))
-                self._cache[key] = exe
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-            else:
-                self._cache.move_to_end(key)
-            return exe
-
-    def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
-        assert self.binder is not None
-        binding = self.binder.bind([t.shape for t in inputs], "input")
-        self.specialised(binding).call(outputs, inputs)
 
 
 def compile_function(
