@@ -8,12 +8,25 @@ their own size arithmetic, so each rule works on symbolic shapes in one place.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from opgraph.core.dim import Dim, DimExpr, bounds, dim, dim_max, floor_div, format_dim
+from opgraph.core.dim import (
+    Dim,
+    DimExpr,
+    bounds,
+    dim,
+    dim_max,
+    evaluate,
+    floor_div,
+    format_dim,
+    is_symbolic,
+)
 from opgraph.core.errors import OpgraphError, OpTypeError
 
 #: A static shape: non-negative ints (what tensors and backends hold).
@@ -81,12 +94,57 @@ def known_at_least(a: Dim, b: Dim) -> bool:
     return bounds(a - b)[0] >= 0
 
 
+@dataclass(frozen=True)
+class DeferredCheck:
+    """A size condition a type rule could not decide on symbols: ``a <= b``, ``a == b`` or
+    ``a % b == 0`` (``kind`` ``"le"``, ``"equal"``, ``"divisible"``), checked per binding."""
+
+    kind: str
+    a: Dim
+    b: Dim
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        """False when the condition fails for ``binding`` (True while a symbol is unbound)."""
+        a, b = evaluate(self.a, binding), evaluate(self.b, binding)
+        if type(a) is not int or type(b) is not int:
+            return True
+        if self.kind == "le":
+            return a <= b
+        if self.kind == "equal":
+            return a == b
+        return b != 0 and a % b == 0
+
+
+_RECORDER: ContextVar[list[DeferredCheck] | None] = ContextVar("deferred_checks", default=None)
+
+
+@contextlib.contextmanager
+def recording_deferred_checks() -> Iterator[list[DeferredCheck]]:
+    """Collect the conditions :func:`maybe_le`, :func:`maybe_equal` and
+    :func:`maybe_divisible` defer while the block runs (a backend that does not re-run type
+    rules per binding evaluates them instead: ``passes.specialize_shapes.deferred_checks``)."""
+    found: list[DeferredCheck] = []
+    token = _RECORDER.set(found)
+    try:
+        yield found
+    finally:
+        _RECORDER.reset(token)
+
+
+def _defer(kind: str, a: Dim, b: Dim) -> bool:
+    recorder = _RECORDER.get()
+    if recorder is not None:
+        recorder.append(DeferredCheck(kind, a, b))
+    return True
+
+
 def maybe_le(a: Dim, b: Dim) -> bool:
     """False only when ``a > b`` for every value of the symbols. Type rules check a condition
     on symbolic sizes with it: what cannot be decided now is checked again at each binding."""
     if type(a) is int and type(b) is int:
         return a <= b
-    return bounds(a - b)[0] <= 0
+    lo, hi = bounds(a - b)
+    return lo <= 0 and (hi <= 0 or _defer("le", a, b))
 
 
 def maybe_equal(a: Dim, b: Dim) -> bool:
@@ -96,7 +154,7 @@ def maybe_equal(a: Dim, b: Dim) -> bool:
     if type(a) is int and type(b) is int:
         return a == b
     lo, hi = bounds(a - b)
-    return lo <= 0 <= hi
+    return lo <= 0 <= hi and (lo == hi or _defer("equal", a, b))
 
 
 def maybe_divisible(a: Dim, b: int) -> bool:
@@ -104,7 +162,7 @@ def maybe_divisible(a: Dim, b: int) -> bool:
     cannot all be multiples of ``b``); checked again at each binding."""
     if type(a) is int:
         return a % b == 0
-    return True
+    return not is_symbolic(a) or _defer("divisible", a, b)
 
 
 def window_output(

@@ -13,6 +13,7 @@ from opgraph.core.literals import Parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.core.printing import format_node, value_names
+from opgraph.core.shape import DeferredCheck, recording_deferred_checks
 from opgraph.core.tensor_type import TensorType, TupleType, ValueType, flatten_types
 
 
@@ -104,3 +105,21 @@ def _check_types(
 
 def _describe(binding: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(binding.items())) or "no binding"
+
+
+def deferred_checks(fn: Function) -> tuple[DeferredCheck, ...]:
+    """The size conditions ``fn``'s type rules deferred on its symbols (a split that must
+    divide, a slice bound inside a symbolic axis…), each once: a backend that does not re-run
+    the type rules at every binding evaluates these instead (``DeferredCheck.holds``), and
+    asks :func:`specialize_shapes` for the error's wording only when one fails."""
+    found: dict[DeferredCheck, None] = {}
+    with recording_deferred_checks() as recorded:
+        for node in fn.nodes:
+            types = tuple(i.type for i in node.inputs)
+            try:
+                node.op.canonicalize(*types).infer(*types)
+            except OpTypeError:  # built once already; a rule that re-checks differently
+                continue
+    for check in recorded:
+        found.setdefault(check, None)
+    return tuple(found)

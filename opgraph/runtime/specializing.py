@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.core.errors import GraphError
 from opgraph.core.function import Function
 from opgraph.passes.specialize_shapes import specialize_shapes
 from opgraph.runtime.backend import Backend, Executable, PerformanceCounter
@@ -132,8 +133,6 @@ class SpecializingExecutable(Executable):
             GraphError: no binding given (the plan depends on it).
         """
         if binding is None:
-            from opgraph.core.errors import GraphError
-
             raise GraphError(
                 f"{self.function.name} has symbolic dimensions: memory_plan needs a binding, "
                 "e.g. exe.memory_plan({'batch': 8})"

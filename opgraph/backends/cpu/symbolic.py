@@ -44,7 +44,12 @@ from opgraph.core.literals import Constant, parameter
 from opgraph.core.node import Node
 from opgraph.core.printing import format_node, value_names
 from opgraph.core.tensor_type import TensorType
-from opgraph.passes.specialize_shapes import specialize_op, specialize_shapes, specialize_type
+from opgraph.passes.specialize_shapes import (
+    deferred_checks,
+    specialize_op,
+    specialize_shapes,
+    specialize_type,
+)
 from opgraph.runtime.backend import Executable
 from opgraph.runtime.binding import Binding
 from opgraph.runtime.tensor import Tensor
@@ -118,6 +123,7 @@ class SymbolicCpuExecutable(Executable):
         self._entry = entry
         self._callback = ctypes.cast(self._fallbacks.callback, ctypes.c_void_p).value
         self._reaches = symbolic_reaches(self.program)
+        self._deferred = deferred_checks(function)  # what the type rules left to each binding
         self._plans: OrderedDict[tuple[tuple[str, int], ...], BoundPlan] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -142,8 +148,9 @@ class SymbolicCpuExecutable(Executable):
         return made
 
     def _make_plan(self, binding: Binding) -> BoundPlan:
-        outside = first_outside(self._reaches, binding)
-        if outside is not None:
+        failed = next((c for c in self._deferred if not c.holds(binding)), None)
+        outside = first_outside(self._reaches, binding) if failed is None else None
+        if failed is not None or outside is not None:
             raise self._rejected(binding, outside)
         live = self.symbolic.lifetimes
         sizes = {b: _value(n, binding) for b, n in live.sizes.items()}
@@ -154,17 +161,19 @@ class SymbolicCpuExecutable(Executable):
         _, result_types = self.binder.types(binding)
         return BoundPlan(tuple(values), plan.peak, plan, result_types)
 
-    def _rejected(self, binding: Binding, outside: Reach) -> CallTypeError:
-        """The error for a binding that makes ``outside`` leave its buffer: a deferred type
-        check fails for these values; the type rules (re-run only now) say which."""
+    def _rejected(self, binding: Binding, outside: Reach | None) -> CallTypeError:
+        """The error for a binding that fails a deferred size check or makes ``outside``
+        leave its buffer; the type rules (re-run only now) say which check."""
         try:
             specialize_shapes(self.function, binding)
         except OpTypeError as error:  # worded as INTERPRETER words it
             return CallTypeError(str(error))
         values = ", ".join(f"{k}={v}" for k, v in sorted(binding.items()))
+        where = "a step" if outside is None else outside.step.label
         return CallTypeError(
-            f"{self.function.name}: with {values}, {outside.step.label} would access "
-            "elements outside its buffer (a size check the type rules deferred fails)"
+            f"{self.function.name}: with {values}, {where} would access elements outside its "
+            "buffer or at sizes its type rule rejects (a size check the type rules deferred "
+            "fails)"
         )
 
     def memory_plan(self, binding: Mapping[str, int] | None = None) -> MemoryPlan:
