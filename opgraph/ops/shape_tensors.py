@@ -40,6 +40,7 @@ from opgraph.ops.movement import broadcast, concat, reshape, reverse, tile
 from opgraph.ops.ordering import top_k
 from opgraph.ops.rearrange import PadMode, pad
 from opgraph.ops.reduction import reduce_sum
+from opgraph.ops.resize import Resize, ResizeMode, resize
 
 __all__ = [
     "ShapeTensorOp",
@@ -65,6 +66,8 @@ __all__ = [
     "fill",
     "known_value",
     "reshape_like",
+    "DynamicResize",
+    "dynamic_resize",
 ]
 
 
@@ -728,4 +731,56 @@ def fill(shape: Output, value: Output) -> Output:
         return broadcast(value, target, tuple(range(len(target)))) if target else value
     n = shape.shape[0] if shape.rank == 1 and type(shape.shape[0]) is int else 0
     result: Output = Fill(_fresh("fill", int(n)))(shape, value)
+    return result
+
+
+# --------------------------------------------------------------------------------- resize
+@opclass
+class DynamicResize(ShapeTensorOp):
+    """:func:`~opgraph.ops.resize` to run-time output ``sizes`` (an integer vector, one entry
+    per axis; ONNX ``Resize`` with a ``sizes`` input that is not a constant)."""
+
+    mode: Any
+    coordinate_transformation_mode: Any
+    nearest_mode: Any
+    dims: tuple[Dim, ...]
+    num_inputs = 2
+    differentiable = False  # a gradient needs the interpolation weights of run-time sizes
+
+    def __post_init__(self) -> None:
+        _check_dims_attribute(self.dims, "dynamic_resize")
+        probe = Resize(
+            None, (1.0,), self.mode, self.coordinate_transformation_mode, self.nearest_mode
+        )
+        for name in ("mode", "coordinate_transformation_mode", "nearest_mode"):
+            object.__setattr__(self, name, getattr(probe, name))  # the canonical enums
+
+    def infer(self, x: TensorType, sizes: TensorType) -> TensorType:
+        _vector(sizes, "dynamic_resize: sizes", x.rank)
+        if self.mode is ResizeMode.LINEAR:
+            require(x.element_type.is_real, f"dynamic_resize: linear mode needs floats, got {x}")
+        self._check_dims(x.rank)
+        return TensorType(x.element_type, self.dims)
+
+    def static(self, *inputs: Output) -> Output:
+        return dynamic_resize(
+            inputs[0], inputs[1], self.mode, self.coordinate_transformation_mode, self.nearest_mode
+        )
+
+
+def dynamic_resize(
+    x: Output,
+    sizes: Output,
+    mode: Any = "nearest",
+    coordinate_transformation_mode: Any = "half_pixel",
+    nearest_mode: Any = "round_prefer_floor",
+) -> Output:
+    """:func:`~opgraph.ops.resize` with the output ``sizes`` an integer vector (one entry per
+    axis) known at run time: the output dimensions are fresh symbols bound when it runs.
+    Known sizes give :func:`~opgraph.ops.resize`. Not differentiable."""
+    known = known_value(sizes)
+    if known is not None:
+        return resize(x, _ints(known), None, mode, coordinate_transformation_mode, nearest_mode)
+    op = DynamicResize(mode, coordinate_transformation_mode, nearest_mode, _fresh("resize", x.rank))
+    result: Output = op(x, sizes)
     return result

@@ -260,3 +260,23 @@ def test_reflect_pad_gradient_is_a_clear_error():
     loss = ops.reduce_sum(y, [0, 1])
     with pytest.raises(og.NotDifferentiableError, match="reflect mode"):
         og.autodiff.backprop(og.Function([loss], [x, pads]), wrt=[x])
+
+
+def test_dynamic_resize_known_sizes_give_the_static_op_and_bad_sizes_fail():
+    x = og.parameter(og.f32, (1, 1, 2, 2), name="x")
+    known = ops.dynamic_resize(x, og.constant(np.array([1, 1, 4, 4], np.int64)), "linear")
+    assert type(known.node.op).__name__ == "Resize" and known.shape == (1, 1, 4, 4)
+    with pytest.raises(og.OpTypeError, match="sizes must have 4 elements"):
+        ops.dynamic_resize(x, og.parameter(og.i64, (3,)))
+    with pytest.raises(og.OpTypeError, match="linear mode needs floats"):
+        ops.dynamic_resize(og.parameter(og.i32, (2, 2)), og.parameter(og.i64, (2,)), "linear")
+    sizes = og.parameter(og.i64, (4,), name="sizes")
+    fn = og.Function([ops.dynamic_resize(x, sizes, "linear")], [x, sizes])
+    data = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
+    for backend in ("INTERPRETER", "CPU"):
+        exe = og.backend(backend).compile(fn)  # one compile, every size
+        for target in ([1, 1, 3, 4], [1, 1, 1, 5]):
+            want = og.backend("INTERPRETER").compile(
+                og.Function([ops.resize(x, target, mode="linear")], [x])
+            )(data)[0]
+            np.testing.assert_allclose(exe(data, np.array(target))[0], want, rtol=1e-6)

@@ -8,8 +8,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from opgraph.core.element_type import from_dtype
+from opgraph.core.tensor_type import TensorType
 from opgraph.ops import shape_tensors as st
 from opgraph.ops.rearrange import PadMode
+from opgraph.ops.resize import Resize
 from opgraph.testing.oracle.registry import ORACLE
 
 
@@ -121,3 +124,13 @@ def _range(
 @ORACLE.register(st.Fill)
 def _fill(op: st.Fill, shape: np.ndarray, value: np.ndarray, out: Any) -> np.ndarray:
     return np.full(_ints(shape), value, dtype=value.dtype)
+
+
+@ORACLE.register(st.DynamicResize)
+def _resize(op: st.DynamicResize, x: np.ndarray, sizes: np.ndarray, out: Any) -> np.ndarray:
+    static = Resize(
+        tuple(_ints(sizes)), None, op.mode, op.coordinate_transformation_mode, op.nearest_mode
+    )
+    canonical = static.canonicalize(TensorType(from_dtype(x.dtype), x.shape))
+    result: np.ndarray = ORACLE[Resize](canonical, x, out)
+    return result

@@ -58,6 +58,17 @@ DATA_DEPENDENT: list[OpRecord] = [
     ),
     _record("dynamic_tile", ops.dynamic_tile, (In((2, 3)), _i64((2,), [2, 3]))),
     _record(
+        "dynamic_resize_nearest",
+        lambda x, s: ops.dynamic_resize(x, s),
+        (In((1, 2, 3, 2)), _i64((4,), [1, 2, 5, 3])),
+    ),
+    _record(
+        "dynamic_resize_linear_align_corners",
+        lambda x, s: ops.dynamic_resize(x, s, "linear", "align_corners"),
+        (In((1, 1, 3, 4)), _i64((4,), [1, 1, 2, 7])),
+        FLOATS,
+    ),
+    _record(
         "dynamic_top_k",
         lambda x, k: ops.dynamic_top_k(x, k, axis=1),
         (In((3, 5)), _i64((1,), [2])),
