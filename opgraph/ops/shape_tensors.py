@@ -40,7 +40,7 @@ from opgraph.ops.movement import broadcast, concat, reshape, reverse, tile
 from opgraph.ops.ordering import top_k
 from opgraph.ops.rearrange import PadMode, pad
 from opgraph.ops.reduction import reduce_sum
-from opgraph.ops.resize import Resize, ResizeMode, resize
+from opgraph.ops.resize import CoordinateTransformation, NearestMode, Resize, ResizeMode, resize
 
 __all__ = [
     "ShapeTensorOp",
@@ -740,9 +740,9 @@ class DynamicResize(ShapeTensorOp):
     """:func:`~opgraph.ops.resize` to run-time output ``sizes`` (an integer vector, one entry
     per axis; ONNX ``Resize`` with a ``sizes`` input that is not a constant)."""
 
-    mode: Any
-    coordinate_transformation_mode: Any
-    nearest_mode: Any
+    mode: ResizeMode
+    coordinate_transformation_mode: CoordinateTransformation
+    nearest_mode: NearestMode
     dims: tuple[Dim, ...]
     num_inputs = 2
     differentiable = False  # a gradient needs the interpolation weights of run-time sizes
