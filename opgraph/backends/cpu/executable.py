@@ -197,13 +197,7 @@ class CpuExecutable(Executable):
             self._record(f"{i}: {step.label}", float(times[i]))
 
     def _error(self, code: int) -> BaseException:
-        if code < 0:
-            return self._fallbacks.take_error()
-        step, bit = code >> 8, (code & 0xFF) - 1
-        check: Check = self.generated.checks[step][bit]
-        node = check.node
-        where = f"{self._describe(node)} (built at {node.provenance})" if node else "a copy"
-        return ExecutionError(f"while executing {where}: {check.message}")
+        return native_error(code, self._fallbacks, self.generated, self._describe)
 
     # ---------------------------------------------------------------- introspection
     def fallback_ops(self) -> list[str]:
@@ -227,3 +221,17 @@ _SEQUENCES = (list, tuple)
 def _dead() -> None:
     """A weak reference that never matches a buffer."""
     return None
+
+
+def native_error(
+    code: int, fallbacks: FallbackRunner, generated: GeneratedModule, describe: Any
+) -> BaseException:
+    """The error for a non-zero ``og_run`` code: a fallback's exception (code < 0), else the
+    failed run-time check ``(step << 8) | (bit + 1)`` named by its node."""
+    if code < 0:
+        return fallbacks.take_error()
+    step, bit = code >> 8, (code & 0xFF) - 1
+    check: Check = generated.checks[step][bit]
+    node = check.node
+    where = f"{describe(node)} (built at {node.provenance})" if node else "a copy"
+    return ExecutionError(f"while executing {where}: {check.message}")

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen.context import Check
 from opgraph.backends.cpu.codegen.module import GeneratedModule, SymbolSlots, table_slots
 from opgraph.backends.cpu.compiler import CompiledModule
+from opgraph.backends.cpu.executable import native_error
 from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address
 from opgraph.backends.fused.memory import MemoryPlan, place
 from opgraph.backends.fused.pipeline import SymbolicProgram
@@ -236,13 +236,7 @@ class SymbolicCpuExecutable(Executable):
             raise self._error(code)
 
     def _error(self, code: int) -> BaseException:
-        if code < 0:
-            return self._fallbacks.take_error()
-        step, bit = code >> 8, (code & 0xFF) - 1
-        check: Check = self.generated.checks[step][bit]
-        node = check.node
-        where = f"{self._describe(node)} (built at {node.provenance})" if node else "a copy"
-        return ExecutionError(f"while executing {where}: {check.message}")
+        return native_error(code, self._fallbacks, self.generated, self._describe)
 
     # ---------------------------------------------------------------- introspection
     def fallback_ops(self) -> list[str]:
