@@ -298,3 +298,20 @@ def backend(name: str) -> Backend:
             f"unknown backend {name!r}; registered backends: {registered}"
         ) from None
     return factory()
+
+
+def argument_tensors(
+    name: str,
+    arrays: Sequence[Any],
+    parameter_types: Sequence[TensorType],
+    binder: ShapeBinder | None,
+) -> list[Tensor]:
+    """``exe(*arrays)``'s arguments as Tensors of the parameter types, bound per call when
+    ``binder`` (a symbolic Function); a wrong count is a ``GraphError`` naming ``name``."""
+    if len(arrays) != len(parameter_types):
+        raise GraphError(f"{name}: expected {len(parameter_types)} argument(s), got {len(arrays)}")
+    types = list(parameter_types)
+    if binder is not None:
+        shapes = [_shape_of(a, i) for i, a in enumerate(arrays)]
+        types = list(binder.types(binder.bind(shapes))[0])
+    return [_as_tensor(a, t, i) for i, (a, t) in enumerate(zip(arrays, types, strict=True))]

@@ -45,9 +45,7 @@ from opgraph.passes.decompose import decompose
 from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.specialize_shapes import specialize_op, specialize_type
 from opgraph.passes.unbox_tuples import unbox_tuples
-from opgraph.runtime.backend import Executable, PerformanceCounter
-from opgraph.runtime.backend import _as_tensor as as_tensor
-from opgraph.runtime.backend import _shape_of as shape_of
+from opgraph.runtime.backend import Executable, PerformanceCounter, argument_tensors
 from opgraph.runtime.binding import Binding, _bare_symbol, bind_node_result
 from opgraph.runtime.tensor import Tensor
 from opgraph.runtime.validation import validate_call
@@ -321,18 +319,7 @@ class StagedExecutable(Executable):
             _store(tensor, result)
 
     def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
-        if len(arrays) != len(self.parameter_types):
-            raise GraphError(
-                f"{self.function.name}: expected {len(self.parameter_types)} argument(s), "
-                f"got {len(arrays)}"
-            )
-        parameter_types = self.parameter_types
-        if self.binder is not None:
-            shapes = [shape_of(a, i) for i, a in enumerate(arrays)]
-            parameter_types = self.binder.types(self.binder.bind(shapes))[0]
-        inputs = [
-            as_tensor(a, t, i) for i, (a, t) in enumerate(zip(arrays, parameter_types, strict=True))
-        ]
+        inputs = argument_tensors(self.function.name, arrays, self.parameter_types, self.binder)
         values = self.evaluate([_host_value(t) for t in inputs])
         return [np.array(v, copy=True) for v in values]
 
