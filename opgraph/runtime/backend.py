@@ -116,7 +116,7 @@ class Executable(ABC):
             )
         parameter_types, result_types = self.parameter_types, self.result_types
         if self.binder is not None:
-            shapes = [_shape_of(a, i) for i, a in enumerate(arrays)]
+            shapes = [shape_of(a, i) for i, a in enumerate(arrays)]
             parameter_types, result_types = self.binder.types(self.binder.bind(shapes))
         inputs = [
             _as_tensor(a, t, i)
@@ -144,7 +144,8 @@ class Executable(ABC):
             entry[1] += 1
 
 
-def _shape_of(array: Any, index: int) -> tuple[int, ...]:
+def shape_of(array: Any, index: int) -> tuple[int, ...]:
+    """The shape of call argument ``index`` (a mapping there is a clear GraphError)."""
     _reject_mapping(array, index)
     return tuple(np.shape(array))
 
@@ -312,6 +313,6 @@ def argument_tensors(
         raise GraphError(f"{name}: expected {len(parameter_types)} argument(s), got {len(arrays)}")
     types = list(parameter_types)
     if binder is not None:
-        shapes = [_shape_of(a, i) for i, a in enumerate(arrays)]
+        shapes = [shape_of(a, i) for i, a in enumerate(arrays)]
         types = list(binder.types(binder.bind(shapes))[0])
     return [_as_tensor(a, t, i) for i, (a, t) in enumerate(zip(arrays, types, strict=True))]

@@ -12,7 +12,6 @@ the result tensors against the bound result types.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,9 +20,9 @@ import numpy as np
 from opgraph.core.errors import GraphError
 from opgraph.core.function import Function
 from opgraph.passes.specialize_shapes import specialize_shapes
-from opgraph.runtime.backend import Backend, Executable, PerformanceCounter
-from opgraph.runtime.backend import _shape_of as shape_of
+from opgraph.runtime.backend import Backend, Executable, PerformanceCounter, shape_of
 from opgraph.runtime.binding import Binding
+from opgraph.runtime.cache import LruCache
 from opgraph.runtime.tensor import Tensor
 
 #: Bindings whose specialised Executables are kept.
@@ -59,31 +58,26 @@ class SpecializingExecutable(Executable):
         self._compile: StaticCompiler = compile_static or (
             lambda fn: backend.compile(fn, profile=profile)
         )
-        self._cache: OrderedDict[tuple[tuple[str, int], ...], Executable] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LruCache[tuple[tuple[str, int], ...], Executable] = LruCache(cache_size)
+        self._count_lock = threading.Lock()
         #: How many specialised compiles ran (a new binding, or one dropped from the cache).
         self.compiles = 0
 
     def specialised(self, binding: Binding) -> Executable:
         """The static Executable for ``binding`` (compiled on the first call with it)."""
-        key = tuple(sorted(binding.items()))
-        with self._lock:
-            exe = self._cache.get(key)
-            if exe is not None:
-                self._cache.move_to_end(key)
-                return exe
+        return self._cache.get_or_make(
+            tuple(sorted(binding.items())), lambda: self._specialise(binding)
+        )
+
+    def _specialise(self, binding: Binding) -> Executable:
         exe = self._compile(specialize_shapes(self.function, binding))
-        with self._lock:
+        with self._count_lock:
             self.compiles += 1
-            self._cache[key] = exe
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
         return exe
 
     def bindings(self) -> list[Binding]:
         """The cached bindings, least recently used first."""
-        with self._lock:
-            return [dict(k) for k in self._cache]
+        return [dict(k) for k in self._cache]
 
     def call(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> None:
         """As :meth:`Executable.call`: the binding is taken and checked first
@@ -108,8 +102,7 @@ class SpecializingExecutable(Executable):
         """Per-node times summed over the cached specialisations (compile with
         ``profile=True``)."""
         super().performance_counters()  # raises without profile=True
-        with self._lock:
-            cached = list(self._cache.values())
+        cached = self._cache.values()
         totals: dict[str, tuple[float, int]] = {}
         for exe in cached:
             for c in exe.performance_counters():
@@ -119,8 +112,7 @@ class SpecializingExecutable(Executable):
 
     def fallback_ops(self) -> list[str]:
         """The fallback ops of every cached specialisation (sorted)."""
-        with self._lock:
-            cached = list(self._cache.values())
+        cached = self._cache.values()
         found: set[str] = set()
         for exe in cached:
             found.update(getattr(exe, "fallback_ops", list)())
@@ -144,6 +136,5 @@ class SpecializingExecutable(Executable):
         used one; "" when none was compiled yet)."""
         if binding is not None:
             return str(self.specialised(dict(binding)).source())  # type: ignore[attr-defined]
-        with self._lock:
-            last = next(reversed(self._cache.values()), None)
+        last = next(reversed(self._cache.values()), None)
         return "" if last is None else str(getattr(last, "source", str)())

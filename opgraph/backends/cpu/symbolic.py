@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +51,7 @@ from opgraph.passes.specialize_shapes import (
 )
 from opgraph.runtime.backend import Executable
 from opgraph.runtime.binding import Binding
+from opgraph.runtime.cache import LruCache
 from opgraph.runtime.tensor import Tensor
 
 #: Bindings whose checked memory plans are kept.
@@ -124,8 +124,7 @@ class SymbolicCpuExecutable(Executable):
         self._callback = ctypes.cast(self._fallbacks.callback, ctypes.c_void_p).value
         self._reaches = symbolic_reaches(self.program)
         self._deferred = deferred_checks(function)  # what the type rules left to each binding
-        self._plans: OrderedDict[tuple[tuple[str, int], ...], BoundPlan] = OrderedDict()
-        self._lock = threading.Lock()
+        self._plans: LruCache[tuple[tuple[str, int], ...], BoundPlan] = LruCache(PLANS)
 
     # ------------------------------------------------------------------- bindings
     def bound_plan(self, binding: Mapping[str, int]) -> BoundPlan:
@@ -134,18 +133,9 @@ class SymbolicCpuExecutable(Executable):
         Raises:
             CallTypeError: a type rule rejects the binding (a slice past a symbolic axis…).
         """
-        key = tuple(sorted(binding.items()))
-        with self._lock:
-            found = self._plans.get(key)
-            if found is not None:
-                self._plans.move_to_end(key)
-                return found
-        made = self._make_plan(dict(binding))
-        with self._lock:
-            self._plans[key] = made
-            while len(self._plans) > PLANS:
-                self._plans.popitem(last=False)
-        return made
+        return self._plans.get_or_make(
+            tuple(sorted(binding.items())), lambda: self._make_plan(dict(binding))
+        )
 
     def _make_plan(self, binding: Binding) -> BoundPlan:
         failed = next((c for c in self._deferred if not c.holds(binding)), None)

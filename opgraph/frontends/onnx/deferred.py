@@ -19,8 +19,6 @@ extra is installed.
 from __future__ import annotations
 
 import base64
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -39,13 +37,13 @@ from opgraph.core.tensor_type import TensorType
 from opgraph.frontends.onnx.context import NeedsConstantError, NodeContext, constant_value
 from opgraph.frontends.onnx.types import from_onnx, to_onnx
 from opgraph.runtime.backend import backend
+from opgraph.runtime.cache import LruCache
 
 __all__ = ["RunTimeOnnxModel", "RunTimeOnnxNode", "defer", "defer_model"]
 
 #: Converted one-node Functions kept per process, by node and input values.
 CACHE_SIZE = 32
-_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-_LOCK = threading.Lock()
+_CACHE: LruCache[tuple[Any, ...], tuple[np.ndarray, ...]] = LruCache(CACHE_SIZE)
 
 
 @opclass
@@ -171,10 +169,10 @@ def defer_model(proto: Any, parameters: list[Output], error: ConversionError) ->
 def _run_model(op: RunTimeOnnxModel, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """The reference kernel: import the model with every input a constant, then run it."""
     key = (op.model, tuple((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
-    with _LOCK:
-        found = _CACHE.get(key)
-    if found is not None:
-        return tuple(found)
+    return _CACHE.get_or_make(key, lambda: _import_and_run(op, arrays))
+
+
+def _import_and_run(op: RunTimeOnnxModel, arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     # A cycle: the importer imports this module to defer nodes.
     from opgraph.frontends.onnx.importer import import_model
 
@@ -187,12 +185,7 @@ def _run_model(op: RunTimeOnnxModel, *arrays: np.ndarray) -> tuple[np.ndarray, .
         )
     except ConversionError as error:
         raise ConversionError(f"{op.describe()} with its run-time inputs: {error}") from None
-    results = [np.asarray(r) for r in backend("INTERPRETER").compile(fn)()]
-    with _LOCK:
-        _CACHE[key] = results
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return tuple(results)
+    return tuple(np.asarray(r) for r in backend("INTERPRETER").compile(fn)())
 
 
 def defer(ctx: NodeContext, error: NeedsConstantError) -> list[Output | None]:
@@ -403,16 +396,9 @@ def _initializer(name: str, value: Output) -> Any:
 def _run(op: RunTimeOnnxNode, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """The reference kernel: import the node with every input a constant, then run it."""
     key = (op.node, op.opsets, tuple((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
-    with _LOCK:
-        found = _CACHE.get(key)
-    if found is not None:
-        return tuple(found)
-    results = _convert_and_run(op, [np.asarray(a) for a in arrays])
-    with _LOCK:
-        _CACHE[key] = results
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return tuple(results)
+    return _CACHE.get_or_make(
+        key, lambda: tuple(_convert_and_run(op, [np.asarray(a) for a in arrays]))
+    )
 
 
 def _convert_and_run(op: RunTimeOnnxNode, arrays: list[np.ndarray]) -> list[np.ndarray]:

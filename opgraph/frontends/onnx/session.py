@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ from opgraph.frontends.onnx.types import from_onnx
 from opgraph.runtime.arguments import bind_arguments
 from opgraph.runtime.backend import Executable, backends
 from opgraph.runtime.backend import backend as get_backend
+from opgraph.runtime.cache import LruCache
 from opgraph.runtime.progress import accepts_progress
 
 #: onnxruntime's type names (``NodeArg.type`` is ``"tensor(<name>)"``) by ONNX data type code.
@@ -219,7 +219,7 @@ class InferenceSession:
         self._outputs = [_node_arg(o, "graph output") for o in _typed_outputs(self._proto)]
         self._initializers = {t.name for t in self._proto.graph.initializer}
         self._cache_size = cache_size
-        self._cache: OrderedDict[tuple[Any, ...], Compiled] = OrderedDict()
+        self._cache: LruCache[tuple[Any, ...], Compiled] = LruCache(cache_size)
         self._constant_inputs: set[str] = set()  # inputs whose values import needs
         self._lock = threading.Lock()
         self._progress = progress
@@ -387,16 +387,8 @@ class InferenceSession:
         self, shapes: Mapping[str, tuple[int, ...]], constants: Mapping[str, np.ndarray]
     ) -> Compiled:
         key = _key(self._inputs, shapes, constants)
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-                return found
-            compiled = self._build(shapes, constants)
-            self._cache[key] = compiled
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-            return compiled
+        with self._lock:  # one build at a time: threads missing one signature build it once
+            return self._cache.get_or_make(key, lambda: self._build(shapes, constants))
 
     def _symbolic_entry(self) -> Compiled | None:
         """The symbolic compile, made on first use; None where there is none (see __init__)."""

@@ -8,9 +8,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu import compiler
 from opgraph.backends.cpu.staged import StagedCpuExecutable
-from opgraph.backends.fused import pipeline
 from opgraph.testing.compare import assert_close
 
 RNG = np.random.default_rng(41)
@@ -54,21 +52,14 @@ def test_non_zero_runs_in_stages_and_matches_interpreter(cpu):
         _compare(exe, ref, _case(n, density))
 
 
-def test_new_data_never_recompiles(cpu, monkeypatch):
+def test_new_data_never_recompiles(cpu, compile_counts):
     fn = _masked_mlp()
     exe = cpu.compile(fn)
     ref = og.backend("INTERPRETER").compile(fn)
-    builds, lowerings = [], []
-    real_build, real_lower = compiler.Toolchain.build, pipeline.lower
-    monkeypatch.setattr(
-        compiler.Toolchain, "build", lambda *a, **k: builds.append(1) or real_build(*a, **k)
-    )
-    monkeypatch.setattr(
-        pipeline, "lower", lambda *a, **k: lowerings.append(1) or real_lower(*a, **k)
-    )
+    compile_counts.reset()
     for n, density in ((9, 0.3), (40, 0.7), (2, 1.0), (9, 0.3), (30, 0.0)):
         _compare(exe, ref, _case(n, density))
-    assert builds == [] and lowerings == []
+    assert (compile_counts.builds, compile_counts.lowerings) == (0, 0)  # neither ran again
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,9 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu import compiler
 from opgraph.backends.cpu.codegen.dims import DIM_HELPERS, render_dim
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.symbolic import SymbolicCpuExecutable
-from opgraph.backends.fused import pipeline
 from opgraph.testing.compare import assert_close
 
 RNG = np.random.default_rng(16)
@@ -80,23 +78,16 @@ def test_static_function_keeps_the_static_executable(cpu):
     assert isinstance(exe, CpuExecutable)
 
 
-def test_one_compile_serves_every_binding(cpu, monkeypatch):
+def test_one_compile_serves_every_binding(cpu, compile_counts):
     fn = _elementwise()
     exe = cpu.compile(fn)
     ref = og.backend("INTERPRETER").compile(fn)
     assert isinstance(exe, SymbolicCpuExecutable)
     assert exe.fallback_ops() == []  # softmax, reductions, concat: loop kernels
-    builds, lowerings = [], []
-    real_build, real_lower = compiler.Toolchain.build, pipeline.lower
-    monkeypatch.setattr(
-        compiler.Toolchain, "build", lambda *a, **k: builds.append(1) or real_build(*a, **k)
-    )
-    monkeypatch.setattr(
-        pipeline, "lower", lambda *a, **k: lowerings.append(1) or real_lower(*a, **k)
-    )
+    compile_counts.reset()
     for n, m in ((1, 1), (7, 3), (300, 100), (2, 17), (0, 5), (7, 3)):
         _compare(exe, ref, [_random(n, m), _random(n, m)])
-    assert builds == [] and lowerings == []  # neither the C compiler nor the pipeline ran
+    assert (compile_counts.builds, compile_counts.lowerings) == (0, 0)  # neither ran again
 
 
 def test_encoder_matches_interpreter_at_several_sizes(cpu):
