@@ -433,6 +433,16 @@ def is_symbolic(d: Any) -> bool:
     return isinstance(d, DimExpr)
 
 
+def bare_symbol(d: Any) -> Symbol | None:
+    """The symbol ``d`` is exactly (``batch``, not ``2*batch`` or ``batch+1``), else None."""
+    if isinstance(d, DimExpr) and len(d.terms) == 1:
+        monomial, coefficient = d.terms[0]
+        if coefficient == 1 and len(monomial) == 1 and monomial[0][1] == 1:
+            atom = monomial[0][0]
+            return atom if isinstance(atom, Symbol) else None
+    return None
+
+
 def free_symbols(dims: Dim | Iterable[Dim]) -> frozenset[Symbol]:
     """The symbols ``dims`` (a dimension or an iterable of them) depend on."""
     items = (dims,) if isinstance(dims, int | DimExpr) else tuple(dims)

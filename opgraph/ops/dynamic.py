@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.core import element_type as et
-from opgraph.core.dim import Dim, DimExpr, Symbol, bounds, fresh_dim
+from opgraph.core.dim import Dim, Symbol, bare_symbol, bounds, fresh_dim
 from opgraph.core.element_type import ElementType
 from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import Constant, constant
@@ -100,7 +100,7 @@ class NonZero(Op):
 
     def __post_init__(self) -> None:
         require(
-            _bare_symbol(self.count) is not None or (type(self.count) is int and self.count >= 0),
+            bare_symbol(self.count) is not None or (type(self.count) is int and self.count >= 0),
             f"non_zero: count must be a symbol (og.dim) or a non-negative int, got {self.count!r}",
         )
 
@@ -114,7 +114,7 @@ class NonZero(Op):
         return TensorType(et.i64, (x.rank, self.count))
 
     def bound_symbols(self) -> tuple[Symbol, ...]:
-        symbol = _bare_symbol(self.count)
+        symbol = bare_symbol(self.count)
         return () if symbol is None else (symbol,)
 
 
@@ -134,26 +134,17 @@ def non_zero(x: Output) -> Output:
     return NonZero(fresh_dim("nonzero", max=high if isinstance(high, int) else None))(x)
 
 
-def _bare_symbol(d: Any) -> Symbol | None:
-    if isinstance(d, DimExpr) and len(d.terms) == 1:
-        monomial, coefficient = d.terms[0]
-        if coefficient == 1 and len(monomial) == 1 and monomial[0][1] == 1:
-            atom = monomial[0][0]
-            return atom if isinstance(atom, Symbol) else None
-    return None
-
-
 def _require_count(op: Op) -> None:
     """``op.count`` is a bare symbol (the builder's fresh one) or a non-negative int."""
     count = getattr(op, "count")  # noqa: B009 - every data-dependent op names it so
     require(
-        _bare_symbol(count) is not None or (type(count) is int and count >= 0),
+        bare_symbol(count) is not None or (type(count) is int and count >= 0),
         f"{op.name}: count must be a symbol (og.dim) or a non-negative int, got {count!r}",
     )
 
 
 def _count_symbols(count: Dim) -> tuple[Symbol, ...]:
-    symbol = _bare_symbol(count)
+    symbol = bare_symbol(count)
     return () if symbol is None else (symbol,)
 
 

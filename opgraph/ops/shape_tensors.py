@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from opgraph.core import element_type as et
-from opgraph.core.dim import Dim, DimExpr, Symbol, bounds, fresh_dim
+from opgraph.core.dim import Dim, DimExpr, Symbol, bare_symbol, bounds, fresh_dim
 from opgraph.core.errors import NotDifferentiableError, OpTypeError
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Output
@@ -86,7 +86,7 @@ class ShapeTensorOp(Op):
     def bound_symbols(self) -> tuple[Symbol, ...]:
         dims: tuple[Dim, ...] = getattr(self, "dims")  # noqa: B009 - every subclass has it
         own = self.sized_axes()
-        found = [_bare_symbol(d) for i, d in enumerate(dims) if own is None or i in own]
+        found = [bare_symbol(d) for i, d in enumerate(dims) if own is None or i in own]
         return tuple(dict.fromkeys(s for s in found if s is not None))
 
     def sized_axes(self) -> tuple[int, ...] | None:
@@ -156,15 +156,6 @@ def _fresh(prefix: str, count: int, high: Dim | None = None) -> tuple[Dim, ...]:
 
 def _ints(values: np.ndarray) -> list[int]:
     return [int(v) for v in np.asarray(values).reshape(-1)]
-
-
-def _bare_symbol(d: Any) -> Symbol | None:
-    if isinstance(d, DimExpr) and len(d.terms) == 1:
-        monomial, coefficient = d.terms[0]
-        if coefficient == 1 and len(monomial) == 1 and monomial[0][1] == 1:
-            atom = monomial[0][0]
-            return atom if isinstance(atom, Symbol) else None
-    return None
 
 
 # ------------------------------------------------------------------------------- reshape

@@ -10,9 +10,8 @@ is written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from opgraph.core.dim import DimExpr, Symbol, evaluate, free_symbols
+from opgraph.core.dim import DimExpr, Symbol, bare_symbol, evaluate, free_symbols
 from opgraph.core.errors import CallTypeError, GraphError
 from opgraph.core.function import Function
 from opgraph.core.shape import format_shape
@@ -44,7 +43,7 @@ class ShapeBinder:
                 f"{fn_name}: symbol(s) {', '.join(clash)} are bound by a node at run time and "
                 "also appear in parameter shapes; a data-dependent symbol is the node's own"
             )
-        bare = {_bare_symbol(d) for t in parameter_types for d in t.shape}
+        bare = {bare_symbol(d) for t in parameter_types for d in t.shape}
         hidden = sorted(s.name for s in self.symbols.values() if s not in bare)
         if hidden:
             raise GraphError(
@@ -105,7 +104,7 @@ class ShapeBinder:
                     f"{format_shape(t.shape)} (rank {len(t.shape)})"
                 )
             for axis, (d, n) in enumerate(zip(t.shape, shape, strict=True)):
-                symbol = _bare_symbol(d)
+                symbol = bare_symbol(d)
                 if symbol is None:
                     if type(d) is int and d != n:
                         raise GraphError(
@@ -187,7 +186,7 @@ def bind_node_result(
             different values.
     """
     for axis, d in enumerate(t.shape):
-        symbol = _bare_symbol(d)
+        symbol = bare_symbol(d)
         if symbol is None or symbol not in symbols or axis >= len(shape):
             continue
         n = shape[axis]
@@ -205,15 +204,6 @@ def _static(t: TensorType, binding: Binding) -> TensorType:
     if all(type(d) is int for d in t.shape):
         return t
     return TensorType(t.element_type, tuple(evaluate(d, binding) for d in t.shape))
-
-
-def _bare_symbol(d: Any) -> Symbol | None:
-    if isinstance(d, DimExpr) and len(d.terms) == 1:
-        monomial, coefficient = d.terms[0]
-        if coefficient == 1 and len(monomial) == 1 and monomial[0][1] == 1:
-            atom = monomial[0][0]
-            return atom if isinstance(atom, Symbol) else None
-    return None
 
 
 def _symbols(types: Sequence[TensorType], fn_name: str) -> dict[str, Symbol]:

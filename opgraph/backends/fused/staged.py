@@ -31,22 +31,22 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.fused.pipeline import is_native
+from opgraph.backends.interpreter.backend import run_node
 from opgraph.backends.interpreter.kernels import KERNELS
-from opgraph.core.dim import Symbol, dim, free_symbols
+from opgraph.core.dim import Symbol, bare_symbol, dim, free_symbols
 from opgraph.core.element_type import u8
-from opgraph.core.errors import ExecutionError, GraphError, OpgraphError, UnsupportedOpError
+from opgraph.core.errors import GraphError, UnsupportedOpError
 from opgraph.core.function import Function
 from opgraph.core.graph import rebuild_nodes
-from opgraph.core.literals import Constant, Parameter, parameter
+from opgraph.core.literals import Parameter, parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.printing import format_node, value_names
 from opgraph.core.tensor_type import TensorType, flatten_types
 from opgraph.passes.decompose import decompose
 from opgraph.passes.inline_calls import inline_calls
-from opgraph.passes.specialize_shapes import specialize_op, specialize_type
 from opgraph.passes.unbox_tuples import unbox_tuples
 from opgraph.runtime.backend import Executable, PerformanceCounter, argument_tensors
-from opgraph.runtime.binding import Binding, _bare_symbol, bind_node_result
+from opgraph.runtime.binding import Binding
 from opgraph.runtime.tensor import Tensor
 from opgraph.runtime.validation import validate_call
 
@@ -118,7 +118,7 @@ def stage_levels(lowered: Function) -> dict[Node, int]:
 
 def _carrier_symbols(stage: Function) -> list[Symbol]:
     """The symbols ``stage``'s nodes use that no parameter dimension binds by itself."""
-    bare = {_bare_symbol(d) for t in stage.parameter_types for d in t.shape}
+    bare = {bare_symbol(d) for t in stage.parameter_types for d in t.shape}
     used = free_symbols(
         d for n in stage.nodes for t in flatten_types(n.output_types) for d in t.shape
     )
@@ -258,31 +258,8 @@ class StagedExecutable(Executable):
     def _run_node(self, node: Node, env: dict[Output, np.ndarray], binding: Binding) -> None:
         started = time.perf_counter() if self.profile else 0.0
         where = f"{self._describe(node)} (built at {node.provenance})"
-        try:
-            op = node.op if isinstance(node.op, Constant) else specialize_op(node.op, binding)
-            with np.errstate(all="ignore"):
-                raw: Any = (
-                    op.value
-                    if isinstance(op, Constant)
-                    else KERNELS[type(op)](op, *(self._value(i, env, binding) for i in node.inputs))
-                )
-        except (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError) as error:
-            raise ExecutionError(f"while executing {where}: {error}") from error
-        results = list(raw) if isinstance(raw, tuple | list) else [raw]
-        for r, t in zip(results, node.output_types, strict=True):
-            assert isinstance(t, TensorType)
-            if node.op.bound_symbols():
-                bind_node_result(binding, node.op.bound_symbols(), t, np.shape(r), where)
-        for i, (r, t) in enumerate(zip(results, node.output_types, strict=True)):
-            expected = specialize_type(t, binding)
-            assert isinstance(expected, TensorType)
-            value = np.asarray(r)
-            if value.dtype != expected.element_type.dtype or value.shape != expected.shape:
-                raise ExecutionError(
-                    f"while executing {where}: kernel output {i} is {value.dtype}"
-                    f"{list(value.shape)}, the type rule says {expected} (a kernel bug)"
-                )
-            env[node.outputs[i]] = value
+        arguments = [self._value(i, env, binding) for i in node.inputs]
+        env.update(zip(node.outputs, run_node(node, arguments, binding, where), strict=True))
         if self.profile:
             self._record(self._describe(node), time.perf_counter() - started)
 

@@ -6,9 +6,7 @@ several threads at once. Each kernel's result is checked against the node's infe
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +37,7 @@ from opgraph.passes.specialize_shapes import (
 from opgraph.passes.unbox_tuples import unbox_tuples
 from opgraph.runtime.backend import Backend, Executable, argument_tensors
 from opgraph.runtime.binding import Binding, bind_node_result, node_symbols
+from opgraph.runtime.cache import LruCache
 from opgraph.runtime.tensor import Tensor
 from opgraph.runtime.validation import validate_call
 
@@ -137,6 +136,38 @@ def _checked(result: np.ndarray, expected: Any, index: int) -> np.ndarray:
     return result
 
 
+def run_node(
+    node: Node, arguments: Sequence[np.ndarray], binding: Binding, where: str
+) -> list[np.ndarray]:
+    """``node``'s reference kernel on ``arguments`` at ``binding`` (symbolic sizes allowed):
+    the symbols the node binds are bound from its results' shapes into ``binding``, and each
+    result is checked against its type at the binding.
+
+    Raises:
+        ExecutionError: the kernel failed or returned what the type rule does not say, worded
+            "while executing ``where``".
+    """
+    try:
+        op = node.op if isinstance(node.op, Constant) else specialize_op(node.op, binding)
+        with np.errstate(all="ignore"):
+            raw: Any = op.value if isinstance(op, Constant) else KERNELS[type(op)](op, *arguments)
+    except (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError) as error:
+        raise ExecutionError(f"while executing {where}: {error}") from error
+    results = list(raw) if isinstance(raw, tuple | list) else [raw]
+    bound = node.op.bound_symbols()
+    for r, t in zip(results, node.output_types, strict=True):
+        assert isinstance(t, TensorType)
+        if bound:
+            bind_node_result(binding, bound, t, np.shape(r), where)
+    checked = []
+    for i, (r, t) in enumerate(zip(results, node.output_types, strict=True)):
+        try:
+            checked.append(_checked(np.asarray(r), specialize_type(t, binding), i))
+        except ExecutionError as error:
+            raise ExecutionError(f"while executing {where}: {error}") from None
+    return checked
+
+
 class SymbolicExecutable(InterpreterExecutable):
     """A Function with symbolic dimensions. Each call binds the symbols from the argument
     shapes, specialises the Function to that binding (every type rule re-checked for those
@@ -149,8 +180,9 @@ class SymbolicExecutable(InterpreterExecutable):
         self.lowered = function
         self._steps = []
         self._names = value_names(function)
-        self._cache: OrderedDict[tuple[tuple[str, int], ...], InterpreterExecutable] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._cache: LruCache[tuple[tuple[str, int], ...], InterpreterExecutable] = LruCache(
+            self.CACHE_SIZE
+        )
 
     def specialized(self, binding: Mapping[str, int]) -> InterpreterExecutable:
         """The static executable for ``binding`` (cached).
@@ -158,22 +190,17 @@ class SymbolicExecutable(InterpreterExecutable):
         Raises:
             CallTypeError: a type rule rejects these values (a slice past the bound axis…).
         """
-        key = tuple(sorted(binding.items()))
-        with self._cache_lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-                return found
+        return self._cache.get_or_make(
+            tuple(sorted(binding.items())), lambda: self._specialise(binding)
+        )
+
+    def _specialise(self, binding: Mapping[str, int]) -> InterpreterExecutable:
         try:
             static = specialize_shapes(self.function, binding)
         except OpTypeError as error:
             raise CallTypeError(str(error)) from None
         exe = InterpreterExecutable(static, _lowered(static), self.profile)
         exe._counters, exe._counter_lock = self._counters, self._counter_lock
-        with self._cache_lock:
-            self._cache[key] = exe
-            while len(self._cache) > self.CACHE_SIZE:
-                self._cache.popitem(last=False)
         return exe
 
     def evaluate(self, arguments: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -242,26 +269,8 @@ class DataDependentExecutable(InterpreterExecutable):
     def _execute_bound(self, node: Node, env: dict[Output, np.ndarray], binding: Binding) -> None:
         started = time.perf_counter() if self.profile else 0.0
         where = f"{format_node(node, self._names)} (built at {node.provenance})"
-        try:
-            op = node.op if isinstance(node.op, Constant) else specialize_op(node.op, binding)
-            raw: Any = (
-                op.value
-                if isinstance(op, Constant)
-                else KERNELS[type(op)](op, *(env[i] for i in node.inputs))
-            )
-        except (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError) as error:
-            raise ExecutionError(f"while executing {where}: {error}") from error
-        results = list(raw) if isinstance(raw, tuple | list) else [raw]
-        for r, t in zip(results, node.output_types, strict=True):
-            assert isinstance(t, TensorType)
-            if node.op.bound_symbols():
-                bind_node_result(binding, node.op.bound_symbols(), t, np.shape(r), where)
-        for i, (r, t) in enumerate(zip(results, node.output_types, strict=True)):
-            try:
-                expected = specialize_type(t, binding)
-                env[node.outputs[i]] = _checked(np.asarray(r), expected, i)
-            except ExecutionError as error:
-                raise ExecutionError(f"while executing {where}: {error}") from None
+        results = run_node(node, [env[i] for i in node.inputs], binding, where)
+        env.update(zip(node.outputs, results, strict=True))
         if self.profile:
             self._record(format_node(node, self._names), time.perf_counter() - started)
 
