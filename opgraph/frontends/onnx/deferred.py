@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from opgraph.core.dim import Dim, DimExpr, Symbol, fresh_dim
+from opgraph.core.dim import Dim, Symbol, bare_symbol, fresh_dim
 from opgraph.core.element_type import ElementType, from_dtype
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
@@ -85,7 +85,7 @@ class RunTimeOnnxNode(Op):
         return tuple(TensorType(e, d) for e, d in zip(self.element_types, self.dims, strict=True))
 
     def bound_symbols(self) -> tuple[Symbol, ...]:
-        found = [s for shape in self.dims for s in map(_bare_symbol, shape) if s is not None]
+        found = [s for shape in self.dims for s in map(bare_symbol, shape) if s is not None]
         return tuple(dict.fromkeys(found))
 
     def describe(self) -> str:
@@ -129,7 +129,7 @@ class RunTimeOnnxModel(Op):
         return tuple(TensorType(e, d) for e, d in zip(self.element_types, self.dims, strict=True))
 
     def bound_symbols(self) -> tuple[Symbol, ...]:
-        found = [s for shape in self.dims for s in map(_bare_symbol, shape) if s is not None]
+        found = [s for shape in self.dims for s in map(bare_symbol, shape) if s is not None]
         return tuple(dict.fromkeys(found))
 
     def describe(self) -> str:
@@ -428,15 +428,6 @@ def _convert_and_run(op: RunTimeOnnxNode, arrays: list[np.ndarray]) -> list[np.n
 
 def _onnx_type(array: np.ndarray) -> int:
     return to_onnx(from_dtype(array.dtype))
-
-
-def _bare_symbol(d: Any) -> Symbol | None:
-    if isinstance(d, DimExpr) and len(d.terms) == 1:
-        monomial, coefficient = d.terms[0]
-        if coefficient == 1 and len(monomial) == 1 and monomial[0][1] == 1:
-            atom = monomial[0][0]
-            return atom if isinstance(atom, Symbol) else None
-    return None
 
 
 REFERENCE_KERNELS.add(RunTimeOnnxNode, _run)
