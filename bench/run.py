@@ -4,11 +4,11 @@
                         [--report results.md]
 
 Runtimes run interleaved in one process (round after round, each runtime a block of
-iterations, the starting runtime rotating), each with the same number of threads. ``--isa``
-forces the instruction set of opgraph's generated code (``avx2`` runs on AVX-512 machines too,
-so both paths are measured wherever the benchmark runs); the peers keep their own dispatch. Before
-timing, opgraph's outputs are checked against onnxruntime's. Reported: per-runtime medians,
-and the ratio of opgraph's median to the fastest of onnxruntime and OpenVINO.
+iterations, in a fresh seeded random order each round), each with the same number of threads.
+``--isa`` forces the instruction set of opgraph's generated code (``avx2`` runs on AVX-512
+machines too, so both paths are measured wherever the benchmark runs); the peers keep their own
+dispatch. Before timing, opgraph's outputs are checked against onnxruntime's. Reported:
+per-runtime medians, and the ratio of opgraph's median to the fastest of onnxruntime and OpenVINO.
 
 ``--load N`` measures every case twice per session, quiet and then with N busy-looping
 processes beside it (``bench/load.py``: unpinned), and prints both tables and, per case, the
@@ -26,6 +26,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse  # noqa: E402
+import random  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -54,8 +55,12 @@ def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) ->
         iterations[name] = int(min(max(block / once, 1), 5000))
     samples: dict[str, list[float]] = {name: [] for name in prepared}
     names = list(prepared)
-    for r in range(rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
+    shuffle = random.Random(0)
+    time.sleep(SETTLE)  # the last warm-up's threads go idle before round 0 too
+    for _ in range(rounds):
+        # A fresh order each round: with a rotation every runtime always followed the same
+        # one (opgraph's call column always ran right after numpy's OpenBLAS).
+        order = shuffle.sample(names, len(names))
         for name in order:
             run = prepared[name].run
             for _ in range(min(3, iterations[name])):
