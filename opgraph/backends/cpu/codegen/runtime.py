@@ -26,11 +26,19 @@ stalled for long costs no CPU.
 * A caller that finds the pool busy (another Python thread is running a job) runs its range
   serially.
 
+``og_pool_counters(long out[4])`` reads four counts kept since the library was loaded: jobs
+shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
+run by callers and blocks run by pool workers (one relaxed add per participant and job, not
+per block). Tests use them to check that a kernel really is split between threads
+(``runtime_counters`` below reads them from Python).
+
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
 ``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
 its first claim; 2: holding a claimed block, before running it; 3: after its first block)
 stops there for ``usec`` microseconds, or until ``og_test_release()`` when ``usec < 0``.
 """
+
+import ctypes
 
 SOURCE = r"""
 #define _GNU_SOURCE
@@ -79,6 +87,11 @@ static int og_workers;
 static pthread_mutex_t og_grow = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int og_self;  /* participant index in the running job: 0 for callers */
+
+/* Counters since the library was loaded (og_pool_counters): jobs shared out, calls run
+   serially, blocks run by callers and by pool workers. Tests read them to check that a
+   product really is split between threads. */
+static _Atomic long og_counters[4];
 
 #if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
@@ -139,6 +152,12 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
+/* out[0..3] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+   blocks run by pool workers (relaxed counts: exact once the pool is idle). */
+void og_pool_counters(long* out) {
+  for (int i = 0; i < 4; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
+}
+
 /* The calling thread's participant index in the running job (< the job's thread count):
    kernels use it to pick their private slice of a scratch buffer. */
 int og_worker_index(void) { return og_self; }
@@ -177,6 +196,7 @@ static long og_work(og_job* job, uint32_t gen, int self, int homes) {
       og_futex_wake(&job->finished, 1);
     OG_HOOK(3);
   }
+  if (ran) __atomic_fetch_add(&og_counters[self ? 3 : 2], ran, __ATOMIC_RELAXED);
   return ran;
 }
 
@@ -286,8 +306,11 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   long nblocks = (total + grain - 1) / grain, most = (long)OG_BLOCKS_PER_THREAD * threads;
   if (most > OG_MAX_BLOCKS) most = OG_MAX_BLOCKS;
   if (nblocks > most) nblocks = most;
-  if (threads <= 1 || nblocks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE))
+  if (threads <= 1 || nblocks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE)) {
+    __atomic_fetch_add(&og_counters[1], 1, __ATOMIC_RELAXED);
     return fn(T, A, 0, total);
+  }
+  __atomic_fetch_add(&og_counters[0], 1, __ATOMIC_RELAXED);
   long chunk = (total + nblocks - 1) / nblocks;
   if (chunk % 16 && chunk > 16) chunk += 16 - chunk % 16;  /* whole vectors per block */
   nblocks = (total + chunk - 1) / chunk;
@@ -312,6 +335,15 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   return err;
 }
 """
+
+
+def runtime_counters(library: ctypes.CDLL) -> tuple[int, int, int, int]:
+    """``og_pool_counters`` of a loaded runtime library (``Toolchain.runtime()``): jobs shared
+    out, calls run serially, blocks run by callers, blocks run by pool workers."""
+    out = (ctypes.c_long * 4)()
+    library.og_pool_counters(out)
+    return (out[0], out[1], out[2], out[3])
+
 
 #: The declaration generated modules use.
 DECLARATION = (
