@@ -5,9 +5,12 @@ of ``[0, total)``. No block belongs to a thread: every participant (the caller i
 blocks one at a time with a compare-and-swap, so work that a descheduled thread has not
 started is done by whoever is running, and the caller waits only for blocks that are being
 computed at that moment (a block in progress cannot be taken over: it is writing its part of
-the result). That wait spins for about two of the caller's blocks, then yields the core (a
-preempted worker queued on it runs), and after about 2 ms sleeps on a futex, so a worker
-stalled for long costs no CPU.
+the result). That wait spins for about two of the caller's blocks, yields the core for as long
+again (a preempted worker queued on it runs), then sleeps on a futex: a block that takes that
+much longer than the caller's own is held by a descheduled worker, and a sleeping caller
+leaves its core idle, so the scheduler can move that worker (or whatever preempted it) onto it
+at once, where yielding would keep the core busy until the worker's turn comes on its own
+(on a shared machine, a scheduler slice of milliseconds).
 
 * **Blocks and homes.** The range is cut into up to 64 blocks per thread (each at least
   ``grain`` long). Participant ``p`` has a *home*: the ``p``-th contiguous run of blocks. It
@@ -19,10 +22,13 @@ stalled for long costs no CPU.
 * **Participants.** A woken worker joins the job with a CAS on ``generation | joined | limit``,
   which gives it its participant index (``og_worker_index()``, always below the job's thread
   count: kernels index per-thread scratch with it). A worker that never joins costs nothing.
-* **Idle workers** spin for the next job a few times as long as the last job took (40 us to
-  1 ms: consecutive steps follow each other closely and a futex wake-up costs tens of
-  microseconds), then sleep on a futex. A spinner that notices it was preempted (a gap in its
-  clock) sleeps at once: another thread wants that core, perhaps the caller.
+* **Idle workers** spin for the next job a few times as long as the last job took (40 to 200
+  us: consecutive steps follow each other closely and a futex wake-up costs tens of
+  microseconds), then sleep on a futex. (Up to 1 ms before 2026-11-26: beside other
+  processes, a worker spinning while the caller was descheduled burnt 0.9 ms of CPU per 3.4
+  ms MLP call, taken from the caller's own share of the machine.) A spinner that notices it
+  was preempted (a gap in its clock) sleeps at once: another thread wants that core, perhaps
+  the caller.
 * A caller that finds the pool busy (another Python thread is running a job) runs its range
   serially.
 
@@ -105,10 +111,9 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 #endif
 
 #define OG_MIN_SPIN 100000ull    /* TSC ticks: about 40 microseconds */
-#define OG_MAX_SPIN 2500000ull   /* about a millisecond */
+#define OG_MAX_SPIN 500000ull    /* about 200 microseconds */
 #define OG_MIN_WAIT 25000ull     /* about 10 microseconds */
 #define OG_MAX_WAIT 500000ull    /* about 200 microseconds */
-#define OG_MAX_YIELD 5000000ull  /* about 2 milliseconds */
 #define OG_PREEMPTED 50000ull    /* a gap this long in a spin loop: the thread was descheduled */
 
 static void og_futex_wait(_Atomic uint32_t* word, uint32_t value) {
@@ -271,13 +276,14 @@ static void og_ensure_workers(int wanted, uint32_t gen) {
 }
 
 /* Wait for the blocks other threads are running. Spin about as long as two of the caller's
-   own blocks took; then yield the core (a preempted worker queued on it runs); after about a
-   scheduler period, sleep, so that a worker stalled for long costs no CPU. */
+   own blocks took; then yield the core as long again (a preempted worker queued on it runs);
+   then sleep: the worker is descheduled, and an idle core is where the scheduler puts it
+   (module docstring). */
 static void og_wait_done(og_job* job, uint32_t nblocks, uint64_t spin) {
   uint64_t t0 = og_ticks();
   while (__atomic_load_n(&job->finished, __ATOMIC_ACQUIRE) != nblocks) {
     uint64_t waited = og_ticks() - t0;
-    if (waited > OG_MAX_YIELD) {
+    if (waited > 2 * spin) {
       __atomic_store_n(&job->waiting, 1, __ATOMIC_SEQ_CST);
       for (uint32_t f; (f = __atomic_load_n(&job->finished, __ATOMIC_SEQ_CST)) != nblocks;)
         og_futex_wait(&job->finished, f);
