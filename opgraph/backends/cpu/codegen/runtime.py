@@ -34,8 +34,9 @@ at once, where yielding would keep the core busy until the worker's turn comes o
 
 ``og_pool_counters(long out[4])`` reads four counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
-run by callers and blocks run by pool workers (one relaxed add per participant and job, not
-per block). Tests use them to check that a kernel really is split between threads
+run by callers and blocks run by pool workers (one relaxed add per block, made before the
+block is marked finished: a job's counts are complete when ``og_parallel`` returns). Tests
+use them to check that a kernel really is split between threads
 (``runtime_counters`` below reads them from Python).
 
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
@@ -158,7 +159,7 @@ static void og_test_hook(int point) {
 #endif
 
 /* out[0..3] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
-   blocks run by pool workers (relaxed counts: exact once the pool is idle). */
+   blocks run by pool workers (a job's counts are complete when its og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 4; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
 }
@@ -196,12 +197,13 @@ static long og_work(og_job* job, uint32_t gen, int self, int homes) {
     if (hi > job->total) hi = job->total;
     int r = job->fn(job->T, job->A, lo, hi);
     if (r) __atomic_fetch_or(&job->err, r, __ATOMIC_RELAXED);
+    /* counted before the block is marked finished: complete when og_parallel returns */
+    __atomic_fetch_add(&og_counters[self ? 3 : 2], 1, __ATOMIC_RELAXED);
     uint32_t done = __atomic_add_fetch(&job->finished, 1, __ATOMIC_SEQ_CST);
     if (done == (uint32_t)nblocks && __atomic_load_n(&job->waiting, __ATOMIC_SEQ_CST))
       og_futex_wake(&job->finished, 1);
     OG_HOOK(3);
   }
-  if (ran) __atomic_fetch_add(&og_counters[self ? 3 : 2], ran, __ATOMIC_RELAXED);
   return ran;
 }
 
