@@ -34,10 +34,10 @@ at once, where yielding would keep the core busy until the worker's turn comes o
 
 ``og_pool_counters(long out[4])`` reads four counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
-run by callers and blocks run by pool workers (one relaxed add per block, made before the
-block is marked finished: a job's counts are complete when ``og_parallel`` returns). Tests
-use them to check that a kernel really is split between threads
-(``runtime_counters`` below reads them from Python).
+run by callers and blocks run by pool workers (a worker adds one per block on its home's
+cache line, which it writes for every claim anyway, before marking the block finished: a
+job's counts are complete when ``og_parallel`` returns). Tests use them to check that a
+kernel really is split between threads (``runtime_counters`` below reads them from Python).
 
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
 ``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
@@ -70,7 +70,9 @@ typedef int (*og_range_fn)(void* const*, char*, long, long);
 #define OG_NEXT(w) ((long)((w) >> 16 & 0xffff))
 #define OG_END(w) ((long)((w) & 0xffff))
 
-typedef struct { _Alignas(64) _Atomic uint64_t word; } og_home;
+/* ``ran``: blocks run by the workers that were this participant (og_pool_counters); on the
+   line its owner already writes for every claim, so counting costs no extra traffic. */
+typedef struct { _Alignas(64) _Atomic uint64_t word; _Atomic long ran; } og_home;
 
 typedef struct {
   /* Written by the caller before it publishes the job; read by a worker only after it has
@@ -96,9 +98,9 @@ static pthread_mutex_t og_grow = PTHREAD_MUTEX_INITIALIZER;
 static __thread int og_self;  /* participant index in the running job: 0 for callers */
 
 /* Counters since the library was loaded (og_pool_counters): jobs shared out, calls run
-   serially, blocks run by callers and by pool workers. Tests read them to check that a
-   product really is split between threads. */
-static _Atomic long og_counters[4];
+   serially, blocks run by callers (the workers' blocks are counted in their homes). Tests
+   read them to check that a product really is split between threads. */
+static _Atomic long og_counters[3];
 
 #if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
@@ -161,7 +163,10 @@ static void og_test_hook(int point) {
 /* out[0..3] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
    blocks run by pool workers (a job's counts are complete when its og_parallel returns). */
 void og_pool_counters(long* out) {
-  for (int i = 0; i < 4; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
+  for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
+  out[3] = 0;
+  for (int p = 1; p < OG_MAX_THREADS; ++p)
+    out[3] += __atomic_load_n(&og_the_job.home[p].ran, __ATOMIC_RELAXED);
 }
 
 /* The calling thread's participant index in the running job (< the job's thread count):
@@ -198,7 +203,7 @@ static long og_work(og_job* job, uint32_t gen, int self, int homes) {
     int r = job->fn(job->T, job->A, lo, hi);
     if (r) __atomic_fetch_or(&job->err, r, __ATOMIC_RELAXED);
     /* counted before the block is marked finished: complete when og_parallel returns */
-    __atomic_fetch_add(&og_counters[self ? 3 : 2], 1, __ATOMIC_RELAXED);
+    if (self) __atomic_fetch_add(&job->home[self].ran, 1, __ATOMIC_RELAXED);
     uint32_t done = __atomic_add_fetch(&job->finished, 1, __ATOMIC_SEQ_CST);
     if (done == (uint32_t)nblocks && __atomic_load_n(&job->waiting, __ATOMIC_SEQ_CST))
       og_futex_wake(&job->finished, 1);
@@ -334,6 +339,7 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   og_publish(job, gen, threads);
   uint64_t started = og_ticks();
   long ran = og_work(job, gen, 0, threads);
+  __atomic_fetch_add(&og_counters[2], ran, __ATOMIC_RELAXED);
   uint64_t spin = ran ? 2 * (og_ticks() - started) / ran : OG_MAX_WAIT;
   if (spin < OG_MIN_WAIT) spin = OG_MIN_WAIT;
   if (spin > OG_MAX_WAIT) spin = OG_MAX_WAIT;
