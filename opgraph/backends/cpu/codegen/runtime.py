@@ -5,9 +5,12 @@ of ``[0, total)``. No block belongs to a thread: every participant (the caller i
 blocks one at a time with a compare-and-swap, so work that a descheduled thread has not
 started is done by whoever is running, and the caller waits only for blocks that are being
 computed at that moment (a block in progress cannot be taken over: it is writing its part of
-the result). That wait spins for about two of the caller's blocks, then yields the core (a
-preempted worker queued on it runs), and after about 2 ms sleeps on a futex, so a worker
-stalled for long costs no CPU.
+the result). That wait spins for about two of the caller's blocks, yields the core for as long
+again (a preempted worker queued on it runs), then sleeps on a futex: a block that takes that
+much longer than the caller's own is held by a descheduled worker, and a sleeping caller
+leaves its core idle, so the scheduler can move that worker (or whatever preempted it) onto it
+at once, where yielding would keep the core busy until the worker's turn comes on its own
+(on a shared machine, a scheduler slice of milliseconds).
 
 * **Blocks and homes.** The range is cut into up to 64 blocks per thread (each at least
   ``grain`` long). Participant ``p`` has a *home*: the ``p``-th contiguous run of blocks. It
@@ -19,18 +22,30 @@ stalled for long costs no CPU.
 * **Participants.** A woken worker joins the job with a CAS on ``generation | joined | limit``,
   which gives it its participant index (``og_worker_index()``, always below the job's thread
   count: kernels index per-thread scratch with it). A worker that never joins costs nothing.
-* **Idle workers** spin for the next job a few times as long as the last job took (40 us to
-  1 ms: consecutive steps follow each other closely and a futex wake-up costs tens of
-  microseconds), then sleep on a futex. A spinner that notices it was preempted (a gap in its
-  clock) sleeps at once: another thread wants that core, perhaps the caller.
+* **Idle workers** spin for the next job a few times as long as the last job took (40 to 200
+  us: consecutive steps follow each other closely and a futex wake-up costs tens of
+  microseconds), then sleep on a futex. (Up to 1 ms before 2026-11-26: beside other
+  processes, a worker spinning while the caller was descheduled burnt 0.9 ms of CPU per 3.4
+  ms MLP call, taken from the caller's own share of the machine.) A spinner that notices it
+  was preempted (a gap in its clock) sleeps at once: another thread wants that core, perhaps
+  the caller.
 * A caller that finds the pool busy (another Python thread is running a job) runs its range
   serially.
+
+``og_pool_counters(long out[4])`` reads four counts kept since the library was loaded: jobs
+shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
+run by callers and blocks run by pool workers (a worker adds one per block on its home's
+cache line, which it writes for every claim anyway, before marking the block finished: a
+job's counts are complete when ``og_parallel`` returns). Tests use them to check that a
+kernel really is split between threads (``runtime_counters`` below reads them from Python).
 
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
 ``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
 its first claim; 2: holding a claimed block, before running it; 3: after its first block)
 stops there for ``usec`` microseconds, or until ``og_test_release()`` when ``usec < 0``.
 """
+
+import ctypes
 
 SOURCE = r"""
 #define _GNU_SOURCE
@@ -55,7 +70,9 @@ typedef int (*og_range_fn)(void* const*, char*, long, long);
 #define OG_NEXT(w) ((long)((w) >> 16 & 0xffff))
 #define OG_END(w) ((long)((w) & 0xffff))
 
-typedef struct { _Alignas(64) _Atomic uint64_t word; } og_home;
+/* ``ran``: blocks run by the workers that were this participant (og_pool_counters); on the
+   line its owner already writes for every claim, so counting costs no extra traffic. */
+typedef struct { _Alignas(64) _Atomic uint64_t word; _Atomic long ran; } og_home;
 
 typedef struct {
   /* Written by the caller before it publishes the job; read by a worker only after it has
@@ -80,6 +97,11 @@ static pthread_mutex_t og_grow = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int og_self;  /* participant index in the running job: 0 for callers */
 
+/* Counters since the library was loaded (og_pool_counters): jobs shared out, calls run
+   serially, blocks run by callers (the workers' blocks are counted in their homes). Tests
+   read them to check that a product really is split between threads. */
+static _Atomic long og_counters[3];
+
 #if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
 static uint64_t og_ticks(void) { return __builtin_ia32_rdtsc(); }
@@ -92,10 +114,9 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 #endif
 
 #define OG_MIN_SPIN 100000ull    /* TSC ticks: about 40 microseconds */
-#define OG_MAX_SPIN 2500000ull   /* about a millisecond */
+#define OG_MAX_SPIN 500000ull    /* about 200 microseconds */
 #define OG_MIN_WAIT 25000ull     /* about 10 microseconds */
 #define OG_MAX_WAIT 500000ull    /* about 200 microseconds */
-#define OG_MAX_YIELD 5000000ull  /* about 2 milliseconds */
 #define OG_PREEMPTED 50000ull    /* a gap this long in a spin loop: the thread was descheduled */
 
 static void og_futex_wait(_Atomic uint32_t* word, uint32_t value) {
@@ -139,6 +160,15 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
+/* out[0..3] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+   blocks run by pool workers (a job's counts are complete when its og_parallel returns). */
+void og_pool_counters(long* out) {
+  for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
+  out[3] = 0;
+  for (int p = 1; p < OG_MAX_THREADS; ++p)
+    out[3] += __atomic_load_n(&og_the_job.home[p].ran, __ATOMIC_RELAXED);
+}
+
 /* The calling thread's participant index in the running job (< the job's thread count):
    kernels use it to pick their private slice of a scratch buffer. */
 int og_worker_index(void) { return og_self; }
@@ -172,6 +202,8 @@ static long og_work(og_job* job, uint32_t gen, int self, int homes) {
     if (hi > job->total) hi = job->total;
     int r = job->fn(job->T, job->A, lo, hi);
     if (r) __atomic_fetch_or(&job->err, r, __ATOMIC_RELAXED);
+    /* counted before the block is marked finished: complete when og_parallel returns */
+    if (self) __atomic_fetch_add(&job->home[self].ran, 1, __ATOMIC_RELAXED);
     uint32_t done = __atomic_add_fetch(&job->finished, 1, __ATOMIC_SEQ_CST);
     if (done == (uint32_t)nblocks && __atomic_load_n(&job->waiting, __ATOMIC_SEQ_CST))
       og_futex_wake(&job->finished, 1);
@@ -251,13 +283,14 @@ static void og_ensure_workers(int wanted, uint32_t gen) {
 }
 
 /* Wait for the blocks other threads are running. Spin about as long as two of the caller's
-   own blocks took; then yield the core (a preempted worker queued on it runs); after about a
-   scheduler period, sleep, so that a worker stalled for long costs no CPU. */
+   own blocks took; then yield the core as long again (a preempted worker queued on it runs);
+   then sleep: the worker is descheduled, and an idle core is where the scheduler puts it
+   (module docstring). */
 static void og_wait_done(og_job* job, uint32_t nblocks, uint64_t spin) {
   uint64_t t0 = og_ticks();
   while (__atomic_load_n(&job->finished, __ATOMIC_ACQUIRE) != nblocks) {
     uint64_t waited = og_ticks() - t0;
-    if (waited > OG_MAX_YIELD) {
+    if (waited > 2 * spin) {
       __atomic_store_n(&job->waiting, 1, __ATOMIC_SEQ_CST);
       for (uint32_t f; (f = __atomic_load_n(&job->finished, __ATOMIC_SEQ_CST)) != nblocks;)
         og_futex_wait(&job->finished, f);
@@ -286,8 +319,11 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   long nblocks = (total + grain - 1) / grain, most = (long)OG_BLOCKS_PER_THREAD * threads;
   if (most > OG_MAX_BLOCKS) most = OG_MAX_BLOCKS;
   if (nblocks > most) nblocks = most;
-  if (threads <= 1 || nblocks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE))
+  if (threads <= 1 || nblocks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE)) {
+    __atomic_fetch_add(&og_counters[1], 1, __ATOMIC_RELAXED);
     return fn(T, A, 0, total);
+  }
+  __atomic_fetch_add(&og_counters[0], 1, __ATOMIC_RELAXED);
   long chunk = (total + nblocks - 1) / nblocks;
   if (chunk % 16 && chunk > 16) chunk += 16 - chunk % 16;  /* whole vectors per block */
   nblocks = (total + chunk - 1) / chunk;
@@ -303,6 +339,7 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   og_publish(job, gen, threads);
   uint64_t started = og_ticks();
   long ran = og_work(job, gen, 0, threads);
+  __atomic_fetch_add(&og_counters[2], ran, __ATOMIC_RELAXED);
   uint64_t spin = ran ? 2 * (og_ticks() - started) / ran : OG_MAX_WAIT;
   if (spin < OG_MIN_WAIT) spin = OG_MIN_WAIT;
   if (spin > OG_MAX_WAIT) spin = OG_MAX_WAIT;
@@ -312,6 +349,15 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   return err;
 }
 """
+
+
+def runtime_counters(library: ctypes.CDLL) -> tuple[int, int, int, int]:
+    """``og_pool_counters`` of a loaded runtime library (``Toolchain.runtime()``): jobs shared
+    out, calls run serially, blocks run by callers, blocks run by pool workers."""
+    out = (ctypes.c_long * 4)()
+    library.og_pool_counters(out)
+    return (out[0], out[1], out[2], out[3])
+
 
 #: The declaration generated modules use.
 DECLARATION = (
