@@ -51,16 +51,14 @@ from torch import nn
 
 def _static_hint(value: Any) -> Any:
     """``guarding_hint_or_throw`` for the static shapes of these workloads (torch < 2.13)."""
-    if isinstance(value, int | bool):
-        return value
-    return symbolic_shapes.hint_int(value)
+    return value if isinstance(value, int | bool) else int(value)
 
 
 if not hasattr(symbolic_shapes, "guarding_hint_or_throw"):
     # The PyTorch bridge is pinned to torch 2.13; a GPU machine may have an older CUDA torch
     # (the lent H200 had 2.11), which lacks only this helper for the static shapes here.
     print(f"gpu_bench: torch {torch.__version__} predates the pinned 2.13; static-shape shim")
-    symbolic_shapes.guarding_hint_or_throw = _static_hint  # type: ignore[attr-defined]
+    symbolic_shapes.guarding_hint_or_throw = _static_hint  # type: ignore[assignment]
 
 import opgraph as og  # noqa: E402
 from bench.torch_bench import MLP, BertLayer, ResNet18, _randomize_norms  # noqa: E402

@@ -89,7 +89,7 @@ if wants probe; then # items 6-10, 12 and the hybrid placement
   step probe 150 python3 tools/gpu_probe.py $PROBE_ARGS
 fi
 if wants overhead; then # where the host time of a small call goes (cProfile)
-  step probe 60 python3 tools/gpu_overhead.py
+  step probe 120 python3 tools/gpu_overhead.py ${OVERHEAD_ARGS:-}
 fi
 if wants gputests; then # items 2, 5, 9, 10: the device tests and the execution contract
   step gputests 150 "${PYTEST[@]}" -n 4 tests/backends/gpu -k "not test_record_sample" \
