@@ -3,7 +3,7 @@
     python bench/gpu_bench.py --backend GPU [--workload w1|w2|w3|w4|w5|all] [--rounds 5]
                               [--block 0.25] [--report gpu.md]
 
-UNVERIFIED: written without a GPU (see docs/gpu.md); it has never run.
+Run on an NVIDIA H200 on 2026-11-26; its table is in docs/gpu.md.
 
 Workloads (evaluation mode, ``torch.no_grad()``), each one torch module whose weights opgraph
 imports through ``torch.export`` (the same weights on both sides):

@@ -56,9 +56,9 @@ def bench_function(workload: str) -> tuple[og.Function, list[np.ndarray]]:
     # deferred: torch is needed only for the bench workloads
     import torch
 
-    from opgraph.frontends.torch import import_exported
-
+    # first: on a torch older than the pinned one it supplies what the bridge imports
     gpu_bench: Any = importlib.import_module("bench.gpu_bench")  # not a typed package
+    from opgraph.frontends.torch import import_exported
 
     case = gpu_bench.cases(workload)[0]
     with torch.no_grad():
