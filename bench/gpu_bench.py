@@ -1,13 +1,14 @@
 """opgraph's GPU backend against torch eager and torch.compile (inductor) on the same GPU.
 
-    python bench/gpu_bench.py --backend GPU [--workload w2|w3|w4|w5|all] [--rounds 5]
+    python bench/gpu_bench.py --backend GPU [--workload w1|w2|w3|w4|w5|all] [--rounds 5]
                               [--block 0.25] [--report gpu.md]
 
-UNVERIFIED: written without a GPU (see docs/gpu.md); it has never run.
+Run on an NVIDIA H200 on 2026-11-26; its table is in docs/gpu.md.
 
 Workloads (evaluation mode, ``torch.no_grad()``), each one torch module whose weights opgraph
 imports through ``torch.export`` (the same weights on both sides):
 
+* W1: ``(a + b) * c`` on 32x32, 1024x1024 and 4096x4096 f32 (16 bytes moved per element).
 * W2: ``tanh(x*0.5+1)*sigmoid(x) - x/3`` on 4M f32 — also reported as achieved memory
   bandwidth (32 MiB moved per call) against the device's peak (from its memory clock and bus
   width, when the driver reports them) and against a device-to-device copy measured here.
@@ -33,21 +34,42 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse
+import functools
+import math
 import statistics
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+import torch.fx.experimental.symbolic_shapes as symbolic_shapes
 from torch import nn
 
-import opgraph as og
-from bench.torch_bench import MLP, BertLayer, ResNet18, _randomize_norms
-from opgraph.frontends.torch import import_exported
+
+def _static_hint(value: Any) -> Any:
+    """``guarding_hint_or_throw`` for the static shapes of these workloads (torch < 2.13)."""
+    return value if isinstance(value, int | bool) else int(value)
+
+
+if not hasattr(symbolic_shapes, "guarding_hint_or_throw"):
+    # The PyTorch bridge is pinned to torch 2.13; a GPU machine may have an older CUDA torch
+    # (the lent H200 had 2.11), which lacks only this helper for the static shapes here.
+    print(f"gpu_bench: torch {torch.__version__} predates the pinned 2.13; static-shape shim")
+    symbolic_shapes.guarding_hint_or_throw = _static_hint  # type: ignore[assignment]
+
+import opgraph as og  # noqa: E402
+from bench.torch_bench import MLP, BertLayer, ResNet18, _randomize_norms  # noqa: E402
+from opgraph.frontends.torch import import_exported  # noqa: E402
 
 W2_SIZE = 1 << 22
+
+
+class W1(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return (a + b) * c
 
 
 class W2(nn.Module):
@@ -67,6 +89,10 @@ class Case:
 def cases(workload: str) -> list[Case]:
     torch.manual_seed(0)
     table: dict[str, Callable[[], list[Case]]] = {
+        "w1": lambda: [
+            Case("W1", f"(a+b)*c {n}x{n}", W1(), tuple(torch.rand(n, n) for _ in "abc"), 16 * n * n)
+            for n in (32, 1024, 4096)
+        ],
         "w2": lambda: [
             Case(
                 "W2", "tanh(x*0.5+1)*sigmoid(x)-x/3 4M", W2(), (torch.randn(W2_SIZE),), 8 * W2_SIZE
@@ -91,7 +117,8 @@ def cases(workload: str) -> list[Case]:
             Case("W5", "BERT-base layer 1x128", BertLayer().eval(), (torch.randn(1, 128, 768),))
         ],
     }
-    names = list(table) if workload == "all" else [workload]
+    # all: ResNet-18 (the longest torch.compile) last
+    names = ["w1", "w2", "w3", "w5", "w4"] if workload == "all" else [workload]
     return [c for n in names for c in table[n]()]
 
 
@@ -171,6 +198,7 @@ def measure(ready: dict[str, Callable[[], object]], rounds: int, block: float) -
 
 
 # ------------------------------------------------------------------------------ bandwidth
+@functools.cache
 def peak_bandwidth() -> float | None:
     """Theoretical DRAM bandwidth in bytes/s (memory clock × 2 × bus width), or None when the
     driver does not report it."""
@@ -186,6 +214,7 @@ def peak_bandwidth() -> float | None:
     return 2.0 * clock_khz * 1e3 * bus_bits / 8 if clock_khz and bus_bits else None
 
 
+@functools.cache
 def copy_bandwidth(nbytes: int = 1 << 30) -> float:
     """Device-to-device copy bandwidth in bytes/s (read + write), measured."""
     import cupy
@@ -206,7 +235,10 @@ def copy_bandwidth(nbytes: int = 1 << 30) -> float:
 
 def bandwidth_lines(case: Case, seconds: float) -> list[str]:
     achieved = case.bytes_moved / seconds
-    lines = [f"  W2 moves {case.bytes_moved / 2**20:.0f} MiB per call: {achieved / 1e9:.0f} GB/s"]
+    lines = [
+        f"  {case.workload} {case.name} moves {case.bytes_moved / 2**20:.1f} MiB per call: "
+        f"{achieved / 1e9:.0f} GB/s"
+    ]
     peak = peak_bandwidth()
     if peak:
         lines.append(f"  = {100 * achieved / peak:.0f}% of the theoretical {peak / 1e9:.0f} GB/s")
@@ -220,8 +252,9 @@ def run_case(
     case: Case, backend_name: str, rounds: int, block: float
 ) -> tuple[dict[str, float], list[str]]:
     print(f"{case.workload} {case.name}")
-    torch_ready = torch_runtimes(case)
+    # opgraph first: it exports the module on the host; torch_runtimes moves it to the GPU
     run, outputs, compile_seconds = opgraph_runtime(case, backend_name)
+    torch_ready = torch_runtimes(case)
     print(f"  opgraph compile {compile_seconds:.2f} s")
     eager_run, eager_outputs = torch_ready["torch eager"]
     eager_run()
@@ -234,7 +267,8 @@ def run_case(
     ready = {f"opgraph {backend_name}": run, **{n: r for n, (r, _) in torch_ready.items()}}
     medians = measure(ready, rounds, block)
     print("  " + ", ".join(f"{n} {t * 1e3:.3f} ms" for n, t in medians.items()))
-    extra = bandwidth_lines(case, medians[f"opgraph {backend_name}"]) if case.bytes_moved else []
+    opgraph_seconds = medians[f"opgraph {backend_name}"]
+    extra = bandwidth_lines(case, opgraph_seconds) if case.bytes_moved >= 1 << 20 else []
     for line in extra:
         print(line)
     return medians, extra
@@ -253,13 +287,21 @@ def table(rows: list[tuple[Case, dict[str, float]]], backend_name: str) -> str:
         fastest_torch = min(medians[n] for n in names[1:] if n in medians)
         ratio = medians[names[0]] / fastest_torch
         lines.append(f"| {case.workload} | {case.name} | {' | '.join(cells)} | {ratio:.2f} |")
+    ratios = {
+        peer: [m[names[0]] / m[peer] for _, m in rows if peer in m and names[0] in m]
+        for peer in names[1:]
+    }
+    for peer, found in ratios.items():
+        if found:
+            geomean = math.exp(sum(math.log(r) for r in found) / len(found))
+            lines.append(f"\ngeomean opgraph / {peer}: {geomean:.2f} over {len(found)} case(s)")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="GPU", help="opgraph backend (default: %(default)s)")
-    parser.add_argument("--workload", default="all", choices=["w2", "w3", "w4", "w5", "all"])
+    parser.add_argument("--workload", default="all", choices=["w1", "w2", "w3", "w4", "w5", "all"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--block", type=float, default=0.25, help="seconds per timing block")
     parser.add_argument("--report", default=None, help="also write the table to this file")
@@ -271,16 +313,30 @@ def main() -> None:
             f"gpu_bench: backend {args.backend} is not registered ({', '.join(og.backends())})"
         )
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, opgraph {args.backend}")
-    rows, notes = [], []
+    rows: list[tuple[Case, dict[str, float]]] = []
+    notes: list[str] = []
     for case in cases(args.workload):
-        medians, extra = run_case(case, args.backend.upper(), args.rounds, args.block)
+        try:
+            medians, extra = run_case(case, args.backend.upper(), args.rounds, args.block)
+        except Exception as error:  # reported; the other workloads still run
+            traceback.print_exc()
+            notes.append(f"{case.workload} {case.name} failed: {type(error).__name__}: {error}")
+            continue
         rows.append((case, medians))
         notes += extra
-    text = "\n".join([table(rows, args.backend.upper()), "", *notes])
+        if args.report:  # the table so far, in case a later workload does not finish
+            write_report(args.report, rows, notes, args.backend.upper())
+    text = "\n".join([table(rows, args.backend.upper()) if rows else "no workload ran", "", *notes])
     print(text)
     if args.report:
-        with open(args.report, "w") as handle:
-            handle.write(text + "\n")
+        write_report(args.report, rows, notes, args.backend.upper())
+
+
+def write_report(
+    path: str, rows: list[tuple[Case, dict[str, float]]], notes: list[str], backend: str
+) -> None:
+    with open(path, "w") as handle:
+        handle.write("\n".join([table(rows, backend), "", *notes]) + "\n")
 
 
 if __name__ == "__main__":

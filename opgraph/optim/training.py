@@ -189,7 +189,7 @@ class Trainer:
         self.executable.call([self._loss, *self._next], [*self._current, *self._inputs])
         self._current, self._next = self._next, self._current
         self.steps += 1
-        return float(self._loss.buffer)
+        return float(self._loss.read())  # a copy: the tensor may live in device memory
 
     @property
     def parameter_tensors(self) -> list[Tensor]:

@@ -1,4 +1,8 @@
-"""Every backend checks each tensor's buffer at call time, and ``call`` takes lists."""
+"""Every backend checks each host tensor's buffer at call time, and ``call`` takes lists.
+
+The tensors are host tensors on every backend: ``create_tensor(t, shape, array)`` wraps a
+numpy array (GPU's ``create_tensor(t, shape)`` is a device tensor, with no host buffer; its
+call checks are in tests/backends/gpu/test_gpu_call_validation.py)."""
 
 import warnings
 
@@ -14,9 +18,13 @@ def relu_exe(backend):
     return backend.compile(og.Function([ops.relu(x), ops.negative(x)], [x], name="g"))
 
 
+def host_tensor(backend, shape=(2, 3)):
+    return backend.create_tensor(og.f32, shape, np.zeros(shape, np.float32))
+
+
 def tensors(backend):
     x = backend.create_tensor(og.f32, (2, 3), np.arange(6, dtype=np.float32).reshape(2, 3) - 2)
-    outs = [backend.create_tensor(og.f32, (2, 3)) for _ in range(2)]
+    outs = [host_tensor(backend) for _ in range(2)]
     return outs, [x]
 
 
@@ -25,6 +33,10 @@ def test_call_takes_lists_not_tensors(backend):
     outs, ins = tensors(backend)
     with pytest.raises(og.CallTypeError, match="takes two lists of Tensors.*outputs is a Tensor"):
         exe.call(outs[0], ins)
+    device = backend.create_tensor(og.f32, (2, 3))  # the backend's own (GPU: a DeviceTensor)
+    kind = type(device).__name__
+    with pytest.raises(og.CallTypeError, match=f"takes two lists of Tensors.*outputs is a {kind}"):
+        exe.call(device, ins)
     with pytest.raises(
         og.CallTypeError, match="inputs is a Tensor.*exe.call\\(\\[out\\], \\[x\\]\\)"
     ):
@@ -36,7 +48,7 @@ def test_call_takes_lists_not_tensors(backend):
 
 
 def test_buffer_assignment_is_validated(backend):
-    t = backend.create_tensor(og.f32, (2, 3))
+    t = host_tensor(backend)
     kept = t.buffer
     for bad, error, message in [
         (np.zeros(2, np.float32), og.GraphError, "buffer shape \\[2\\] does not match \\[2, 3\\]"),

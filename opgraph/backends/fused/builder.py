@@ -10,6 +10,7 @@ copied into their result buffers at the end.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,13 +39,31 @@ from opgraph.core.shape import DimShape
 from opgraph.passes.specialize_shapes import is_symbolic
 
 
+@dataclass(frozen=True)
+class TargetFeatures:
+    """Target-specific steps the lowering may choose (the default: all, as the CPU has).
+
+    Attributes:
+        panels: products by constant f32 matrices read them repacked as column panels
+            (``GemmStep.panel``: the CPU's generated GEMV/GEMM); else plain strided matrices.
+        winograd: 3x3 stride-1 convolutions with constant filters may become a
+            ``WinogradStep``; else a ``ConvStep``.
+    """
+
+    panels: bool = True
+    winograd: bool = True
+
+
 class ProgramBuilder:
     """Builds the Program of a lowered Function; step lowerings (``STEP_OPS``) call back
     into :meth:`operand`, :meth:`home`, :meth:`materialize` and :meth:`add_step`."""
 
-    def __init__(self, fn: Function, threads: int = 1) -> None:
+    def __init__(
+        self, fn: Function, threads: int = 1, features: TargetFeatures | None = None
+    ) -> None:
         self.fn = fn
         self.threads = threads
+        self.features = features or TargetFeatures()
         self.symbolic = is_symbolic(fn)
         self.names = value_names(fn)
         self.partition: Partition = partition(fn)
@@ -322,8 +341,10 @@ def assign_phases(kernel: LoopKernel) -> None:
         after.append(ready)
 
 
-def build_program(fn: Function, threads: int = 1) -> Program:
+def build_program(
+    fn: Function, threads: int = 1, features: TargetFeatures | None = None
+) -> Program:
     """The Program of a Function already lowered (:func:`~opgraph.backends.fused.pipeline.lower`;
     ``threads``: how many threads steps may split their work between, for per-thread
-    scratch)."""
-    return ProgramBuilder(fn, threads).build()
+    scratch; ``features``: the target-specific steps it may use, default all)."""
+    return ProgramBuilder(fn, threads, features).build()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from opgraph.backends.fused.builder import build_program
+from opgraph.backends.fused.builder import TargetFeatures, build_program
 from opgraph.backends.fused.epilogues import fuse_epilogues
 from opgraph.backends.fused.fusion import Kind, classify
 from opgraph.backends.fused.lowering import (
@@ -122,7 +122,11 @@ def require_sized(function: Function, backend: str) -> None:
 
 
 def compile_program(
-    function: Function, backend: str, optimize: bool = True, threads: int = 1
+    function: Function,
+    backend: str,
+    optimize: bool = True,
+    threads: int = 1,
+    features: TargetFeatures | None = None,
 ) -> FusedProgram:
     """Lower ``function``, fuse it into a Program, fold epilogues into their producers and
     plan the arena.
@@ -132,12 +136,14 @@ def compile_program(
         backend: the backend's name, for the error message.
         optimize: run the default optimization pipeline.
         threads: how many threads steps may split their work between (per-thread scratch).
+        features: the target-specific steps the lowering may choose (default: all, the
+            CPU's); the GPU has neither column panels nor Winograd.
 
     Raises:
         UnsupportedOpError: an op has neither a lowering nor a reference kernel.
     """
     require_static(function, backend)
-    lowered, program = _build(function, backend, optimize, threads)
+    lowered, program = _build(function, backend, optimize, threads, features)
     plan = plan_memory(program)
     return FusedProgram(lowered, program, plan)
 
@@ -170,7 +176,11 @@ def compile_symbolic_program(
 
 
 def _build(
-    function: Function, backend: str, optimize: bool, threads: int
+    function: Function,
+    backend: str,
+    optimize: bool,
+    threads: int,
+    features: TargetFeatures | None = None,
 ) -> tuple[Function, Program]:
     lowered = lower(function, optimize)
     missing = sorted(
@@ -186,6 +196,6 @@ def _build(
         raise UnsupportedOpError(
             f"{backend} has no kernel for: {', '.join(missing)} (in {function.name})"
         )
-    program = build_program(lowered, threads)
+    program = build_program(lowered, threads, features)
     fuse_epilogues(program)
     return lowered, program

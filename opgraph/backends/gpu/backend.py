@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.backends.fused.builder import TargetFeatures
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.pipeline import compile_program
 from opgraph.backends.fused.program import BufferKind, Program, Step
@@ -34,6 +35,11 @@ from opgraph.passes.specialize_shapes import is_symbolic
 from opgraph.runtime.backend import Backend, Executable
 from opgraph.runtime.specializing import SpecializingExecutable
 from opgraph.runtime.tensor import Tensor
+
+#: The CPU-only steps the shared lowering must not choose here: cuBLAS reads constant weights
+#: as plain strided matrices (column panels are no strided view), and 3x3 convolutions are
+#: im2col + GEMM (no Winograd kernel on the device).
+GPU_FEATURES = TargetFeatures(panels=False, winograd=False)
 
 
 def kernel_prefix(name: str) -> str:
@@ -120,7 +126,7 @@ class GpuBackend(Backend):
             UnsupportedOpError: symbolic or data-dependent sizes, or an op has neither a
                 lowering nor a reference kernel.
         """
-        fused = compile_program(function, self.name, self.config.optimize)
+        fused = compile_program(function, self.name, self.config.optimize, features=GPU_FEATURES)
         lowered, program, plan = fused.lowered, fused.program, fused.plan
         placement = place_steps(program, self.on_device, self.config.host_kernel_limit)
         actions = self.actions(program, plan, placement, kernel_prefix(function.name))

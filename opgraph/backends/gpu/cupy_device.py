@@ -6,7 +6,7 @@ with :class:`~opgraph.backends.gpu.device.GpuUnavailableError` when it cannot). 
 CupyDevice per CUDA device is shared by every executable (:func:`cupy_device`), so they
 share its memory pool and compiled-module cache.
 
-UNVERIFIED: written without a GPU; see ``docs/gpu.md`` for what remains to be checked.
+Run on an NVIDIA H200 (2026-11-26): see ``docs/gpu.md``, "Verified on a GPU".
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.backends.gpu.blas import GemmPlan, plan_gemm
 from opgraph.backends.gpu.cuda.kernel import CudaKernel
 from opgraph.backends.gpu.device import (
     GpuUnavailableError,
@@ -80,6 +81,12 @@ class CupyDevice:
         self._modules: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self.options = _compile_options(cupy)
+        self._cublas = _cublas_module()
+        #: (one, zero) host scalars for cuBLAS's alpha and beta, per (f32, f64)
+        self._scalars = {
+            double: (np.ones(1, dtype), np.zeros(1, dtype))
+            for double, dtype in ((False, np.float32), (True, np.float64))
+        }
 
     @property
     def max_blocks(self) -> int:
@@ -174,7 +181,37 @@ class CupyDevice:
             function((grid,), (kernel.block,), tuple(np.uint64(a) for a in args))
 
     def gemm(self, a: Strided, b: Strided, c: Strided, stream: Any) -> None:
-        """cuBLAS through ``cupy.matmul`` (strided-batched for 3-D operands)."""
+        """One cuBLAS (strided-batched) GEMM call as :func:`~opgraph.backends.gpu.blas.plan_gemm`
+        plans it; ``cupy.matmul`` for layouts it has no plan for."""
+        plan = plan_gemm(a, b, c) if self._cublas is not None else None
+        if plan is None:
+            self._matmul(a, b, c, stream)
+            return
+        with self.device, _current(stream):  # CuPy's bindings run on its current stream
+            self._cublas_gemm(plan)
+
+    def _cublas_gemm(self, plan: GemmPlan) -> None:
+        cublas = self._cublas
+        handle = self.cp.cuda.device.get_cublas_handle()
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+        one, zero = (x.ctypes.data for x in self._scalars[plan.double])
+        a, b = plan.a, plan.b
+        op_a = cublas.CUBLAS_OP_T if a.trans else cublas.CUBLAS_OP_N
+        op_b = cublas.CUBLAS_OP_T if b.trans else cublas.CUBLAS_OP_N
+        sizes = (handle, op_a, op_b, plan.m, plan.n, plan.k, one)
+        if plan.batch == 1:
+            call = cublas.dgemm if plan.double else cublas.sgemm
+            call(*sizes, a.ptr, a.ld, b.ptr, b.ld, zero, plan.c_ptr, plan.ldc)
+        else:
+            call = cublas.dgemmStridedBatched if plan.double else cublas.sgemmStridedBatched
+            call(
+                *sizes,
+                *(a.ptr, a.ld, a.stride, b.ptr, b.ld, b.stride, zero),
+                *(plan.c_ptr, plan.ldc, plan.c_stride, plan.batch),
+            )
+
+    def _matmul(self, a: Strided, b: Strided, c: Strided, stream: Any) -> None:
+        """``cupy.matmul`` over CuPy arrays viewing the operands."""
         with self.device, _current(stream):
             left, right, out = self._array(a), self._array(b), self._array(c)
             if out.flags.c_contiguous:
@@ -205,6 +242,16 @@ class _NullContext:
 def _current(stream: Any) -> Any:
     """``with stream:`` (the stream CuPy launches on), or nothing for the default stream."""
     return stream if stream is not None else _NullContext()
+
+
+def _cublas_module() -> Any:
+    """CuPy's cuBLAS bindings (None where this CuPy has none: ``cupy.matmul`` then)."""
+    try:
+        # deferred: part of CuPy, an optional dependency
+        from cupy_backends.cuda.libs import cublas
+    except ImportError:
+        return None
+    return cublas
 
 
 def _compile_options(cupy: Any) -> tuple[str, ...]:

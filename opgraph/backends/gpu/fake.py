@@ -30,6 +30,7 @@ import numpy as np
 import opgraph.backends.gpu.interpret as interpret
 from opgraph.backends.fused.program import LoopKernel
 from opgraph.backends.fused.views import static_all
+from opgraph.backends.gpu.blas import Operand, plan_gemm
 from opgraph.backends.gpu.cuda.kernel import CudaKernel, Im2Col, IntGemm, Pool
 from opgraph.backends.gpu.device import Strided, TransferStats, cuda_array_interface
 from opgraph.core import element_type
@@ -249,8 +250,30 @@ class FakeDevice:
         word[0] |= np.int32(1 << bit)
 
     def gemm(self, a: Strided, b: Strided, c: Strided, stream: Any) -> None:
+        """The cuBLAS call :func:`~opgraph.backends.gpu.blas.plan_gemm` plans, run on numpy
+        with cuBLAS's column-major meaning (``matmul`` on the operands where it has none)."""
         self.gemms += 1
-        interpret.matmul(self.view(a), self.view(b), self.view(c))
+        plan = plan_gemm(a, b, c)
+        if plan is None:
+            interpret.matmul(self.view(a), self.view(b), self.view(c))
+            return
+        t = c.element_type
+        first = self._column_major(plan.a, t, (plan.m, plan.k), plan.batch)
+        second = self._column_major(plan.b, t, (plan.k, plan.n), plan.batch)
+        out = self.view(
+            Strided(plan.c_ptr, t, (plan.batch, plan.m, plan.n), (plan.c_stride, 1, plan.ldc))
+        )
+        interpret.matmul(first, second, out)
+
+    def _column_major(
+        self, operand: Operand, t: ElementType, shape: tuple[int, int], batch: int
+    ) -> np.ndarray:
+        """``op(X)`` of a cuBLAS operand whose result is ``shape`` (rows, cols)."""
+        rows, cols = shape[::-1] if operand.trans else shape
+        stored = self.view(
+            Strided(operand.ptr, t, (batch, rows, cols), (operand.stride, 1, operand.ld))
+        )
+        return stored.transpose(0, 2, 1) if operand.trans else stored
 
 
 def _fake_loop(kernel: CudaKernel, arrays: dict[str, np.ndarray]) -> None:

@@ -297,6 +297,7 @@ def _loop(step: LoopStep, lowering: Lowering) -> Action:
 @DEVICE_STEPS.register(GemmStep)
 def _gemm(step: GemmStep, lowering: Lowering) -> Action:
     assert step.a is not None and step.b is not None and step.out is not None
+    assert not step.panel, f"{step.label}: column panels reached the GPU (needs panels=False)"
     action = DeviceGemm(step.label, step)
     if step.out.element_type not in (et.f32, et.f64):
         action.int_kernel = int_gemm_kernel(

@@ -261,7 +261,8 @@ def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> boo
     n, c = data.shape[0], views.static(data.shape[1])  # only the batch may be symbolic
     o, oh, ow = views.static_all(out.shape[1:])
     plain = (
-        isinstance(filters, Constant)
+        builder.features.winograd
+        and isinstance(filters, Constant)
         and out.element_type is et.f32
         and op.groups == 1
         and node.inputs[0].rank == 4

@@ -128,10 +128,11 @@ def _panels(
 ) -> tuple[View, int] | None:
     """A product by a constant f32 matrix reads the matrix as contiguous column panels,
     repacked once at compile time (what BLAS would do on every call): 16 wide for a one-row
-    GEMV, 32 wide for the register-blocked GEMM (whose rows must be contiguous)."""
+    GEMV, 32 wide for the register-blocked GEMM (whose rows must be contiguous). None where
+    the target reads plain matrices (``TargetFeatures.panels`` False: the GPU's cuBLAS)."""
     rows, inner = left.shape
     width = GEMV_PANEL if rows == 1 else GEMM_PANEL
-    if compute is not et.f32 or not isinstance(b.node.op, Constant):
+    if not builder.features.panels or compute is not et.f32 or not isinstance(b.node.op, Constant):
         return None
     if type(cols) is not int or cols < width:
         return None
