@@ -163,3 +163,19 @@ def test_empty_operands_are_left_unfused(cpu):
     q, k, v = (og.parameter(og.f32, s) for s in [(2, 6, 0), (2, 0, 5), (2, 5, 3)])
     fn = og.Function([ops.matmul(ops.softmax(ops.matmul(q, k), -1), v)], [q, k, v])
     _check(cpu, fn, _inputs(fn), fused=False)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "parallel_cpu"])
+@pytest.mark.parametrize(("batch", "heads"), [(1, 1), (2, 3)])
+def test_packed_keys_are_never_stale(request, backend, batch, heads):
+    """Each thread packs an entry's k and v once for the blocks of that entry it runs: a
+    second call with other values, and entries changing between a thread's blocks, still
+    give the reference values (the packed entry is forgotten at the start of every run)."""
+    runner = request.getfixturevalue(backend)
+    fn = _bert_attention(batch, 600, heads, 16 * heads, "mul")  # several blocks per entry
+    exe = _check(runner, fn, _inputs(fn))
+    interpreter = og.backend("INTERPRETER").compile(fn)
+    for _ in range(2):
+        arrays = _inputs(fn)
+        (want,) = interpreter(*arrays)
+        np.testing.assert_allclose(exe(*arrays)[0], want, rtol=1e-5, atol=1e-5)

@@ -220,12 +220,18 @@ class AttentionStep(Step):
         return [self.out, self.scratch]
 
 
+#: Floats at the start of each thread's scratch slice for a target's own bookkeeping (the
+#: CPU keeps there which batch entry its packed ``k`` and ``v`` belong to); one cache line.
+SCRATCH_HEADER = 16
+
+
 def scratch_floats(step: AttentionStep) -> int:
-    """Floats of scratch one thread needs: a block of scores, and room for ``k`` and ``v``
-    repacked as 32-column panels (zero-padded) for targets that multiply from panels."""
+    """Floats of scratch one thread needs: a header (:data:`SCRATCH_HEADER`), a block of
+    scores, and room for ``k`` and ``v`` repacked as 32-column panels (zero-padded) for
+    targets that multiply from panels."""
     assert step.k is not None and step.v is not None
     (d, m), e = static_all(step.k.shape), static(step.v.shape[1])
-    return step.block_rows * m + _panels(m) * d + _panels(e) * m
+    return SCRATCH_HEADER + step.block_rows * m + _panels(m) * d + _panels(e) * m
 
 
 def _panels(columns: int) -> int:
@@ -321,4 +327,11 @@ def numpy_attention(
     return np.matmul(shifted / shifted.sum(-1, keepdims=True), v).astype(np.float32)
 
 
-__all__ = ["Attention", "AttentionStep", "block_rows", "numpy_attention", "scratch_floats"]
+__all__ = [
+    "SCRATCH_HEADER",
+    "Attention",
+    "AttentionStep",
+    "block_rows",
+    "numpy_attention",
+    "scratch_floats",
+]
