@@ -149,7 +149,10 @@ class AttentionEmitter:
             "        total += part;",
             "      }",
             "      #pragma omp simd",
-            f"      for (long j = 0; j < {m}L; ++j) x[j] = x[j] / total;",
+            f"      for (long j = 0; j < {m}L; ++j) {{",
+            "        const float p = x[j] / total;",
+            f"        x[j] = {'p != p ? 0.0f : p' if s.zero_nan else 'p'};",
+            "      }",
         ]
 
     def driver(self, units: int) -> str:
