@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
+from opgraph.backends.cpu.codegen.gather_prefetch import prefetch_lines
 from opgraph.backends.cpu.codegen.row_reuse import SAVE_COST, RowReuse, full_closure, plan_row_reuse
 from opgraph.backends.fused.loops import Check, LoopEmitter, comment
 from opgraph.backends.fused.lowering import REDUCTIONS
@@ -51,6 +52,8 @@ class CLoopEmitter(LoopEmitter):
         self.lines: list[str] = []
         self.reuse = RowReuse()
         self.node_cost: dict[int, int] = {}  # cost of each node defined in the current loop
+        self.row_lines: list[str] | None = None  # per-row lines before a pointwise loop
+        self.row_invariant: set[int] = set()  # index loads defined in them
 
     def define(self, k: int, out: list[str], indent: str, load: str | None = None) -> None:
         before = self.cost
@@ -202,9 +205,11 @@ class CLoopEmitter(LoopEmitter):
 
     def row_index_loads(self, targets: list[int]) -> list[str]:
         """Definitions, before the vector loop, of the gathers' index loads that do not move
-        along it (an embedding's id, one per row): the gathered elements are then one
+        along it (an embedding's id, one per row), and of those gathers' index arithmetic
+        (wrap, range check, clamp: :meth:`gather_expr`): the gathered elements are then one
         contiguous vector load, not a vector gather per element."""
         lines: list[str] = []
+        self.row_lines, self.row_invariant = lines, set()
         for k in self.needed(targets, Level.FULL):
             node = self.kernel.nodes[k]
             if node.kind is not KKind.GATHER:
@@ -216,7 +221,18 @@ class CLoopEmitter(LoopEmitter):
                 )
                 if still and a not in self.defined:
                     self.define(a, lines, "    ")
-        return lines
+                if still:
+                    self.row_invariant.add(a)
+        if lines:
+            lines.extend(prefetch_lines(self, targets))
+        return lines  # gather_expr appends the hoisted index arithmetic to this list
+
+    def gather_expr(self, node: KNode, out: list[str], indent: str) -> str:
+        """A gather whose indices are all row-invariant computes its position once per row
+        (in the lines :meth:`row_index_loads` returned)."""
+        if self.row_lines is not None and node.args and self.row_invariant.issuperset(node.args):
+            return super().gather_expr(node, self.row_lines, "    ")
+        return super().gather_expr(node, out, indent)
 
     def streamed_loop(
         self, length: int, body: list[str], pragma: str, hoisted: list[str] | None = None
