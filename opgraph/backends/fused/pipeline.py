@@ -37,8 +37,9 @@ from opgraph.passes.unbox_tuples import unbox_tuples
 from opgraph.pattern import rewrite
 
 #: Rewrites into what the fused compiler computes best: a GELU written out (erf or tanh form,
-#: the cube as ``x**3`` too) becomes one ``Gelu`` (one scalar expression, see
-#: ``lowering/activation.py``); a float power by 2, 3 or 4 becomes products.
+#: the cube as ``x**3`` too) becomes one ``Gelu``, which ``lowering/activation.py`` expands
+#: again in the form that computes fastest (the tanh form as ``x / (1 + exp(-2u))``); a float
+#: power by 2, 3 or 4 becomes products.
 KERNEL_RULES = GELU_RULES + POWER_RULES
 
 #: The lowering registries: an op class in one of them has code generated for it.
