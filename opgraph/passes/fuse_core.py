@@ -20,7 +20,7 @@ from opgraph.ops.movement import Broadcast
 from opgraph.passes._layer_norm import LAYER_NORM_RULES
 from opgraph.pattern import P, Pattern, Rules, constant_value, rewrite
 
-__all__ = ["FUSION_RULES", "fuse_core", "is_scalar_constant"]
+__all__ = ["FUSION_RULES", "GELU_RULES", "fuse_core", "is_scalar_constant"]
 
 
 def is_scalar_constant(value: Output, target: float, rtol: float = 1e-3) -> bool:
@@ -102,6 +102,10 @@ _GELU = [
     ),
 ]
 
+#: The two GELU spellings (erf and tanh) as one ``Gelu`` (backends with a native GELU apply
+#: these alone).
+GELU_RULES = Rules(_GELU)
+
 
 # ---------------------------------------------------------------------------------- gemm
 def _is_matrix_product(o: Output) -> bool:
@@ -130,7 +134,7 @@ _GEMM = [
 ]
 
 
-FUSION_RULES = Rules([*_ELEMENTARY, *_GELU, *_GEMM]) + LAYER_NORM_RULES
+FUSION_RULES = Rules([*_ELEMENTARY, *GELU_RULES, *_GEMM]) + LAYER_NORM_RULES
 
 
 def fuse_core(fn: Function) -> Function:

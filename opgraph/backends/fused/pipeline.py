@@ -27,11 +27,20 @@ from opgraph.core.graph import rebuild_nodes
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.passes.decompose import decompose
+from opgraph.passes.expand_powers import POWER_RULES
+from opgraph.passes.fuse_core import GELU_RULES
 from opgraph.passes.fuse_quantized_products import fuse_quantized_products
 from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.pipeline import optimize as optimize_function
 from opgraph.passes.specialize_shapes import is_symbolic
 from opgraph.passes.unbox_tuples import unbox_tuples
+from opgraph.pattern import rewrite
+
+#: Rewrites into what the fused compiler computes best: a GELU written out (erf or tanh form,
+#: the cube as ``x**3`` too) becomes one ``Gelu``, which ``lowering/activation.py`` expands
+#: again in the form that computes fastest (the tanh form as ``x / (1 + exp(-2u))``); a float
+#: power by 2, 3 or 4 becomes products.
+KERNEL_RULES = GELU_RULES + POWER_RULES
 
 #: The lowering registries: an op class in one of them has code generated for it.
 NATIVE_TABLES = (SCALAR_OPS, REDUCTIONS, VIEW_OPS, STEP_OPS, REWRITES, GATHERS)
@@ -52,7 +61,8 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     """Clone, inline calls, unbox tuples, turn products of dequantized 8-bit values into
     integer products (``fuse_quantized_products``: before folding dequantizes the weights),
     decompose what has no native lowering, apply the
-    rewrites (``REWRITES``: expansions that fuse better), optimize, rewrite again.
+    rewrites (``REWRITES``: expansions that fuse better), optimize, apply
+    :data:`KERNEL_RULES`, rewrite again.
 
     Needs: a valid Function. Guarantees: no tuples or calls; every op is native, has a
     reference kernel, or is reported by :func:`compile_program` as unsupported.
@@ -60,7 +70,7 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     fn = fuse_quantized_products(unbox_tuples(inline_calls(fn.clone())))
     fn = apply_rewrites(decompose(fn, is_supported=is_native, keep_symbolic=is_symbolic(fn)))
     if optimize:
-        fn = apply_rewrites(optimize_function(fn))
+        fn = apply_rewrites(rewrite(optimize_function(fn), KERNEL_RULES))
     return fn
 
 

@@ -163,3 +163,59 @@ def test_empty_operands_are_left_unfused(cpu):
     q, k, v = (og.parameter(og.f32, s) for s in [(2, 6, 0), (2, 0, 5), (2, 5, 3)])
     fn = og.Function([ops.matmul(ops.softmax(ops.matmul(q, k), -1), v)], [q, k, v])
     _check(cpu, fn, _inputs(fn), fused=False)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "parallel_cpu"])
+@pytest.mark.parametrize(("batch", "heads"), [(1, 1), (2, 3)])
+def test_packed_keys_are_never_stale(request, backend, batch, heads):
+    """Each thread packs an entry's k and v once for the blocks of that entry it runs: a
+    second call with other values, and entries changing between a thread's blocks, still
+    give the reference values (the packed entry is forgotten at the start of every run)."""
+    runner = request.getfixturevalue(backend)
+    fn = _bert_attention(batch, 600, heads, 16 * heads, "mul")  # several blocks per entry
+    exe = _check(runner, fn, _inputs(fn))
+    interpreter = og.backend("INTERPRETER").compile(fn)
+    for _ in range(2):
+        arrays = _inputs(fn)
+        (want,) = interpreter(*arrays)
+        np.testing.assert_allclose(exe(*arrays)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def _guarded_causal_attention(tokens, heads, width, guard_value=0.0, mask_rows=()):
+    """GPT-2 as torch exports it: a causal mask added to the scores, and the probabilities
+    passed through ``Select(IsNaN(p), 0, p)`` before the product with v."""
+    fn = _bert_attention(1, tokens, heads, width, "mul")
+    q, k, v = fn.parameters
+    d = width // heads
+    qh = _heads(q, 1, tokens, heads, (0, 2, 1, 3))
+    kh = _heads(k, 1, tokens, heads, (0, 2, 3, 1))
+    vh = _heads(v, 1, tokens, heads, (0, 2, 1, 3))
+    causal = np.triu(np.full((tokens, tokens), -np.inf, np.float32), 1)[None]
+    for r in mask_rows:
+        causal[0, r, :] = -np.inf
+    scores = ops.matmul(qh, kh) * (1.0 / math.sqrt(d))
+    scores = ops.add(scores, ops.broadcast_to(og.constant(causal), scores.shape))
+    p = ops.softmax(scores, -1)
+    fill = ops.broadcast_to(og.constant(np.float32(guard_value)), p.shape)
+    p = ops.select(ops.is_nan(p), fill, p)
+    context = ops.matmul(p, vh)
+    merged = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (1, tokens, width))
+    return og.Function([merged], [q, k, v])
+
+
+@pytest.mark.parametrize("mask_rows", [(), (0, 5)])
+def test_causal_attention_with_a_nan_guard_is_fused(parallel_cpu, mask_rows):
+    """Rows whose scores are all -inf give zeros (the guard), not NaN."""
+    fn = _guarded_causal_attention(40, 2, 32, mask_rows=mask_rows)
+    exe = _check(parallel_cpu, fn, _inputs(fn))
+    step = next(s for s in exe.program.steps if isinstance(s, AttentionStep))
+    assert step.zero_nan
+    (got,) = exe(*_inputs(fn))
+    assert np.isfinite(got).all()
+    for r in mask_rows:
+        assert not got[0, r].any()
+
+
+def test_a_guard_that_is_not_zero_is_not_fused(cpu):
+    fn = _guarded_causal_attention(16, 2, 16, guard_value=1.0)
+    _check(cpu, fn, _inputs(fn), fused=False)

@@ -7,6 +7,12 @@ the scratch, where they stay in cache while each row is scaled, masked, reduced 
 maximum, exponentiated (libmvec's ``expf``, as the unfused kernel), summed (vector lanes over
 blocks of 256) and divided by its sum; a second OpenBLAS call multiplies the block by ``v``
 straight into the output. OpenBLAS runs single-threaded inside the runtime's pool.
+
+Each thread packs an entry's ``k`` and ``v`` once for all the blocks of that entry it
+computes (the runtime hands a thread consecutive units first): the entry packed is noted in
+the header of the thread's scratch slice, reset before every run of the step. With long
+keys (Whisper's 1500) a unit is 21 query rows, and packing 2 x 64 x 1500 floats per unit cost
+about as much as its two products.
 """
 
 from __future__ import annotations
@@ -16,7 +22,11 @@ from typing import Any
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
-from opgraph.backends.fused.lowering.attention import AttentionStep, scratch_floats
+from opgraph.backends.fused.lowering.attention import (
+    SCRATCH_HEADER,
+    AttentionStep,
+    scratch_floats,
+)
 from opgraph.backends.fused.views import View, static, static_all
 from opgraph.core import element_type as et
 
@@ -60,14 +70,19 @@ class AttentionEmitter:
             _pointer(module, self.out, "o0", False),
             _pointer(module, self.scratch, "s0", False),
             *([_pointer(module, s.mask, "mk0")] if s.mask is not None else []),
-            f"  float* s = s0 + (long)og_worker_index() * {scratch_floats(s)}L;",
+            f"  float* slice = s0 + (long)og_worker_index() * {scratch_floats(s)}L;",
+            "  long* packed = (long*)slice;  /* the entry whose k and v are in kp, vp */",
+            f"  float* s = slice + {SCRATCH_HEADER}L;",
             f"  float* kp = s + {rows * self.m}L;",
             f"  float* vp = kp + {_panels(self.m) * self.d}L;",
             "  for (long u = lo; u < hi; ++u) {",
             f"    const long b = u / {blocks}L, r0 = (u % {blocks}L) * {rows}L;",
             f"    const long rows = {self.n}L - r0 < {rows}L ? {self.n}L - r0 : {rows}L;",
             f"    const long* off = {name}_batch[b];",
-            *self.pack(),
+            "    if (*packed != b) {",
+            *(f"  {line}" for line in self.pack()),
+            "      *packed = b;",
+            "    }",
             f"    og_gemm_panels(q0 + off[0] + r0 * {self.q.strides[0]}L, "
             f"{self.q.strides[0]}L, kp, s, {self.m}L, rows, {self.d}L, 0, {self.m}L);",
             "    for (long r = 0; r < rows; ++r) {",
@@ -134,7 +149,10 @@ class AttentionEmitter:
             "        total += part;",
             "      }",
             "      #pragma omp simd",
-            f"      for (long j = 0; j < {m}L; ++j) x[j] = x[j] / total;",
+            f"      for (long j = 0; j < {m}L; ++j) {{",
+            "        const float p = x[j] / total;",
+            f"        x[j] = {'p != p ? 0.0f : p' if s.zero_nan else 'p'};",
+            "      }",
         ]
 
     def driver(self, units: int) -> str:
@@ -143,7 +161,17 @@ class AttentionEmitter:
             call = f"og_parallel({self.name}, T, A, {units}L, 1L, {threads})"
         else:
             call = f"{self.name}(T, A, 0, {units}L)"
-        return f"static int {self.name}_run(void* const* T, char* A) {{\n  return {call};\n}}"
+        slices = static(self.scratch.shape[0])
+        return "\n".join(
+            [
+                f"static int {self.name}_run(void* const* T, char* A) {{",
+                _pointer(self.module, self.scratch, "s0", False),
+                f"  for (long t = 0; t < {slices}L; ++t)  /* nothing packed yet */",
+                f"    *(long*)(s0 + t * {scratch_floats(self.step)}L) = -1L;",
+                f"  return {call};",
+                "}",
+            ]
+        )
 
 
 def _panels(columns: int) -> int:

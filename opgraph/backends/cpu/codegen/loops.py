@@ -7,13 +7,17 @@ Inner loops carry ``omp simd``, and math calls vectorize through libmvec.
   the parallel driver splits even a single long row between threads.
 * A row kernel is a function over a range of rows; each row runs one inner loop per
   reduction phase (reductions of a phase share the loop), then one loop for the stored
-  elementwise values. Values needed by several loops are recomputed (loads come from L1).
+  elementwise values. A stored value that a reduction phase computes is stored by that
+  phase's loop; a costly value needed by several loops is saved in a row buffer by the first
+  and loaded by the others (``row_reuse.py``); other shared values are recomputed.
 """
 
 from __future__ import annotations
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
+from opgraph.backends.cpu.codegen.gather_prefetch import prefetch_lines
+from opgraph.backends.cpu.codegen.row_reuse import SAVE_COST, RowReuse, full_closure, plan_row_reuse
 from opgraph.backends.fused.loops import Check, LoopEmitter, comment
 from opgraph.backends.fused.lowering import REDUCTIONS
 from opgraph.backends.fused.program import KKind, KNode, Level, LoopKernel
@@ -46,6 +50,15 @@ class CLoopEmitter(LoopEmitter):
         )
         self.module = module
         self.lines: list[str] = []
+        self.reuse = RowReuse()
+        self.node_cost: dict[int, int] = {}  # cost of each node defined in the current loop
+        self.row_lines: list[str] | None = None  # per-row lines before a pointwise loop
+        self.row_invariant: set[int] = set()  # index loads defined in them
+
+    def define(self, k: int, out: list[str], indent: str, load: str | None = None) -> None:
+        before = self.cost
+        super().define(k, out, indent, load)
+        self.node_cost[k] = self.cost - before
 
     def pointer_declarations(self) -> list[str]:
         lines = []
@@ -192,9 +205,11 @@ class CLoopEmitter(LoopEmitter):
 
     def row_index_loads(self, targets: list[int]) -> list[str]:
         """Definitions, before the vector loop, of the gathers' index loads that do not move
-        along it (an embedding's id, one per row): the gathered elements are then one
+        along it (an embedding's id, one per row), and of those gathers' index arithmetic
+        (wrap, range check, clamp: :meth:`gather_expr`): the gathered elements are then one
         contiguous vector load, not a vector gather per element."""
         lines: list[str] = []
+        self.row_lines, self.row_invariant = lines, set()
         for k in self.needed(targets, Level.FULL):
             node = self.kernel.nodes[k]
             if node.kind is not KKind.GATHER:
@@ -206,7 +221,18 @@ class CLoopEmitter(LoopEmitter):
                 )
                 if still and a not in self.defined:
                     self.define(a, lines, "    ")
-        return lines
+                if still:
+                    self.row_invariant.add(a)
+        if lines:
+            lines.extend(prefetch_lines(self, targets))
+        return lines  # gather_expr appends the hoisted index arithmetic to this list
+
+    def gather_expr(self, node: KNode, out: list[str], indent: str) -> str:
+        """A gather whose indices are all row-invariant computes its position once per row
+        (in the lines :meth:`row_index_loads` returned)."""
+        if self.row_lines is not None and node.args and self.row_invariant.issuperset(node.args):
+            return super().gather_expr(node, self.row_lines, "    ")
+        return super().gather_expr(node, out, indent)
 
     def streamed_loop(
         self, length: int, body: list[str], pragma: str, hoisted: list[str] | None = None
@@ -247,15 +273,24 @@ class CLoopEmitter(LoopEmitter):
     def row_kernel(self) -> list[str]:
         self.lines = ["  for (long r_ = begin; r_ < end; ++r_) {", *self.row_offsets("r_")]
         reductions = [n for n in self.kernel.nodes if n.kind is KKind.REDUCE]
-        for phase in sorted({n.phase for n in reductions}):
-            self.reduction_phase([n for n in reductions if n.phase == phase])
+        phases = [
+            [n for n in reductions if n.phase == p] for p in sorted({n.phase for n in reductions})
+        ]
         full_stores = [
             (s, k)
             for s, (k, _) in enumerate(self.kernel.stores)
             if self.kernel.nodes[k].level is Level.FULL
         ]
-        if full_stores:
-            self.store_loop(full_stores)
+        length = self.domain.row_length
+        self.reuse = plan_row_reuse(
+            self.kernel, phases, full_stores, length if type(length) is int else 0
+        )
+        for number, phase in enumerate(phases):
+            self.reduction_phase(phase, number)
+        moved = {s for stores in self.reuse.early.values() for s, _ in stores}
+        late = [(s, k) for s, k in full_stores if s not in moved]
+        if late:
+            self.store_loop(late)
         for slot, (k, view) in enumerate(self.kernel.stores):
             if self.kernel.nodes[k].level is Level.OUTER:
                 for d in self.needed([k], Level.OUTER):
@@ -266,9 +301,68 @@ class CLoopEmitter(LoopEmitter):
         self.lines.append("  }")
         return self.lines
 
-    def reduction_phase(self, reductions: list[KNode]) -> None:
-        inputs = [n.args[0] for n in reductions]
-        body_nodes = self.needed(inputs, Level.FULL)
+    # ------------------------------------------------------------- saved row values
+    def flat_index(self) -> str:
+        """The element's position in its row (the inner coordinates, row-major)."""
+        index = "l0"
+        for i, dim in enumerate(self.domain.vector[1:], start=1):
+            index = f"({index}) * {self.size_expr(dim.size)} + l{i}"
+        return index
+
+    def saved_reads(self, targets: list[int]) -> list[int]:
+        """The saved values that ``targets`` reach first (marked defined: the loop loads
+        them with :meth:`load_saved` instead of recomputing them)."""
+        found: list[int] = []
+        seen: set[int] = set()
+        stack = list(targets)
+        while stack:
+            k = stack.pop()
+            node = self.kernel.nodes[k]
+            if k in seen or k in self.defined or node.level is not Level.FULL:
+                continue
+            seen.add(k)
+            if k in self.reuse.saved:
+                found.append(k)
+            else:
+                stack.extend(node.args)
+        self.defined.update(found)
+        return sorted(found)
+
+    def load_saved(self, saved: list[int], out: list[str], indent: str) -> None:
+        for k in saved:
+            ctype = dialect.compute_type(self.kernel.nodes[k].element_type)
+            out.append(f"{indent}const {ctype} v{k} = w{k}[{self.flat_index()}];")
+
+    def save_values(self, number: int, out: list[str], indent: str) -> None:
+        """Save the costly values of phase ``number`` that later loops need (its loop has
+        just defined them) into row buffers declared before the row loop's phases."""
+        length = self.domain.row_length
+        for k in self.reuse.candidates.get(number, []):
+            if k in self.reuse.saved or k not in self.node_cost or type(length) is not int:
+                continue
+            cost = sum(self.node_cost.get(n, 0) for n in full_closure(self.kernel, [k]))
+            if cost < SAVE_COST or self.reuse.budget < length:
+                continue
+            self.reuse.budget -= length
+            self.reuse.saved.add(k)
+            ctype = dialect.compute_type(self.kernel.nodes[k].element_type)
+            self.lines.append(f"    {ctype} w{k}[{length}] __attribute__((aligned(64)));")
+            out.append(f"{indent}w{k}[{self.flat_index()}] = v{k};")
+
+    def store_lines(self, stores: list[tuple[int, int]], indent: str) -> list[str]:
+        lines = []
+        for slot, k in stores:
+            view = self.kernel.stores[slot][1]
+            access = self.accesses[(slot, True)]
+            value = dialect.store(view.element_type, self.var(k))
+            lines.append(f"{indent}{self.element(access, Level.FULL)} = {value};")
+        return lines
+
+    def reduction_phase(self, reductions: list[KNode], number: int = 0) -> None:
+        early = self.reuse.early.get(number, [])
+        targets = [n.args[0] for n in reductions] + [k for _, k in early]
+        saved = self.saved_reads(targets)
+        body_nodes = self.needed(targets, Level.FULL)
         self.define_outer_for(body_nodes, self.lines)
         clauses = self.declare_accumulators(reductions)
         pairwise = [r for r in reductions if rule_pairwise(r)]
@@ -286,6 +380,8 @@ class CLoopEmitter(LoopEmitter):
         body: list[str] = []
         indent, closers = self.open_loops(body, "    ", PAIRWISE_BLOCK if cascade else 0, resets)
         start = len(body)
+        self.node_cost = {}
+        self.load_saved(saved, body, indent)
         for k in body_nodes:
             self.define(k, body, indent)
         for r in reductions:
@@ -294,6 +390,8 @@ class CLoopEmitter(LoopEmitter):
             body.append(indent + rule.combine.format(acc=f"a{r.index}", x=x))
             if rule.propagates_nan and r.element_type.is_real:
                 body.append(f"{indent}n{r.index} |= ({x} != {x});")
+        body += self.store_lines(early, indent)
+        self.save_values(number, body, indent)
         body.append(closers[0])
         if cascade:
             body += _cascade_push(pairwise, phase, closers[0][: closers[0].index("}")])
@@ -323,17 +421,15 @@ class CLoopEmitter(LoopEmitter):
 
     def store_loop(self, stores: list[tuple[int, int]]) -> None:
         targets = [k for _, k in stores]
+        saved = self.saved_reads(targets)
         self.define_outer_for(self.needed(targets, Level.FULL), self.lines)
         body: list[str] = []
         indent, closers = self.open_loops(body, "    ")
         start = len(body)
+        self.load_saved(saved, body, indent)
         for k in self.needed(targets, Level.FULL):
             self.define(k, body, indent)
-        for slot, k in stores:
-            view = self.kernel.stores[slot][1]
-            access = self.accesses[(slot, True)]
-            value = dialect.store(view.element_type, self.var(k))
-            body.append(f"{indent}{self.element(access, Level.FULL)} = {value};")
+        body += self.store_lines(stores, indent)
         body += closers
         if any("err |=" in line for line in body[start:]):
             pragma_at = next(i for i, line in enumerate(body) if "#pragma omp simd" in line)

@@ -2,6 +2,7 @@
 (docs/design.md §4)."""
 
 from opgraph.backends.fused.lowering import (  # noqa: F401 - importing registers lowerings
+    activation,
     attention,
     bitwise,
     conv_backprop,

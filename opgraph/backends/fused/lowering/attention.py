@@ -4,7 +4,10 @@ block of query rows (:class:`AttentionStep`).
 The pattern is what BERT/ViT-style lowerings produce once ``Softmax`` is expanded
 (``lowering/nn.py``): ``MatMul(q, k)``, optionally multiplied or divided by a scalar constant,
 optionally plus an additive mask, then the stable softmax over the last axis (``ReduceMax``,
-``Sub``, ``Exp``, ``ReduceSum``, ``Div``), then ``MatMul(·, v)``. The rewrite on the second
+``Sub``, ``Exp``, ``ReduceSum``, ``Div``), then ``MatMul(·, v)``; the probabilities may
+pass through ``Select(IsNaN(p), 0, p)`` first (torch's exporter guards masked attention so:
+a row whose scores are all ``-inf`` gives zeros, not NaN; GPT-2's causal mask arrives so).
+The rewrite on the second
 ``MatMul`` replaces the chain by one :class:`Attention` node, an internal lowering op (never
 in user graphs, not registered as an IR op); its step computes, per block of query rows, the
 scores into a scratch block that stays in cache, the softmax in f32 in the reference's order
@@ -53,7 +56,8 @@ class Attention(Op):
 
     Inputs ``q (..., n, d)``, ``k (..., d, m)``, ``v (..., m, e)`` and optionally ``mask``
     of the scores' shape ``(..., n, m)``; output ``(..., n, e)``. The scores are
-    ``q·k * scale`` (``q·k / scale`` when ``divide``). ``interleave`` (rank >= 3): the output
+    ``q·k * scale`` (``q·k / scale`` when ``divide``). ``zero_nan``: a NaN probability is 0
+    (a row of ``-inf`` scores gives zeros). ``interleave`` (rank >= 3): the output
     is laid out ``(..., n, heads, e)``, the last batch axis (the heads) moved after the query
     axis, which is how multi-head attention merges its heads next. An internal op of the
     fused compiler: only :func:`_attention` builds it, after ``lower`` has expanded the
@@ -63,6 +67,7 @@ class Attention(Op):
     scale: float = 1.0
     divide: bool = False
     interleave: bool = False
+    zero_nan: bool = False
     foldable: ClassVar[bool] = False
     differentiable: ClassVar[bool] = False
 
@@ -121,6 +126,18 @@ def _softmax_input(p: Output) -> Output | None:
     return x if _row_statistic(peak, ReduceMax, x) else None
 
 
+def _nan_guarded(p: Output) -> Output | None:
+    """``s`` when ``p`` is ``Select(IsNaN(s), 0, s)`` (NaN probabilities replaced by 0)."""
+    select = _producer(p, ew.Select)
+    if select is None:
+        return None
+    condition, zero, s = select.inputs
+    test = _producer(condition, ew.IsNaN)
+    if test is None or test.inputs[0] != s or _scalar(zero) != 0.0:
+        return None
+    return s
+
+
 def _scalar(x: Output) -> float | None:
     """The value of ``x`` when it is a constant with every element equal (through
     broadcasts)."""
@@ -163,6 +180,10 @@ def _scores(x: Output) -> tuple[Output, float, bool, Output | None] | None:
 def _attention(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
     """``MatMul(softmax(scores), v)`` → one :class:`Attention` node (see the module doc)."""
     p, v = inputs
+    guarded = _nan_guarded(p)
+    zero_nan = guarded is not None
+    if guarded is not None:
+        p = guarded
     x = _softmax_input(p)
     found = _scores(x) if x is not None else None
     if found is None:
@@ -185,8 +206,9 @@ def _attention(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | Non
         return None
     rank = p.rank
     if rank < 3:
-        return Attention(scale, divide).build(*operands, provenance=node.provenance).outputs
-    fused = Attention(scale, divide, True).build(*operands, provenance=node.provenance)
+        op = Attention(scale, divide, zero_nan=zero_nan)
+        return op.build(*operands, provenance=node.provenance).outputs
+    fused = Attention(scale, divide, True, zero_nan).build(*operands, provenance=node.provenance)
     perm = (*range(rank - 3), rank - 2, rank - 3, rank - 1)  # heads back before the queries
     return [transpose(fused.outputs[0], perm)]
 
@@ -198,7 +220,8 @@ class AttentionStep(Step):
     ``batch`` lists element offsets added to (q, k, v, out, mask)). Units are (entry, block of
     ``block_rows`` query rows); each thread keeps one block of scores, and its entry's ``k``
     and ``v`` repacked, in its slice of ``scratch`` (:func:`scratch_floats` per thread).
-    ``q``'s rows are contiguous."""
+    ``q``'s rows are contiguous; ``zero_nan``: NaN probabilities are 0 (see
+    :class:`Attention`)."""
 
     q: View | None = None
     k: View | None = None
@@ -210,6 +233,7 @@ class AttentionStep(Step):
     batch: tuple[tuple[int, ...], ...] = ((0, 0, 0, 0, 0),)
     block_rows: int = 1
     scratch: View | None = None
+    zero_nan: bool = False
 
     def reads(self) -> list[View]:
         assert self.q is not None and self.k is not None and self.v is not None
@@ -220,12 +244,18 @@ class AttentionStep(Step):
         return [self.out, self.scratch]
 
 
+#: Floats at the start of each thread's scratch slice for a target's own bookkeeping (the
+#: CPU keeps there which batch entry its packed ``k`` and ``v`` belong to); one cache line.
+SCRATCH_HEADER = 16
+
+
 def scratch_floats(step: AttentionStep) -> int:
-    """Floats of scratch one thread needs: a block of scores, and room for ``k`` and ``v``
-    repacked as 32-column panels (zero-padded) for targets that multiply from panels."""
+    """Floats of scratch one thread needs: a header (:data:`SCRATCH_HEADER`), a block of
+    scores, and room for ``k`` and ``v`` repacked as 32-column panels (zero-padded) for
+    targets that multiply from panels."""
     assert step.k is not None and step.v is not None
     (d, m), e = static_all(step.k.shape), static(step.v.shape[1])
-    return step.block_rows * m + _panels(m) * d + _panels(e) * m
+    return SCRATCH_HEADER + step.block_rows * m + _panels(m) * d + _panels(e) * m
 
 
 def _panels(columns: int) -> int:
@@ -276,6 +306,7 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
         op.divide,
         tuple(rows),
         block,
+        zero_nan=op.zero_nan,
     )
     step.scratch = builder.scratch(et.f32, (builder.threads, scratch_floats(step)))
     builder.add_step(step)
@@ -318,7 +349,17 @@ def numpy_attention(
     if mask is not None:
         scores = scores + mask
     shifted = np.exp(scores - scores.max(-1, keepdims=True))
-    return np.matmul(shifted / shifted.sum(-1, keepdims=True), v).astype(np.float32)
+    p = shifted / shifted.sum(-1, keepdims=True)
+    if op.zero_nan:
+        p = np.where(np.isnan(p), np.float32(0), p)
+    return np.matmul(p, v).astype(np.float32)
 
 
-__all__ = ["Attention", "AttentionStep", "block_rows", "numpy_attention", "scratch_floats"]
+__all__ = [
+    "SCRATCH_HEADER",
+    "Attention",
+    "AttentionStep",
+    "block_rows",
+    "numpy_attention",
+    "scratch_floats",
+]
