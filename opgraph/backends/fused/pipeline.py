@@ -27,6 +27,7 @@ from opgraph.core.graph import rebuild_nodes
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.passes.decompose import decompose
+from opgraph.passes.fold_quantized_chains import fold_quantized_chains
 from opgraph.passes.fuse_quantized_products import fuse_quantized_products
 from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.pipeline import optimize as optimize_function
@@ -51,6 +52,7 @@ def is_native(op: Op) -> bool:
 def lower(fn: Function, optimize: bool = True) -> Function:
     """Clone, inline calls, unbox tuples, turn products of dequantized 8-bit values into
     integer products (``fuse_quantized_products``: before folding dequantizes the weights),
+    fold pointwise chains of one 8-bit value into table lookups (``fold_quantized_chains``),
     decompose what has no native lowering, apply the
     rewrites (``REWRITES``: expansions that fuse better), optimize, rewrite again.
 
@@ -58,6 +60,7 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     reference kernel, or is reported by :func:`compile_program` as unsupported.
     """
     fn = fuse_quantized_products(unbox_tuples(inline_calls(fn.clone())))
+    fn = fold_quantized_chains(fn)  # after the products took their dequantized operands
     fn = apply_rewrites(decompose(fn, is_supported=is_native, keep_symbolic=is_symbolic(fn)))
     if optimize:
         fn = apply_rewrites(optimize_function(fn))
