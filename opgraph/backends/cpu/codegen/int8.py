@@ -30,11 +30,16 @@ from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
-from opgraph.backends.fused.lowering.quantized import PANEL, QUAD, QConvStep, QGemmStep
+from opgraph.backends.fused.lowering.quantized import (
+    PANEL,
+    QUAD,
+    ROWS,
+    QConvStep,
+    QGemmStep,
+    shared_blocks,
+)
 from opgraph.backends.fused.views import View, static, static_all
 
-#: Rows of a micro-kernel tile (2 x ROWS zmm accumulators).
-ROWS = 12
 #: Quads of the inner dimension per block (a panel slice: 128 x 128 bytes, L1).
 DEPTH = 128
 #: Rows of ``A`` per chunk of the matrix-product driver (each panel slice serves them all).
@@ -373,7 +378,11 @@ class QConvEmitter:
             f"/* {self.name}: {s.label.replace('*/', '* /')} */",
             *_epilogue(s, self.name, self.module, self.checks),
         ]
-        return "\n".join(head + (self.emit_shared() if s.shared else self.emit_rows()))
+        if s.batched:
+            body = self.emit_batched()
+        else:
+            body = self.emit_shared() if s.shared else self.emit_rows()
+        return "\n".join(head + body)
 
     def pointers(self) -> list[str]:
         s = self.step
@@ -426,7 +435,7 @@ class QConvEmitter:
             f"    long img = u / {g * blocks}L, grp = (u / {blocks}L) % {g}L, blk = u % {blocks}L;",
             f"    long oh0 = blk * {s.block_rows}L;",
             f"    long oh1 = oh0 + {s.block_rows}L < {oh}L ? oh0 + {s.block_rows}L : {oh}L;",
-            f"    long cols = (oh1 - oh0) * {ow}L, pitch = (cols + 31) / 32 * 32;",
+            f"    long cols = (oh1 - oh0) * {ow}L, pitch = (cols + 31) / 32 * 32, span = pitch;",
             f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
             *self.patches(k, self.quads, (h, w), ow),
             *self.gemm("0L", f"{self.og}L"),
@@ -448,12 +457,10 @@ class QConvEmitter:
         g, xs = self.g, self.x.strides
         pitch = -(-(oh * ow) // PANEL) * PANEL
         per_unit = self.quads * QUAD * pitch
-        want = -(-4 * self.module.num_threads // g)
-        blocks = max(1, min(-(-self.og // ROWS), want))
-        per_block = -(-self.og // blocks)
-        rows = -(-per_block // ROWS) * ROWS
-        blocks = -(-self.og // rows)
-        sizes = [f"    long cols = {oh * ow}L, pitch = {pitch}L, oh0 = 0, oh1 = {oh}L;"]
+        blocks, rows = shared_blocks(self.og, g, self.module.num_threads)
+        sizes = [
+            f"    long cols = {oh * ow}L, pitch = {pitch}L, span = pitch, oh0 = 0, oh1 = {oh}L;"
+        ]
         patches = self.name + "_patches"
         return [
             f"static int {patches}(void* const* T, char* A, long lo, long hi) {{",
@@ -492,6 +499,73 @@ class QConvEmitter:
             "}",
         ]
 
+    def emit_batched(self) -> list[str]:
+        """Phase 1, units (image, group): the image's patches as columns ``img · P`` ..
+        of its group's matrix (the last image also zeroes the padding columns). Phase 2,
+        units (group, block of output channels): one product over every image's columns
+        into this thread's i32 slice of ``scratch``, then each (channel, image) row copied
+        to the output and its epilogue run."""
+        s = self.step
+        n, _, h, w = static_all(self.x.shape)
+        k = static(self.w.shape[1])
+        _, oh, ow = s.images
+        o = static(self.out.shape[1])
+        g, xs, plane = self.g, self.x.strides, oh * ow
+        pitch = -(-(n * plane) // PANEL) * PANEL
+        per_group = self.quads * QUAD * pitch
+        blocks, rows = shared_blocks(self.og, g, self.module.num_threads)
+        last = pitch - (n - 1) * plane
+        patches = self.name + "_patches"
+        epilogue = []
+        if s.epilogue is not None:
+            epilogue = [f"        err |= {self.name}_ep(T, A, at_, at_ + {plane}L);"]
+        return [
+            f"static int {patches}(void* const* T, char* A, long lo, long hi) {{",
+            *self.pointers(),
+            f"  uint8_t lanes[4][{max(plane, last)}];",
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    long img = u / {g}L, grp = u % {g}L;",
+            f"    long cols = {plane}L, pitch = {pitch}L, oh0 = 0, oh1 = {oh}L;",
+            f"    long span = img == {n - 1}L ? {last}L : {plane}L;",
+            f"    uint8_t* col = scratch + grp * {per_group}L + img * {plane * QUAD}L;",
+            f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
+            *self.patches(k, self.quads, (h, w), ow),
+            "  }",
+            "  return 0;",
+            "}",
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            *self.pointers(),
+            f"  int32_t* tmp = (int32_t*)(scratch + {g * per_group}L) + "
+            f"(long)og_worker_index() * {rows * pitch}L;",
+            "  for (long v = lo; v < hi; ++v) {",
+            f"    long grp = v / {blocks}L, first = v % {blocks}L * {rows}L;",
+            f"    long count = first + {rows}L < {self.og}L ? {rows}L : {self.og}L - first;",
+            f"    long channel = grp * {self.og}L + first;",
+            f"    og_q8_conv_gemm(w0 + channel * {self.quads * QUAD}L, "
+            f"scratch + grp * {per_group}L, {pitch}L, tmp, {pitch}L, count, {self.quads}L, "
+            f"{n * plane}L, row0 + channel);",
+            "    for (long q_ = 0; q_ < count; ++q_) {",
+            f"      for (long img = 0; img < {n}L; ++img) {{",
+            f"        long at_ = img * {o * plane}L + (channel + q_) * {plane}L;",
+            f"        __builtin_memcpy(y0 + at_, tmp + q_ * {pitch}L + img * {plane}L, "
+            f"{plane * 4});",
+            *epilogue,
+            "      }",
+            "    }",
+            "  }",
+            "  return err;",
+            "}",
+            *_runner(patches, n * g, self.parallel, self.module),
+            f"static int {self.name}_phase(void* const* T, char* A) {{",
+            *_runner(self.name, g * blocks, self.parallel, self.module)[1:2],
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            f"  int err = {patches}_run(T, A);",
+            f"  return err ? err : {self.name}_phase(T, A);",
+            "}",
+        ]
+
     def patches(self, k: int, quads: int, size: tuple[int, int], ow: int) -> list[str]:
         """The block's patch matrix as quads: four patch rows (inner indices 4q .. 4q+3) at a
         time into ``lanes``, then interleaved into quad row ``q`` of ``col``."""
@@ -505,7 +579,7 @@ class QConvEmitter:
             "      for (int t = 0; t < 4; ++t) {",
             "        uint8_t* lane = lanes[t];",
             "        long kk = 4 * q + t;",
-            f"        if (kk >= {k}L) {{ __builtin_memset(lane, 0, pitch); continue; }}",
+            f"        if (kk >= {k}L) {{ __builtin_memset(lane, 0, span); continue; }}",
             f"        long ci = kk / {kh * kw}L, i = kk / {kw}L % {kh}L, j = kk % {kw}L;",
             f"        long off = j * {dw}L - {pw}L;",
             f"        long c_lo = off >= 0 ? 0 : (-off + {sw - 1}L) / {sw}L;",
@@ -525,10 +599,10 @@ class QConvEmitter:
             f"            d[cc] = src[(cc * {sw}L + off) * {xs[3]}L] ^ {flip};",
             f"          for (long cc = c_hi; cc < {ow}L; ++cc) d[cc] = {s.x_zero};",
             "        }",
-            "        for (long cc = cols; cc < pitch; ++cc) lane[cc] = 0;",
+            "        for (long cc = cols; cc < span; ++cc) lane[cc] = 0;",
             "      }",
             "      uint32_t* quad = (uint32_t*)(col + q * pitch * 4);",
-            "      for (long p = 0; p < pitch; ++p)",
+            "      for (long p = 0; p < span; ++p)",
             "        quad[p] = (uint32_t)lanes[0][p] | (uint32_t)lanes[1][p] << 8 |",
             "                  (uint32_t)lanes[2][p] << 16 | (uint32_t)lanes[3][p] << 24;",
             "    }",
