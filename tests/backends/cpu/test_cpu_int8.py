@@ -46,6 +46,7 @@ MATMULS = [  # (batch shape, K, N, activation type, zero point)
     ((2, 50), 131, 77, og.i8, -4),  # i8 activations (sign bit flipped), a batch axis
     ((128,), 768, 96, og.u8, 128),  # several k blocks, 11 row tiles
     ((1,), 300, 1000, og.u8, 0),  # one row, many panels split between units
+    ((5,), 21, 50, og.i8, 7),  # last panel 18 columns: both AVX2 halves, the second partial
 ]
 
 
