@@ -690,6 +690,13 @@ class QConvEmitter:
         h, w = size
         xs = self.x.strides
         flip = "0x80" if s.flip else "0"
+        if sw == 1 and xs[3] == 1 and not s.flip:  # a contiguous run: memcpy (vector moves)
+            copy = ["          __builtin_memcpy(d + c_lo, src + c_lo + off, c_hi - c_lo);"]
+        else:
+            copy = [
+                "          for (long cc = c_lo; cc < c_hi; ++cc)",
+                f"            d[cc] = src[(cc * {sw}L + off) * {xs[3]}L] ^ {flip};",
+            ]
         return [
             f"    for (long q = 0; q < {quads}L; ++q) {{",
             "      for (int t = 0; t < 4; ++t) {",
@@ -711,8 +718,7 @@ class QConvEmitter:
             "          }",
             f"          const uint8_t* src = x + ci * {xs[1]}L + ih * {xs[2]}L;",
             f"          for (long cc = 0; cc < c_lo; ++cc) d[cc] = {s.x_zero};",
-            "          for (long cc = c_lo; cc < c_hi; ++cc)",
-            f"            d[cc] = src[(cc * {sw}L + off) * {xs[3]}L] ^ {flip};",
+            *copy,
             f"          for (long cc = c_hi; cc < {ow}L; ++cc) d[cc] = {s.x_zero};",
             "        }",
             "        for (long cc = cols; cc < span; ++cc) lane[cc] = 0;",
