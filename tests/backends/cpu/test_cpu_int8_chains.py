@@ -118,3 +118,16 @@ def test_shapes_other_than_the_test_shape_work(backend):
     fn = og.Function([out], [x])
     for value in (np.float32(-3.0), np.float32(0.7), np.float32(np.nan)):
         np.testing.assert_array_equal(backend.compile(fn)(value), INTERPRETER.compile(fn)(value))
+
+
+@pytest.mark.parametrize("t", [og.u8, og.i8])
+def test_the_gpu_backend_runs_the_lookup_exactly(t):
+    """The lookup is an ordinary Gather of a constant table: the GPU backend's loop kernels
+    (here on its CPU stand-in device) give the INTERPRETER's bytes too."""
+    from opgraph.backends.gpu import FakeDevice, GpuBackend
+    from opgraph.backends.gpu.config import GpuConfig
+
+    gpu = GpuBackend(GpuConfig(), device=FakeDevice())  # type: ignore[arg-type]
+    fn = gelu_chain(t)
+    data = _inputs(np.random.default_rng(3))
+    np.testing.assert_array_equal(gpu.compile(fn)(data), INTERPRETER.compile(fn)(data))
