@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from opgraph.core import element_type as et
+from opgraph.core.errors import OpgraphError
 from opgraph.core.function import Function
 from opgraph.core.kernels import REFERENCE_KERNELS
 from opgraph.core.literals import constant
@@ -52,6 +53,9 @@ MAX_CONE = 64
 _BYTES = (et.u8, et.i8)
 #: Ops computing element ``i`` of their output from element ``i`` of each input.
 _POINTWISE = (UnaryElementwise, BinaryElementwise, Select, Convert)
+#: What a reference kernel may raise on some byte value (the chain then stays as it is, to
+#: fail at run time only if that value occurs, as on the INTERPRETER).
+_FAILURES = (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError)
 #: Ops that only move elements (one data input): they commute with a pointwise chain.
 _MOVES = (Reshape, Transpose)
 
@@ -95,7 +99,10 @@ class _Cones:
         args = [self.scalar(x) for x in value.node.inputs]
         if any(a is None for a in args):
             return None
-        return _evaluate(value.node, args, ())
+        try:
+            return _evaluate(value.node, args, ())
+        except _FAILURES:
+            return None
 
     # ------------------------------------------------------------------------- cones
     def plan(self, root: Node) -> _Plan | None:
@@ -115,7 +122,10 @@ class _Cones:
         (source,) = sources
         if source.element_type not in _BYTES:
             return None
-        table = quantized_table(root, source, cone, self, x if moves else None)
+        try:
+            table = quantized_table(root, source, cone, self, x if moves else None)
+        except _FAILURES:  # e.g. an integer division by a byte that is 0: left to run time
+            return None
         if source.element_type is root.outputs[0].element_type and np.array_equal(
             table, _codes(source.element_type)
         ):

@@ -135,3 +135,13 @@ def test_per_axis_quantization_is_not_a_table():
     z = og.constant(np.zeros(SHAPE[0], np.uint8))
     d = ops.dequantize_linear(q, s, z, axis=0)
     _unchanged(ops.quantize_linear(ops.erf(d), s, z, axis=0), [q])
+
+
+def test_a_chain_that_fails_on_some_byte_is_left_to_run_time():
+    """``100 // q`` fails for ``q == 0`` only: building the table must not fail the compile,
+    and the graph keeps failing (or not) exactly where the INTERPRETER does."""
+    q = og.parameter(og.u8, (4,))
+    hundred = og.constant(np.full(4, 100, np.int32))
+    ratio = ops.convert(ops.divide(hundred, ops.convert(q, og.i32)), og.f32)
+    out = ops.quantize_linear(ops.erf(ratio), _scalar(0.01, og.f32), _scalar(0, og.u8))
+    _unchanged(out, [q])
