@@ -195,9 +195,7 @@ def test_qdq_convolution_on_the_cpu(backend):
     np.testing.assert_allclose(exe(x), want, rtol=0, atol=2e-6 * np.abs(want).max())
 
 
-def test_batched_small_planes_with_an_epilogue(backend):
-    """4x4 planes of several images share the panels; the copy-out per image and the
-    epilogue (scale, bias, ReLU, the next quantize) land on the right elements."""
+def _batched_conv() -> tuple[og.Function, np.ndarray]:
     rng = np.random.default_rng(12)
     x = og.parameter(og.f32, (6, 24, 4, 4), name="x")
     scale, zero = og.constant(np.float32(0.05)), og.constant(np.uint8(90))
@@ -211,10 +209,17 @@ def test_batched_small_planes_with_an_epilogue(backend):
     bias = og.constant(rng.standard_normal(36).astype(np.float32))
     y = ops.relu(ops.add(y, ops.broadcast(bias, y.shape, (0, 2, 3))))
     q = ops.quantize_linear(y, og.constant(np.float32(0.04)), og.constant(np.uint8(0)))
-    fn = og.Function([q], [x])
-    exe = backend.compile(fn)
+    return og.Function([q], [x]), rng.standard_normal((6, 24, 4, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("threads", ["default", "three"])
+def test_batched_small_planes_with_an_epilogue(backend, parallel_cpu, threads):
+    """4x4 planes of several images share the panels; the copy-out per image and the
+    epilogue (scale, bias, ReLU, the next quantize) land on the right elements, with the
+    units on the default threads and on three (each worker its own i32 slice)."""
+    fn, values = _batched_conv()
+    exe = (backend if threads == "default" else parallel_cpu).compile(fn)
     assert any(getattr(s, "batched", False) for s in exe.program.steps)  # type: ignore[attr-defined]
-    values = rng.standard_normal((6, 24, 4, 4)).astype(np.float32)
     want = INTERPRETER.compile(fuse_quantized_products(fn))(values)
     np.testing.assert_array_equal(exe(values), want)
 
