@@ -28,6 +28,7 @@ from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.passes.decompose import decompose
 from opgraph.passes.expand_powers import POWER_RULES
+from opgraph.passes.fold_quantized_chains import fold_quantized_chains
 from opgraph.passes.fuse_core import GELU_RULES
 from opgraph.passes.fuse_quantized_products import fuse_quantized_products
 from opgraph.passes.inline_calls import inline_calls
@@ -60,6 +61,7 @@ def is_native(op: Op) -> bool:
 def lower(fn: Function, optimize: bool = True) -> Function:
     """Clone, inline calls, unbox tuples, turn products of dequantized 8-bit values into
     integer products (``fuse_quantized_products``: before folding dequantizes the weights),
+    fold pointwise chains of one 8-bit value into table lookups (``fold_quantized_chains``),
     decompose what has no native lowering, apply the
     rewrites (``REWRITES``: expansions that fuse better), optimize, apply
     :data:`KERNEL_RULES`, rewrite again.
@@ -68,6 +70,7 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     reference kernel, or is reported by :func:`compile_program` as unsupported.
     """
     fn = fuse_quantized_products(unbox_tuples(inline_calls(fn.clone())))
+    fn = fold_quantized_chains(fn)  # after the products took their dequantized operands
     fn = apply_rewrites(decompose(fn, is_supported=is_native, keep_symbolic=is_symbolic(fn)))
     if optimize:
         fn = apply_rewrites(rewrite(optimize_function(fn), KERNEL_RULES))

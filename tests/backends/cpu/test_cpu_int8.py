@@ -46,6 +46,7 @@ MATMULS = [  # (batch shape, K, N, activation type, zero point)
     ((2, 50), 131, 77, og.i8, -4),  # i8 activations (sign bit flipped), a batch axis
     ((128,), 768, 96, og.u8, 128),  # several k blocks, 11 row tiles
     ((1,), 300, 1000, og.u8, 0),  # one row, many panels split between units
+    ((5,), 21, 50, og.i8, 7),  # last panel 18 columns: both AVX2 halves, the second partial
 ]
 
 
@@ -70,6 +71,10 @@ CONVOLUTIONS = [  # (N, C, H, W, O, kernel, strides, padding, dilations, groups,
     (1, 8, 9, 9, 12, (3, 3), (1, 1), (2, 2), (2, 2), 2, og.i8, -3),  # groups, dilation, i8
     (1, 64, 14, 14, 128, (1, 1), (2, 2), (0, 0), (1, 1), 1, og.u8, 17),  # 1x1 strided
     (1, 8, 40, 40, 30, (3, 3), (1, 1), (1, 1), (1, 1), 1, og.u8, 9),  # blocks of rows
+    # batched (small planes, several images side by side in the panels)
+    (4, 32, 4, 4, 40, (3, 3), (1, 1), (1, 1), (1, 1), 1, og.u8, 7),  # 64 columns: exact
+    (3, 8, 5, 5, 26, (3, 3), (1, 1), (1, 1), (1, 1), 2, og.i8, -9),  # 75 of 96, groups
+    (5, 16, 8, 8, 13, (3, 3), (2, 2), (1, 1), (1, 1), 1, og.u8, 200),  # 4x4 from 8x8
 ]
 
 
@@ -188,6 +193,35 @@ def test_qdq_convolution_on_the_cpu(backend):
     assert QConvStep in _steps(exe)
     want = INTERPRETER.compile(fn)(x)
     np.testing.assert_allclose(exe(x), want, rtol=0, atol=2e-6 * np.abs(want).max())
+
+
+def _batched_conv() -> tuple[og.Function, np.ndarray]:
+    rng = np.random.default_rng(12)
+    x = og.parameter(og.f32, (6, 24, 4, 4), name="x")
+    scale, zero = og.constant(np.float32(0.05)), og.constant(np.uint8(90))
+    data = ops.dequantize_linear(ops.quantize_linear(x, scale, zero), scale, zero)
+    w_scale = og.constant((rng.random(36) * 0.01 + 0.001).astype(np.float32))
+    dw = ops.dequantize_linear(
+        og.constant(_bytes(rng, og.i8, (36, 24, 3, 3))), w_scale, og.constant(np.zeros(36, np.int8)),
+        axis=0,
+    )  # fmt: skip
+    y = ops.convolution(data, dw, padding_below=(1, 1), padding_above=(1, 1))
+    bias = og.constant(rng.standard_normal(36).astype(np.float32))
+    y = ops.relu(ops.add(y, ops.broadcast(bias, y.shape, (0, 2, 3))))
+    q = ops.quantize_linear(y, og.constant(np.float32(0.04)), og.constant(np.uint8(0)))
+    return og.Function([q], [x]), rng.standard_normal((6, 24, 4, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("threads", ["default", "three"])
+def test_batched_small_planes_with_an_epilogue(backend, parallel_cpu, threads):
+    """4x4 planes of several images share the panels; the copy-out per image and the
+    epilogue (scale, bias, ReLU, the next quantize) land on the right elements, with the
+    units on the default threads and on three (each worker its own i32 slice)."""
+    fn, values = _batched_conv()
+    exe = (backend if threads == "default" else parallel_cpu).compile(fn)
+    assert any(getattr(s, "batched", False) for s in exe.program.steps)  # type: ignore[attr-defined]
+    want = INTERPRETER.compile(fuse_quantized_products(fn))(values)
+    np.testing.assert_array_equal(exe(values), want)
 
 
 def test_quantize_and_dequantize_are_fused_pointwise_code(cpu):

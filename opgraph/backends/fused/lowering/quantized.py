@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 QUAD = 4
 #: Columns of a panel of the 8-bit GEMM (two AVX-512 vectors of i32 accumulators).
 PANEL = 32
+#: Rows of the 8-bit micro-kernel tile (the convolutions' units of output channels are
+#: multiples of it).
+ROWS = 12
 #: Bytes of one thread's patch block of a quantized convolution (about a quarter of L2).
 PATCH_BYTES = 1 << 18
 #: Output planes smaller than this share their patches between units of output channels.
@@ -120,12 +123,17 @@ class QConvStep(ConvStep):
     OW), dense. ``shared`` (small output planes): the patches of each (image, group) are
     built once into its own slice of ``scratch``, then units of output channels share them
     (a unit per block of rows would waste most of each 32-column panel and stream the
-    filters once per unit)."""
+    filters once per unit). ``batched`` (shared, planes that do not fill whole panels,
+    several images): the images' patches lie side by side as the columns of one matrix per
+    group (``n · OH · OW`` columns, padded once to a whole panel), so 4x4 planes fill the
+    32-column panels; each unit multiplies into its thread's slice of ``scratch`` after the
+    patches (``rows`` x the padded columns, i32) and copies the result out per image."""
 
     offsets: View | None = None
     flip: bool = False
     x_zero: int = 0
     shared: bool = False
+    batched: bool = False
 
     def reads(self) -> list[View]:
         assert self.offsets is not None
@@ -235,7 +243,14 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
     dense = View(target.buffer, et.i32, shape4, _strides(shape4), target.offset)
     kernel = (1, weights.shape[2]) if out.rank == 3 else (weights.shape[2], weights.shape[3])
     shared = oh * ow < SHARED_BELOW
-    if shared:  # small planes: patches once per image, then units split the channels
+    batched = shared and n > 1 and (oh * ow) % PANEL != 0
+    if batched:  # the images' columns side by side, then a product per block of channels
+        block = oh
+        padded_cols = -(-(n * oh * ow) // PANEL) * PANEL
+        _, rows = shared_blocks(o // op.groups, op.groups, builder.threads)
+        patches = op.groups * quads * QUAD * padded_cols
+        scratch = builder.scratch(et.u8, (1, patches + builder.threads * rows * padded_cols * 4))
+    elif shared:  # small planes: patches once per image, then units split the channels
         block = oh
         padded_cols = -(-(oh * ow) // PANEL) * PANEL
         scratch = builder.scratch(et.u8, (n * op.groups, quads * QUAD * padded_cols))
@@ -254,8 +269,18 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
         op.groups, block, scratch, False, (n, oh, ow),
     )  # fmt: skip
     step.offsets, step.flip, step.x_zero = offsets, x.element_type is et.i8, point
-    step.shared = shared
+    step.shared, step.batched = shared, batched
     builder.add_step(step)
+
+
+def shared_blocks(channels: int, groups: int, threads: int) -> tuple[int, int]:
+    """(units per group, output channels per unit: a multiple of ``ROWS``) of a shared
+    quantized convolution: about four units per thread over all groups."""
+    want = -(-4 * threads // groups)
+    blocks = max(1, min(-(-channels // ROWS), want))
+    per_block = -(-channels // blocks)
+    rows = -(-per_block // ROWS) * ROWS
+    return -(-channels // rows), rows
 
 
 def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
