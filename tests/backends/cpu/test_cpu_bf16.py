@@ -148,7 +148,7 @@ CONVS = [  # (n, c, h, o, k, stride, pad, groups): the step each takes
     (1, 6, 7, 10, 5, 1, 2, 2),  # grouped, odd inner dimension (3 x 25)
     (1, 64, 28, 64, 3, 1, 1, 1),  # Winograd
     (4, 64, 4, 128, 3, 1, 1, 1),  # few output pixels: the panel product
-    (4, 64, 5, 128, 3, 1, 1, 1),  # small planes: the wide path
+    (4, 32, 5, 128, 3, 1, 1, 1),  # small planes: the wide path
 ]
 
 

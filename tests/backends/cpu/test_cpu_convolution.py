@@ -34,9 +34,10 @@ CASES = {
     "im2col blocks, stride 2": (dict(n=2, c=8, o=16, size=33, k=3, stride=2, pad=1), ConvStep),
     "winograd, images per unit": (dict(n=20, c=16, o=16, size=6, k=3, pad=1), WinogradStep),
     "winograd, output channel blocks": (dict(n=1, c=16, o=200, size=14, k=3, pad=1), WinogradStep),
-    "panels, few pixels": (dict(n=1, c=32, o=80, size=7, k=3, pad=1), PanelConvStep),
-    "panels, stride 2, two images": (dict(n=2, c=16, o=64, size=9, k=3, stride=2, pad=1), PanelConvStep),
-    "panels, 1x1": (dict(n=1, c=24, o=96, size=7, k=1), PanelConvStep),
+    "panels, few pixels": (dict(n=1, c=64, o=80, size=7, k=3, pad=1), PanelConvStep),
+    "panels, stride 2, two images": (dict(n=2, c=64, o=64, size=9, k=3, stride=2, pad=1), PanelConvStep),
+    "panels, 1x1": (dict(n=1, c=512, o=96, size=7, k=1), PanelConvStep),
+    "1x1, short inner dimension": (dict(n=1, c=256, o=96, size=7, k=1), ConvStep),
     "wide, small output": (dict(n=3, c=32, o=32, size=6, k=5, pad=2), ConvStep),
     "wide, one image": (dict(n=1, c=32, o=48, size=7, k=3, pad=1), ConvStep),
     "direct 1x1": (dict(n=2, c=16, o=8, size=20, k=1), ConvStep),
@@ -79,7 +80,7 @@ def test_winograd_layout(shape, threads, layout):
 
 
 def test_panel_convolution_fuses_its_epilogue(cpu):
-    fn, args = conv_graph(n=1, c=32, o=96, size=7, k=3, pad=1)
+    fn, args = conv_graph(n=1, c=64, o=96, size=7, k=3, pad=1)
     exe = cpu.compile(fn)
     (step,) = exe.program.steps
     assert type(step) is PanelConvStep and step.epilogue is not None

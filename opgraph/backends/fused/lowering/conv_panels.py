@@ -1,8 +1,9 @@
 """Convolutions with few output pixels by the packed-panel GEMM (:class:`PanelConvStep`).
 
-A convolution whose output has few pixels in all (ResNet's last stage at batch 1: 49 pixels,
-K = 4608, 512 channels) is a product of a short, wide patch matrix by a large filter matrix.
-OpenBLAS repacks that filter matrix (9.4 MB in ResNet-18) on every call; here it is repacked
+A convolution whose output has few pixels in all and a long inner dimension (ResNet's last
+stage at batch 1: 49 pixels, K = 4608, 512 channels) is a product of a short, wide patch
+matrix by a large filter matrix. OpenBLAS repacks that filter matrix (9.4 MB in ResNet-18)
+on every call; here it is repacked
 once, at compile time, as the transposed filters ``Wᵀ`` (K x O) in 32-column panels, and the
 product runs transposed: ``Yᵀ (pixels x O) = patches (pixels x K) · Wᵀ`` by the generated
 register-blocked panel GEMM (``og_gemm_panels``), which streams the panels once. Each
@@ -29,8 +30,13 @@ from opgraph.ops.convolution import Convolution
 if TYPE_CHECKING:
     from opgraph.backends.fused.builder import ProgramBuilder
 
-#: Output pixels (all images) up to which a convolution runs as a panel product.
-PANEL_COLUMNS = 64
+#: Output pixels (all images) up to which a convolution runs as a panel product, and the
+#: inner dimension (C·kh·kw) from which it does (bench/resnet_layers.py, one thread, Zen 4:
+#: 512 3x3 at 7x7 3.4 -> 2.3 ms, 256->512 3x3 stride 2 at 14x14 1.36 -> 1.12 ms, 128->256
+#: at 28x28 (196 pixels) 1.24 -> 1.15 ms; the 1x1 stride-2 convolutions (K 128-256) were
+#: 10-20 % slower: building a patch row per pixel costs more than OpenBLAS's packing there).
+PANEL_COLUMNS = 256
+PANEL_INNER = 512
 #: Output channels from which it does (fewer: a single panel, nothing to share out).
 PANEL_CHANNELS = 64
 #: Panel width of ``og_gemm_panels`` (columns of the packed matrix per panel).
@@ -69,6 +75,7 @@ def panel_conv_step(
         or plane.element_type is not et.f32
         or columns > PANEL_COLUMNS
         or o < PANEL_CHANNELS
+        or int(np.prod(filters.shape[1:])) < PANEL_INNER
     ):
         return None
     weights = filters.value.astype(np.float32)
