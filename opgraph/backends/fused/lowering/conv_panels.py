@@ -78,13 +78,14 @@ def panel_conv_step(
         or int(np.prod(filters.shape[1:])) < PANEL_INNER
     ):
         return None
-    weights = filters.value.astype(np.float32)
+    weights = np.asarray(filters.value, np.float32)
     kh, kw = (1, weights.shape[2]) if weights.ndim == 3 else weights.shape[2:]
     k = int(np.prod(weights.shape[1:]))
     panels = -(-o // PANEL)
-    padded = np.zeros((k, panels * PANEL), np.float32)
-    padded[:, :o] = weights.reshape(o, k).T
-    packed = np.ascontiguousarray(padded.reshape(k, panels, PANEL).transpose(1, 0, 2))
+    rows = weights.reshape(o, k)
+    if o % PANEL:  # zero filters up to whole panels
+        rows = np.concatenate([rows, np.zeros((panels * PANEL - o, k), np.float32)])
+    packed = np.ascontiguousarray(rows.reshape(panels, PANEL, k).transpose(0, 2, 1))
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     w = View(buffer.id, et.f32, (k, o), (PANEL, k * PANEL), 0)
