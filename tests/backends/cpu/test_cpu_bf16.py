@@ -147,7 +147,8 @@ CONVS = [  # (n, c, h, o, k, stride, pad, groups): the step each takes
     (1, 32, 8, 33, 1, 1, 0, 1),  # 1x1: the image is the right operand
     (1, 6, 7, 10, 5, 1, 2, 2),  # grouped, odd inner dimension (3 x 25)
     (1, 64, 28, 64, 3, 1, 1, 1),  # Winograd
-    (4, 64, 4, 128, 3, 1, 1, 1),  # small planes: the wide path
+    (4, 64, 4, 128, 3, 1, 1, 1),  # few output pixels: the panel product
+    (4, 32, 5, 128, 3, 1, 1, 1),  # small planes: the wide path
 ]
 
 
@@ -164,11 +165,11 @@ def test_convolutions_in_bf16(case):
     xv = rng.standard_normal((n, c, h, h)).astype(np.float32)
     exe = og.backend("CPU").compile(fn, precision="bf16")
     kinds = step_kinds(exe)
-    assert "Bf16ConvStep" in kinds or "Bf16WinogradStep" in kinds
+    assert {"Bf16ConvStep", "Bf16WinogradStep", "Bf16PanelConvStep"} & set(kinds)
     got = exe(xv)[0]
     f32 = og.backend("CPU").compile(fn)(xv)[0]
     assert relative(got, f32) < BOUND
-    if "Bf16ConvStep" in kinds:  # im2col: exactly the convolution of bf16 operands
+    if {"Bf16ConvStep", "Bf16PanelConvStep"} & set(kinds):  # exact on bf16 operands
         w16 = og.constant(rounded(w).astype(np.float32))
         y16 = ops.convolution(x, w16, strides=(s, s), groups=g, **pads)
         ref = og.backend("INTERPRETER").compile(og.Function([y16], [x], name="rounded"))

@@ -6,6 +6,8 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.fused.lowering.conv_panels import PanelConvStep
+from opgraph.backends.fused.lowering.convolution import winograd_layout
 from opgraph.backends.fused.program import ConvStep, PoolStep, WinogradStep
 
 RNG = np.random.default_rng(11)
@@ -30,7 +32,13 @@ CASES = {
     "winograd": (dict(n=4, c=16, o=24, size=16, k=3, pad=1), WinogradStep),
     "winograd odd sizes": (dict(n=2, c=16, o=16, size=19, k=3, pad=2), WinogradStep),
     "im2col blocks, stride 2": (dict(n=2, c=8, o=16, size=33, k=3, stride=2, pad=1), ConvStep),
-    "wide, small output": (dict(n=3, c=32, o=32, size=6, k=3, pad=1), ConvStep),
+    "winograd, images per unit": (dict(n=20, c=16, o=16, size=6, k=3, pad=1), WinogradStep),
+    "winograd, output channel blocks": (dict(n=1, c=16, o=200, size=14, k=3, pad=1), WinogradStep),
+    "panels, few pixels": (dict(n=1, c=64, o=80, size=7, k=3, pad=1), PanelConvStep),
+    "panels, stride 2, two images": (dict(n=2, c=64, o=64, size=9, k=3, stride=2, pad=1), PanelConvStep),
+    "panels, 1x1": (dict(n=1, c=512, o=96, size=7, k=1), PanelConvStep),
+    "1x1, short inner dimension": (dict(n=1, c=256, o=96, size=7, k=1), ConvStep),
+    "wide, small output": (dict(n=3, c=32, o=32, size=6, k=5, pad=2), ConvStep),
     "wide, one image": (dict(n=1, c=32, o=48, size=7, k=3, pad=1), ConvStep),
     "direct 1x1": (dict(n=2, c=16, o=8, size=20, k=1), ConvStep),
     "groups": (dict(n=2, c=12, o=6, size=10, k=3, pad=1, groups=3), ConvStep),
@@ -48,12 +56,36 @@ def test_convolution_paths(name, backend_name, request):
     fn, args = conv_graph(**params)
     exe = backend.compile(fn)
     if backend_name == "cpu":
-        assert any(isinstance(s, kind) for s in exe.program.steps), exe.program.steps
+        assert any(type(s) is kind for s in exe.program.steps), exe.program.steps
     want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
     got = exe(*args)[0].astype(np.float64)
     tolerance = 3e-2 if params.get("t") is og.f16 else 1e-5
     scale = np.max(np.abs(want)) + 1
     np.testing.assert_allclose(got, want, atol=tolerance * scale, rtol=tolerance)
+
+
+@pytest.mark.parametrize(
+    ("shape", "threads", "layout"),
+    [
+        ((1, 256, 14, 14), 2, (7, 1, 4)),  # ResNet-18 layer 3, batch 1: channel blocks
+        ((1, 64, 56, 56), 2, (5, 1, 1)),  # layer 1: row blocks
+        ((32, 256, 8, 8), 2, (4, 8, 1)),  # CIFAR layer 3: 8 images per unit
+        ((32, 512, 4, 4), 2, (2, 32, 4)),  # CIFAR layer 4: the batch, 4 channel blocks
+        ((1, 512, 7, 7), 2, None),  # 16 tiles: im2col (the panel product) measured faster
+    ],
+)
+def test_winograd_layout(shape, threads, layout):
+    n, o, oh, ow = shape
+    assert winograd_layout(n, o, oh, ow, threads) == layout
+
+
+def test_panel_convolution_fuses_its_epilogue(cpu):
+    fn, args = conv_graph(n=1, c=64, o=96, size=7, k=3, pad=1)
+    exe = cpu.compile(fn)
+    (step,) = exe.program.steps
+    assert type(step) is PanelConvStep and step.epilogue is not None
+    want = og.backend("INTERPRETER").compile(fn)(*args)[0]
+    np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5 * np.max(np.abs(want)))
 
 
 def test_convolution_epilogue_is_fused(cpu):

@@ -18,6 +18,7 @@ from opgraph.backends.cpu.codegen import (
     attention,
     bf16,
     conv_backprop,
+    conv_panels,
     dialect,
     int8,
     kernels,
@@ -264,6 +265,7 @@ STEP_EMITTERS.update(selection.EMITTERS)  # ArgMax/ArgMin, TopK, scatters (fused
 STEP_EMITTERS.update(conv_backprop.EMITTERS)  # a convolution's gradients
 STEP_EMITTERS.update(int8.EMITTERS)  # integer products of quantized models (codegen/int8.py)
 STEP_EMITTERS.update(attention.EMITTERS)  # fused attention (codegen/attention.py)
+STEP_EMITTERS.update(conv_panels.EMITTERS)  # few-pixel convolutions (codegen/conv_panels.py)
 
 
 def _step(step: Step, i: int, module: ModuleContext) -> Emitted:

@@ -2,10 +2,12 @@
 
 Each 2x2 block of outputs is computed from a 4x4 input tile with 16 products instead of 36:
 ``Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A`` (Lavin & Gray). The filter transform ``U = G g Gᵀ`` is done at
-compile time (a constant of shape (16, O, C)). A unit is one block of tile rows of one image:
+compile time (a constant of shape (16, O, C)). A unit is one block of tile rows of one image,
+or all tile rows of a few images (small planes: the batch folds into the products' columns),
+and one block of output channels (``WinogradStep.channel_blocks``):
 
 1. input transform of the block's tiles into this thread's scratch, ``V[ξ][c][tile]``;
-2. 16 GEMMs ``M[ξ] = U[ξ] (O x C) · V[ξ] (C x tiles)`` (OpenBLAS);
+2. 16 GEMMs ``M[ξ] = U[ξ] (O' x C) · V[ξ] (C x tiles)`` (OpenBLAS) for the unit's O' channels;
 3. output transform ``Aᵀ M A`` into the output rows, then the epilogue on them.
 
 Interior tiles load without bounds tests (rows outside the data read a zero row), so the
@@ -65,8 +67,15 @@ class WinogradEmitter:
         o, oh, ow = static_all(self.out.shape[1:])
         th, tw = -(-oh // 2), -(-ow // 2)
         blocks = -(-th // s.block_rows)
-        tb = s.block_rows * tw
-        per_thread = 16 * (c + o) * tb
+        part = -(-o // s.channel_blocks)  # output channels of one unit at most
+        tb = s.images * s.block_rows * tw
+        per_thread = 16 * (c + part) * tb
+        groups = n if s.images == 1 else -(-static(n) // s.images)
+        last = (
+            "img0 + 1"
+            if s.images == 1
+            else f"img0 + {s.images}L < {n}L ? img0 + {s.images}L : {n}L"
+        )
         head = [f"/* {self.name}: Winograd F(2x2,3x3): {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None:
             label = "epilogue of " + self.name
@@ -81,24 +90,34 @@ class WinogradEmitter:
             _pointer(self.module, self.out, "y0", False),
             _pointer(self.module, self.scratch, "scratch", False),
             "  for (long unit = lo; unit < hi; ++unit) {",
-            f"    long img = unit / {blocks}L, blk = unit % {blocks}L;",
+            f"    long cb = unit % {s.channel_blocks}L, rest = unit / {s.channel_blocks}L;",
+            f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
+            f"    long img1 = {last};",
+            f"    long o0 = cb * {part}L, o1 = o0 + {part}L < {o}L ? o0 + {part}L : {o}L;",
             f"    long tr0 = blk * {s.block_rows}L;",
             f"    long tr1 = tr0 + {s.block_rows}L < {th}L ? tr0 + {s.block_rows}L : {th}L;",
-            f"    long tb = (tr1 - tr0) * {tw}L;",
+            f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
             f"    float* V = scratch + (long)og_worker_index() * {per_thread}L;",
-            f"    float* M = V + {16 * c * tb}L;",
-            f"    const float* x = x0 + img * {self.x.strides[0]}L;",
-            *self.input_transform(c, h, w, tw),
+            f"    float* M = V + {16 * c}L * tb;",
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"  {line}" for line in self.input_transform(c, h, w, tw)],
+            "    }",
             "    for (int xi = 0; xi < 16; ++xi)",
-            f"      {self.gemm}(101, 111, 111, {o}, (int)tb, {c}, 1, u0 + xi * {o * c}L, "
-            f"{c}, V + xi * {c}L * tb, (int)tb, 0, M + xi * {o}L * tb, (int)tb);",
-            *self.output_transform(o, oh, ow, tw),
-            *self.epilogue_calls(o, oh, ow),
+            f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
+            f"u0 + xi * {o * c}L + o0 * {c}L, {c}, V + xi * {c}L * tb, (int)tb, 0, "
+            "M + xi * op * tb, (int)tb);",
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"  {line}" for line in self.output_transform(oh, ow, tw)],
+            *[f"  {line}" for line in self.epilogue_calls(o, oh, ow)],
+            "    }",
             "  }",
             "  return err;",
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
-            f"  return {self.dispatch(n * blocks)};",
+            f"  return {self.dispatch(groups * blocks * s.channel_blocks)};",
             "}",
         ]
         return "\n".join(head + body)
@@ -144,7 +163,7 @@ class WinogradEmitter:
                 f": {self.name}_zero + 4;"
                 for a in range(4)
             ],
-            f"        long base = (tr - tr0) * {tw}L;",
+            f"        long base = base0 + (tr - tr0) * {tw}L;",
             "        #pragma omp simd",
             f"        for (long tc = {lo}L; tc < {hi}L; ++tc) {{",
             "          long col = base + tc;",
@@ -159,10 +178,10 @@ class WinogradEmitter:
             "    }",
         ]
 
-    def output_transform(self, o: int, oh: int, ow: int, tw: int) -> list[str]:
+    def output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
         ys = self.out.strides
         loads = [
-            f"const float m{a}{b} = M[({a * 4 + b} * {o}L + oc) * tb + col];"
+            f"const float m{a}{b} = M[({a * 4 + b} * op + oc - o0) * tb + col];"
             for a in range(4)
             for b in range(4)
         ]
@@ -175,10 +194,10 @@ class WinogradEmitter:
             for i in range(2)
         ]
         return [
-            f"    for (long oc = 0; oc < {o}L; ++oc) {{",
+            "    for (long oc = o0; oc < o1; ++oc) {",
             f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
             "      for (long tr = tr0; tr < tr1; ++tr) {",
-            f"        long base = (tr - tr0) * {tw}L;",
+            f"        long base = base0 + (tr - tr0) * {tw}L;",
             f"        float* y_0 = yc + (2 * tr) * {ys[2]}L;",
             f"        float* y_1 = yc + (2 * tr + 1) * {ys[2]}L;",
             f"        int second = 2 * tr + 1 < {oh}L;",
@@ -199,7 +218,7 @@ class WinogradEmitter:
             return []
         return [
             f"    long row0 = 2 * tr0, row1 = 2 * tr1 < {oh}L ? 2 * tr1 : {oh}L;",
-            f"    for (long oc = 0; oc < {o}L; ++oc) {{",
+            "    for (long oc = o0; oc < o1; ++oc) {",
             f"      long at_ = img * {o * oh * ow}L + oc * {oh * ow}L + row0 * {ow}L;",
             f"      err |= {self.name}_ep(T, A, at_, at_ + (row1 - row0) * {ow}L);",
             "    }",

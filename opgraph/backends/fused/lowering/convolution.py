@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from opgraph.backends.fused import views
+from opgraph.backends.fused.lowering.conv_panels import panel_conv_step
 from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.program import BufferKind, ConvStep, PoolStep, WinogradStep
 from opgraph.backends.fused.views import Literal, Operand, View
@@ -100,17 +101,21 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
         if compute is not t:
             builder.materialize(result, t, Convert(t), into=dense)
         return
+    if compute is t and _winograd(builder, node, data, dense):
+        return
     if oh * ow < WIDE_BELOW:  # small outputs: one GEMM over all images, split by channels
         columns = n * oh * ow
         plane = dense if n == 1 and compute is t else builder.scratch(compute, (o, columns))
         plane = View(plane.buffer, compute, (o, columns), (columns, 1), plane.offset)
-        builder.add_step(_conv_step(builder, node, data, matrix, plane, (kh, kw), shape4))
+        windows = (_pair(op.strides, 1), _pair(op.dilations, 1), _pair(op.padding_below, 0))
+        static4 = (views.static(n), channels, oh, ow) if type(n) is int else None
+        panels = static4 and panel_conv_step(builder, node, data, plane, static4, windows)
+        step = panels or _conv_step(builder, node, data, matrix, plane, (kh, kw), shape4)
+        builder.add_step(step)
         # (O, N, OH, OW) back to (N, O, OH, OW), converted to the output type if needed.
         if plane.buffer != target.buffer:
             source = View(plane.buffer, compute, shape4, (oh * ow, columns, ow, 1), plane.offset)
             builder.materialize(source, t, Convert(t) if compute is not t else None, into=dense)
-        return
-    if compute is t and _winograd(builder, node, data, dense):
         return
     result = dense if compute is t else builder.scratch(compute, shape4)
     builder.add_step(_conv_step(builder, node, data, matrix, result, (kh, kw), shape4))
@@ -245,8 +250,14 @@ def _direct(groups: int, per_group: int, kernel: tuple[int, int], pixels: int) -
 
 #: Winograd needs this many tiles per unit for its 16 GEMMs to be worth running.
 WINOGRAD_TILES = 48
-#: Tiles a unit aims for (its transformed tiles and products stay in L2).
+#: Tiles a unit aims for (its transformed tiles and products stay in L2); planes with fewer
+#: tiles than this take several images per unit (a static batch only).
 WINOGRAD_BLOCK = 128
+#: Row blocks of one image are made smaller (to share the work out) only down to this many
+#: tiles; past that, units split the output channels instead.
+WINOGRAD_ROW_TILES = 48
+#: Output channels of one unit at least, when units split them.
+WINOGRAD_CHANNELS = 64
 
 # F(2x2, 3x3) filter transform: U = G g Gᵀ.
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
@@ -275,27 +286,53 @@ def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> boo
     )
     if not plain:
         return False
-    th, tw = -(-oh // 2), -(-ow // 2)
-    rows = max(1, min(th, -(-WINOGRAD_BLOCK // tw)))
-    n = least_batch(n)  # a symbolic batch: blocks sized for its smallest value
-    if n * -(-th // rows) < 2 * builder.threads:
-        rows = max(1, -(-th // max(1, -(-2 * builder.threads // n))))
-    units = n * -(-th // rows)
-    if rows * tw < min(WINOGRAD_TILES, th * tw) or rows * tw < WINOGRAD_TILES or units < 2:
+    layout = winograd_layout(n, o, oh, ow, builder.threads)
+    if layout is None:
         return False
+    rows, images, channel_blocks = layout
+    tw = -(-ow // 2)
     assert isinstance(filters, Constant)
     g = filters.value.astype(np.float64)
     u = np.einsum("ai,ocij,bj->aboc", _G, g, _G).reshape(16, o, c).astype(np.float32)
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, u.shape, len(builder.constants()),
                                 node.inputs[1], np.ascontiguousarray(u))  # fmt: skip
     transformed = View.dense(buffer.id, et.f32, u.shape)
-    scratch = builder.scratch(et.f32, (builder.threads, 16 * (c + o) * rows * tw))
+    part = -(-o // channel_blocks)
+    scratch = builder.scratch(et.f32, (builder.threads, 16 * (c + part) * images * rows * tw))
     step = WinogradStep(
         builder.describe(node), (node,), data, transformed, out, _pair(op.padding_below, 0), rows,
-        scratch,
+        scratch, images=images, channel_blocks=channel_blocks,
     )  # fmt: skip
     builder.add_step(step)
     return True
+
+
+def winograd_layout(n: Dim, o: int, oh: int, ow: int, threads: int) -> tuple[int, int, int] | None:
+    """(tile rows, images, output-channel blocks) of a Winograd unit for ``n`` images of
+    ``o`` x ``oh`` x ``ow`` outputs, or None when the units would have too few tiles.
+
+    Planes of fewer than :data:`WINOGRAD_BLOCK` tiles take several whole images per unit (a
+    static batch); larger ones blocks of tile rows, made smaller to feed every thread down
+    to :data:`WINOGRAD_ROW_TILES` tiles. Still too few units: the output channels are split
+    (each unit transforms the same tiles, then multiplies by its block of filters)."""
+    th, tw = -(-oh // 2), -(-ow // 2)
+    least = least_batch(n)  # a symbolic batch: blocks sized for its smallest value
+    images = 1
+    if type(n) is int and th * tw < WINOGRAD_BLOCK:
+        images = min(n, -(-WINOGRAD_BLOCK // (th * tw)))
+        rows = th
+    else:
+        rows = max(1, min(th, -(-WINOGRAD_BLOCK // tw)))
+        if least * -(-th // rows) < 2 * threads:
+            fewer = max(1, -(-th // max(1, -(-2 * threads // least))))
+            rows = max(fewer, min(rows, -(-WINOGRAD_ROW_TILES // tw)))
+    if images * rows * tw < WINOGRAD_TILES:
+        return None
+    units = -(-least // images) * -(-th // rows)
+    channel_blocks = 1
+    if units < 2 * threads:
+        channel_blocks = max(1, min(-(-2 * threads // units), o // WINOGRAD_CHANNELS))
+    return rows, images, channel_blocks
 
 
 def _conv_step(
