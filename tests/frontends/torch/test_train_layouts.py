@@ -138,3 +138,34 @@ def test_results_of_a_step_are_not_overwritten_by_the_next():
     step(x, y)
     assert all(torch.equal(a, b) for a, b in zip(losses, copies, strict=True))
     assert len({float(v) for v in copies}) == 3
+
+
+def _stepped(backend, steps=3):
+    from opgraph.frontends.torch import compile_train_step
+
+    torch.manual_seed(3)
+    x, y = torch.randn(8, 12), torch.randint(0, 4, (8,))
+    model = _mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    step = compile_train_step(model, torch.nn.functional.cross_entropy, optimizer, backend=backend)
+    for _ in range(steps):
+        step(x, y)
+    return model, step, (x, y)
+
+
+def test_the_step_on_addresses_matches_the_validated_path():
+    """CPU runs the step on tensor addresses (``call_addresses``); INTERPRETER has none and
+    takes ``Executable.call``: the parameters agree after three SGD-momentum steps."""
+    cpu, _, _ = _stepped("CPU")
+    interpreter, _, _ = _stepped("INTERPRETER")
+    for (name, p), q in zip(cpu.named_parameters(), interpreter.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_a_weight_replaced_by_a_wrong_shape_is_a_clear_error():
+    """The address path checks shapes itself and leaves a mismatch to ``Executable.call``,
+    whose validation names it (never a write past a buffer)."""
+    model, step, (x, y) = _stepped("CPU", steps=1)
+    model[0].weight.data = torch.randn(16, 13)
+    with pytest.raises(og.OpgraphError, match="shape"):
+        step(x, y)
