@@ -44,6 +44,13 @@ VIEWS = {
 }
 
 
+#: Replayed as ``reshape``: a view of the traced layout may not be one of the run-time layout
+#: (a partition's results are contiguous whatever layout the trace gave them); ``reshape`` is
+#: the same view whenever one exists, else a copy.
+_AS_RESHAPE = set(overloads("view.default", "_unsafe_view.default"))
+_RESHAPE = overloads("reshape.default")[0]
+
+
 def _view_chain(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
     """The node under a chain of view ops ending at ``node``, and the chain (first op first)."""
     chain: list[torch.fx.Node] = []
@@ -96,6 +103,7 @@ def views_outside(module: torch.fx.GraphModule, call: torch.fx.Node) -> None:
             value = _read(graph, call, reads, source)
             for view in chain:
                 target = cast(Callable[..., Any], view.target)
+                target = _RESHAPE if target in _AS_RESHAPE else target
                 value = graph.call_function(target, (value, *view.args[1:]), dict(view.kwargs))
                 value.meta = dict(view.meta)
             replacements[i] = value

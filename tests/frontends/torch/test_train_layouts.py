@@ -169,3 +169,19 @@ def test_a_weight_replaced_by_a_wrong_shape_is_a_clear_error():
     model[0].weight.data = torch.randn(16, 13)
     with pytest.raises(og.OpgraphError, match="shape"):
         step(x, y)
+
+
+def test_a_view_valid_only_in_the_traced_layout_is_replayed_as_reshape():
+    """``view(permute(relu(a)), [24])`` with ``a`` traced transposed: a view there, but the
+    partition's result is contiguous, where that ``view`` would fail; the replay reshapes."""
+    a = torch.randn(6, 4).t()
+
+    def f(x):
+        r = torch.ops.aten.relu.default(x)
+        flat = torch.ops.aten.view.default(torch.ops.aten.permute.default(r, [1, 0]), [24])
+        return r, flat
+
+    traced = make_fx(f, tracing_mode="fake")(a)
+    got = compile_graph(traced, {}, og.backend("CPU"), "error", lambda m: None)(a)
+    for g, w in zip(got, f(a), strict=True):
+        torch.testing.assert_close(g, w)
