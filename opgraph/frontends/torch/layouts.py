@@ -75,20 +75,7 @@ def views_outside(module: torch.fx.GraphModule, call: torch.fx.Node) -> None:
     if not isinstance(results, list | tuple) or len(reads) != len(call.users):
         return
     outer = dict(zip((n for n in sub.graph.nodes if n.op == "placeholder"), call.args, strict=True))
-    moved: dict[int, tuple[Any, list[torch.fx.Node]]] = {}
-    kept: dict[torch.fx.Node, int] = {}
-    for i, node in enumerate(results):
-        base, chain = _view_chain(node)
-        if base.op == "placeholder" and chain:
-            moved[i] = (outer[base], chain)
-        elif node in kept:
-            moved[i] = (kept[node], [])
-        elif not chain:
-            kept[node] = i
-    for i, node in enumerate(results):  # views of outputs computed in the partition
-        base, chain = _view_chain(node)
-        if i not in moved and chain and base in kept:
-            moved[i] = (kept[base], chain)
+    moved = _replayable(results, outer)
     remaining = [i for i in range(len(results)) if i not in moved]
     if not moved or not remaining:
         return
@@ -116,6 +103,28 @@ def views_outside(module: torch.fx.GraphModule, call: torch.fx.Node) -> None:
     output.args = (tuple(results[i] for i in remaining),)
     sub.graph.eliminate_dead_code()
     sub.recompile()
+
+
+def _replayable(
+    results: Any, outer: dict[torch.fx.Node, Any]
+) -> dict[int, tuple[Any, list[torch.fx.Node]]]:
+    """Output position → (its source: an outer value, or the position of the output it views
+    or repeats; the view ops to replay on it), for each output that can be rebuilt outside."""
+    moved: dict[int, tuple[Any, list[torch.fx.Node]]] = {}
+    kept: dict[torch.fx.Node, int] = {}
+    for i, node in enumerate(results):
+        base, chain = _view_chain(node)
+        if base.op == "placeholder" and chain:
+            moved[i] = (outer[base], chain)
+        elif node in kept:
+            moved[i] = (kept[node], [])
+        elif not chain:
+            kept[node] = i
+    for i, node in enumerate(results):  # views of outputs computed in the partition
+        base, chain = _view_chain(node)
+        if i not in moved and chain and base in kept:
+            moved[i] = (kept[base], chain)
+    return moved
 
 
 def _read(

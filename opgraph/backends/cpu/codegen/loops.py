@@ -341,6 +341,28 @@ class CLoopEmitter(LoopEmitter):
                 lines.append(f"    int s_n{r.index}[{block}];")
                 starts.append(f"s_n{r.index}[{j}] = 0;")
         lines.append(f"    for (long r_ = c_; r_ < e_; ++r_) {{ {' '.join(starts)} }}")
+        lines += self.column_accumulation(reductions, j)
+        self.defined = set()
+        lines += ["    for (long r_ = c_; r_ < e_; ++r_) {", *self.column_offsets("      ")]
+        for r in reductions:
+            ctype = dialect.compute_type(r.element_type)
+            lines.append(f"      {ctype} a{r.index} = s_a{r.index}[{j}];")
+            if self.tracks_nan(r):
+                lines.append(f"      int n{r.index} = s_n{r.index}[{j}];")
+        self.finish_reductions(reductions, lines)
+        for slot, (k, view) in enumerate(self.kernel.stores):
+            if self.kernel.nodes[k].level is Level.OUTER:
+                for d in self.needed([k], Level.OUTER):
+                    self.define(d, lines, "      ")
+                access = self.accesses[(slot, True)]
+                value = dialect.store(view.element_type, self.var(k))
+                lines.append(f"      {self.element(access, Level.OUTER)} = {value};")
+        return [*lines, "    }", "  }"]
+
+    def column_accumulation(self, reductions: list[KNode], j: str) -> list[str]:
+        """The column kernel's loop over the reduced axis: per position, one vector loop
+        across the block (row ``r_``, slot ``j`` of the stack arrays) accumulating every
+        reduction and storing the full-level values."""
         full = [(s, k) for s, (k, _) in enumerate(self.kernel.stores)]
         full = [(s, k) for s, k in full if self.kernel.nodes[k].level is Level.FULL]
         body: list[str] = []
@@ -359,7 +381,7 @@ class CLoopEmitter(LoopEmitter):
             body.append(f"{indent}{self.element(access, Level.FULL)} = {self.store_value(slot)};")
         pragma = " reduction(|:err)" if any("err |=" in line for line in body) else ""
         length = self.size_expr(self.domain.vector[0].size)
-        lines += [
+        return [
             f"    for (long l0 = 0; l0 < {length}; ++l0) {{",
             f"      #pragma omp simd{pragma}",
             "      for (long r_ = c_; r_ < e_; ++r_) {",
@@ -368,23 +390,6 @@ class CLoopEmitter(LoopEmitter):
             "      }",
             "    }",
         ]
-        self.defined = set()
-        lines += ["    for (long r_ = c_; r_ < e_; ++r_) {", *self.column_offsets("      ")]
-        for r in reductions:
-            lines.append(
-                f"      {dialect.compute_type(r.element_type)} a{r.index} = s_a{r.index}[{j}];"
-            )
-            if self.tracks_nan(r):
-                lines.append(f"      int n{r.index} = s_n{r.index}[{j}];")
-        self.finish_reductions(reductions, lines)
-        for slot, (k, view) in enumerate(self.kernel.stores):
-            if self.kernel.nodes[k].level is Level.OUTER:
-                for d in self.needed([k], Level.OUTER):
-                    self.define(d, lines, "      ")
-                access = self.accesses[(slot, True)]
-                value = dialect.store(view.element_type, self.var(k))
-                lines.append(f"      {self.element(access, Level.OUTER)} = {value};")
-        return [*lines, "    }", "  }"]
 
     def reduction_phase(self, reductions: list[KNode]) -> None:
         inputs = [n.args[0] for n in reductions]
