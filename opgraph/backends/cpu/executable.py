@@ -89,6 +89,14 @@ class CpuExecutable(Executable):
         For callers that validated once and call in a loop."""
         self._invoke([address(t.buffer) for t in (*inputs, *outputs)])
 
+    def call_addresses(self, addresses: list[int]) -> None:
+        """Run on raw buffer addresses: the inputs', then the outputs', in parameter and
+        result order. Nothing is validated: each address must hold a C-contiguous buffer of its
+        value's type and shape, and no output may overlap another buffer (undefined behavior
+        otherwise). For bridges whose own tensors carry that guarantee (the PyTorch bridge
+        checks each tensor's dtype, shape and layout and allocates the results itself)."""
+        self._invoke(addresses)
+
     def _call_arrays(self, *arrays: Any) -> list[np.ndarray]:
         """Numpy arrays in, a list of numpy arrays out (fresh results, no aliasing to check)."""
         if len(arrays) != len(self._in_types):

@@ -16,12 +16,14 @@ from typing import Any
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 
+from opgraph import ops
 from opgraph.core.errors import ConversionError
 from opgraph.core.function import Function
 from opgraph.core.node import Output
 from opgraph.frontends.torch.context import tensor_constant
 from opgraph.frontends.torch.converters.common import overloads
 from opgraph.frontends.torch.graph import Value, convert_graph, placeholder_value
+from opgraph.frontends.torch.layouts import dense_order, inverse, views_outside
 from opgraph.frontends.torch.promotion import Scalar
 from opgraph.frontends.torch.runtime import ExecutableModule, compile_function
 from opgraph.frontends.torch.support import Support
@@ -96,6 +98,7 @@ def partition(
     result.module = fused
     for node in list(fused.graph.nodes):
         if node.op == "call_module" and str(node.target).startswith("fused_"):
+            views_outside(fused, node)
             submodule = getattr(fused, str(node.target))
             try:
                 compiled = compile_partition(node, submodule, constants, backend, support)
@@ -168,23 +171,31 @@ def compile_partition(
     bindings: dict[torch.fx.Node, Value] = {}
     params: list[Output] = []
     slots: list[int | None] = []
+    orders: list[tuple[int, ...] | None] = []  # inputs passed permuted to a dense layout
     examples: list[tuple[int, ...]] = []  # the traced shape of each parameter
     for placeholder, outer in zip(placeholders, call.args, strict=True):
         fixed = _fixed(outer, constants)
         if isinstance(fixed, torch.Tensor):
             bindings[placeholder] = tensor_constant(fixed, f"input {outer}")
             slots.append(None)
+            orders.append(None)
             continue
         meta = placeholder.meta.get("val", getattr(outer, "meta", {}).get("val"))
+        order = dense_order(meta)
+        orders.append(order)
+        if order is not None:
+            meta = meta.permute(order)
         value = placeholder_value(meta, placeholder.name, f"input {placeholder.name!r}")
         if isinstance(value, tuple):
             raise ConversionError(f"partition input {placeholder.name!r} is a tuple")
-        bindings[placeholder] = value
         runtime = value.value if isinstance(value, Scalar) else value
         slots.append(len(params) if isinstance(runtime, Output) else None)
         if isinstance(runtime, Output):
             params.append(runtime)
             examples.append(example_shape(meta))
+        if order is not None and isinstance(value, Output):
+            value = ops.transpose(value, inverse(order))
+        bindings[placeholder] = value
     env = convert_graph(submodule, bindings, support.convert if support else None)
     output = env[next(n for n in submodule.graph.nodes if n.op == "output")]
     single = not isinstance(output, list | tuple)
@@ -192,4 +203,5 @@ def compile_partition(
     if not all(isinstance(r, Output) for r in results):
         raise ConversionError(f"{call.target}: a partition output is not a tensor")
     function = Function(results, params, name=str(call.target))
-    return ExecutableModule(backend, compile_function(backend, function, examples), slots, single)
+    executable = compile_function(backend, function, examples)
+    return ExecutableModule(backend, executable, slots, single, orders)

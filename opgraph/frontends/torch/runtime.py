@@ -15,7 +15,7 @@ symbols itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -85,6 +85,9 @@ class ExecutableModule(torch.nn.Module):
             or None when the argument was folded into the Function (a frozen weight, a
             specialised Python scalar).
         single: return one tensor instead of a tuple (the partition has one output).
+        orders: for each ``forward`` argument, None, or the axis order its Function
+            parameter takes it in (``arg.permute(order)``: a transposed weight passed as the
+            contiguous weight, see :func:`~opgraph.frontends.torch.layouts.dense_order`).
     """
 
     def __init__(
@@ -93,8 +96,10 @@ class ExecutableModule(torch.nn.Module):
         executable: Executable | SpecializingExecutable,
         inputs: Sequence[int | None],
         single: bool,
+        orders: Sequence[tuple[int, ...] | None] = (),
     ) -> None:
         super().__init__()
+        self.orders = list(orders) if any(o is not None for o in orders) else None
         self.backend = backend
         self.executable = executable
         self.inputs = list(inputs)
@@ -102,8 +107,21 @@ class ExecutableModule(torch.nn.Module):
         self._params = tuple(executable.parameter_types)
         self._results = tuple(executable.result_types)
         self._dtypes = [to_torch(r.element_type) for r in executable.result_types]
+        self._direct = _direct_signature(executable, self._params, self._results)
+        self._call_addresses: Callable[[list[int]], None] | None = getattr(
+            executable, "call_addresses", None
+        )
 
     def forward(self, *args: Any) -> Any:
+        if self.orders is not None:
+            args = tuple(
+                a.permute(o) if o is not None and isinstance(a, torch.Tensor) else a
+                for a, o in zip(args, self.orders, strict=True)
+            )
+        if self._direct is not None:
+            results = self._call_direct(args, *self._direct)
+            if results is not None:
+                return results[0] if self.single else tuple(results)
         params, results_types = self._params, self._results
         binder = self.executable.binder
         if binder is not None:  # symbolic: the argument shapes bind the symbols
@@ -126,3 +144,52 @@ class ExecutableModule(torch.nn.Module):
         ]
         self.executable.call(outputs, [t for t in tensors if t is not None])
         return results[0] if self.single else tuple(results)
+
+    def _call_direct(
+        self,
+        args: Sequence[Any],
+        inputs: list[tuple[torch.dtype, tuple[int, ...]]],
+        outputs: list[tuple[torch.dtype, tuple[int, ...]]],
+    ) -> list[torch.Tensor] | None:
+        """The call on the tensors' addresses, checked here (dtype, shape, contiguous CPU
+        memory) instead of through opgraph Tensors; None when an argument needs the general
+        path (a Python number, a copy to make contiguous, a conjugate or negative view)."""
+        addresses = [0] * len(inputs)
+        for arg, slot in zip(args, self.inputs, strict=True):
+            if slot is None:
+                continue
+            dtype, shape = inputs[slot]
+            if (
+                not isinstance(arg, torch.Tensor)
+                or arg.dtype != dtype
+                or arg.shape != shape
+                or arg.device.type != "cpu"
+                or not arg.is_contiguous()
+                or arg.is_neg()
+                or arg.is_conj()
+            ):
+                return None
+            addresses[slot] = arg.data_ptr()
+        results = [torch.empty(shape, dtype=dtype) for dtype, shape in outputs]
+        assert self._call_addresses is not None
+        self._call_addresses(addresses + [r.data_ptr() for r in results])
+        return results
+
+
+def _direct_signature(
+    executable: Any, params: Sequence[TensorType], results: Sequence[TensorType]
+) -> tuple[list[tuple[torch.dtype, tuple[int, ...]]], ...] | None:
+    """The torch dtype and static shape of each parameter and result when ``executable`` runs
+    on raw addresses (``call_addresses``), no value is empty and no size is symbolic; else
+    None."""
+    if not callable(getattr(executable, "call_addresses", None)):
+        return None
+    found: list[list[tuple[torch.dtype, tuple[int, ...]]]] = []
+    for types in (params, results):
+        found.append([])
+        for t in types:
+            shape = t.shape
+            if not all(type(d) is int for d in shape) or 0 in shape:
+                return None
+            found[-1].append((to_torch(t.element_type), tuple(int(d) for d in shape)))
+    return tuple(found)

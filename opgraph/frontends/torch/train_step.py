@@ -29,6 +29,8 @@ from opgraph.frontends.torch.dynamo import default_backend
 from opgraph.frontends.torch.importer import convert_program
 from opgraph.frontends.torch.optimizers import Rule, as_type, rule_for, scalar_inputs, zero_state
 from opgraph.frontends.torch.types import as_numpy, from_torch, to_torch
+from opgraph.ops.linalg import Dot, dot
+from opgraph.ops.movement import Transpose, transpose
 from opgraph.runtime.backend import Backend, Executable
 from opgraph.runtime.backend import backend as get_backend
 from opgraph.runtime.tensor import Tensor
@@ -150,6 +152,7 @@ class TrainStep:
         trainable = self._trainable(weights)
         one = constant(np.ones((), loss.element_type.dtype), loss.element_type)
         grads = gradients([loss], [weights[name] for _, name, _ in trainable], [one])
+        grads = [_untransposed(g) for g in grads]
         program = _Program(None, names, [], [], [], [])
         params, results = list(function.parameters), [loss]
         for index, group in enumerate(self.optimizer.param_groups):
@@ -226,15 +229,16 @@ class TrainStep:
         for i, (owner, key) in enumerate(program.targets):
             if program.spares[i] is None:
                 program.spares[i] = torch.empty_like(_read(owner, key))
-        args = [self._wrap(t.detach().contiguous(), False) for t in flat]
-        args += [self._wrap(t, True) for t in weights + states]
-        args += [
-            self.backend.create_tensor(t.element_type, (), buffer=np.array(v, t.element_type.dtype))
-            for t, v in zip(exe.parameter_types[len(args) :], scalars, strict=True)
-        ]
-        outputs = [self._wrap(loss, False)]
-        outputs += [self._wrap(t, True) for t in program.spares if t is not None]
-        exe.call(outputs, args)
+        inputs = [t.detach().contiguous() for t in flat] + weights + states
+        outputs = [loss, *(t for t in program.spares if t is not None)]
+        values = np.array(scalars, np.float64)  # each element one rank-0 f64 argument
+        if not _call_direct(exe, inputs, values, outputs):
+            args = [self._wrap(t, i >= len(flat)) for i, t in enumerate(inputs)]
+            args += [
+                self.backend.create_tensor(t.element_type, (), buffer=values[i : i + 1].reshape(()))
+                for i, t in enumerate(exe.parameter_types[len(args) :])
+            ]
+            exe.call([self._wrap(t, i > 0) for i, t in enumerate(outputs)], args)
         for i, (owner, key) in enumerate(program.targets):
             old = _read(owner, key)
             _write(owner, key, program.spares[i])
@@ -257,6 +261,53 @@ class TrainStep:
                     self._wrapped.clear()
                 self._wrapped[key] = wrapped
         return wrapped
+
+
+def _untransposed(grad: Output) -> Output:
+    """``grad`` with a transposed matrix product ``transpose(a @ b)`` (a Linear weight's
+    gradient: autodiff differentiates ``x @ w.T``) computed as ``b.T @ a.T``, so the product
+    writes the weight's layout and the update reads it contiguously (the transposes of the
+    operands fold into the product's BLAS call)."""
+    op = grad.op
+    if not isinstance(op, Transpose) or op.perm != (1, 0):
+        return grad
+    source = grad.node.inputs[0]
+    if not isinstance(source.op, Dot):
+        return grad
+    a, b = source.node.inputs
+    if source.op.reduction_axes_count != 1 or a.rank != 2 or b.rank != 2:
+        return grad
+    return dot(transpose(b), transpose(a))
+
+
+def _call_direct(
+    exe: Executable, inputs: list[torch.Tensor], scalars: np.ndarray, outputs: list[torch.Tensor]
+) -> bool:
+    """Run ``exe`` on the tensors' addresses (``call_addresses``) after checking here what
+    ``Executable.call`` would: each tensor's dtype, shape and contiguity, and that no output
+    shares memory with another tensor. False (nothing run) when a check fails or the
+    executable has no address call: then the caller takes the validated path."""
+    call = getattr(exe, "call_addresses", None)
+    if call is None:
+        return False
+    types = [*exe.parameter_types[: len(inputs)], *exe.result_types]
+    tensors = [*inputs, *outputs]
+    for t, expected in zip(tensors, types, strict=True):
+        if (
+            t.dtype != to_torch(expected.element_type)
+            or t.shape != expected.shape
+            or not t.is_contiguous()
+            or t.numel() == 0
+        ):
+            return False
+    read = {t.untyped_storage().data_ptr() for t in inputs}
+    written = [t.untyped_storage().data_ptr() for t in outputs]
+    if len(set(written)) != len(written) or read.intersection(written):
+        return False
+    base = scalars.ctypes.data
+    extra = [base + scalars.itemsize * i for i in range(scalars.size)]
+    call([*(t.data_ptr() for t in inputs), *extra, *(t.data_ptr() for t in outputs)])
+    return True
 
 
 def _read(owner: Any, key: str) -> torch.Tensor:

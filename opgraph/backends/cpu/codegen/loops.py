@@ -10,6 +10,12 @@ Inner loops carry ``omp simd``, and math calls vectorize through libmvec.
   elementwise values. A stored value that a reduction phase computes is stored by that
   phase's loop; a costly value needed by several loops is saved in a row buffer by the first
   and loaded by the others (``row_reuse.py``); other shared values are recomputed.
+* A column kernel is the row kernel of a reduction over an outer axis (a bias gradient's sum
+  over the batch of a row-major ``[batch, features]``): the rows are contiguous and the
+  reduced axis strided, so a row loop would walk one column at a large stride (a cache line,
+  and often the same cache sets, per element). It runs blocks of ``COLUMN_BLOCK`` rows instead:
+  for each position of the reduced axis, one vector loop across the block, accumulating into a
+  stack array (:meth:`CLoopEmitter.columnwise` says when).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ PAIRWISE_BLOCK = 512
 #: Rows shorter than this that read or write bytes are vectorized 16 lanes wide (see
 #: ``CLoopEmitter.short_bytes``).
 SHORT_ROWS = 64
+#: Rows (output columns) a column kernel accumulates at once, in stack arrays.
+COLUMN_BLOCK = 256
 
 
 class CLoopEmitter(LoopEmitter):
@@ -97,7 +105,10 @@ class CLoopEmitter(LoopEmitter):
     # ----------------------------------------------------------------- functions
     def emit(self) -> str:
         """The kernel function and its driver."""
-        body = self.row_kernel() if self.kernel.axes else self.pointwise_kernel()
+        if not self.kernel.axes:
+            body = self.pointwise_kernel()
+        else:
+            body = self.column_kernel() if self.columnwise() else self.row_kernel()
         header = f"/* {self.name}: {comment(self.label)} */"
         # A row kernel is never specialised for its call's constant range: GCC 12, seeing one
         # row, drops the row loop and with it the vectorization of ``omp simd reduction``.
@@ -314,6 +325,120 @@ class CLoopEmitter(LoopEmitter):
                 self.lines.append(f"    {self.element(access, Level.OUTER)} = {value};")
         self.lines.append("  }")
         return self.lines
+
+    def columnwise(self) -> bool:
+        """Whether the column schedule fits: one row axis walked contiguously (or not at all)
+        by every access, one reduced axis walked by none contiguously and by some at a stride,
+        one reduction phase short enough to need no pairwise cascade, no gathers, and no
+        stored element that depends on a reduction."""
+        domain, nodes = self.domain, self.kernel.nodes
+        if self.module.symbolic or len(domain.rows) != 1 or len(domain.vector) != 1:
+            return False
+        row, inner = domain.rows[0], domain.vector[0]
+        if any(type(s) is not int for d in (row, inner) for s in (d.size, *d.strides.values())):
+            return False
+        if any(s not in (0, 1) for s in row.strides.values()) or 1 in inner.strides.values():
+            return False
+        if all(s == 0 for s in inner.strides.values()) or 1 not in row.strides.values():
+            return False
+        reductions = [n for n in nodes if n.kind is KKind.REDUCE]
+        if any(n.kind is KKind.GATHER for n in nodes) or len({n.phase for n in reductions}) != 1:
+            return False
+        if any(rule_pairwise(r) for r in reductions) and static(inner.size) > PAIRWISE_BLOCK:
+            return False
+        reduced = {r.index for r in reductions}
+        for k, _ in self.kernel.stores:
+            if nodes[k].level is Level.FULL and self._reaches(k, reduced):
+                return False
+        return not any(self._reaches(r.args[0], reduced) for r in reductions)
+
+    def _reaches(self, k: int, targets: set[int]) -> bool:
+        """Whether node ``k`` is one of ``targets`` or depends on one."""
+        stack, seen = [k], set()
+        while stack:
+            k = stack.pop()
+            if k in targets:
+                return True
+            if k not in seen:
+                seen.add(k)
+                stack.extend(self.kernel.nodes[k].args)
+        return False
+
+    def column_offsets(self, indent: str) -> list[str]:
+        """Each access's offset at row ``r_`` (the one row axis: strides 0 or 1)."""
+        strides = self.domain.rows[0].strides
+        return [
+            f"{indent}long o_{a.name} = {'r_' if strides[a.name] else '0'};"
+            for a in self.accesses.values()
+        ]
+
+    def column_kernel(self) -> list[str]:
+        """Blocks of rows; per position of the reduced axis, one vector loop across the block
+        accumulates each reduction into a stack array and stores the full-level values; then
+        one loop over the block finishes the reductions and stores the row values."""
+        reductions = [n for n in self.kernel.nodes if n.kind is KKind.REDUCE]
+        block, j = COLUMN_BLOCK, "r_ - c_"
+        lines = [
+            f"  for (long c_ = begin; c_ < end; c_ += {block}L) {{",
+            f"    long e_ = c_ + {block}L < end ? c_ + {block}L : end;",
+        ]
+        starts = []
+        for r in reductions:
+            lines.append(f"    {dialect.compute_type(r.element_type)} s_a{r.index}[{block}];")
+            starts.append(f"s_a{r.index}[{j}] = {self.identity(r)};")
+            if self.tracks_nan(r):
+                lines.append(f"    int s_n{r.index}[{block}];")
+                starts.append(f"s_n{r.index}[{j}] = 0;")
+        lines.append(f"    for (long r_ = c_; r_ < e_; ++r_) {{ {' '.join(starts)} }}")
+        lines += self.column_accumulation(reductions, j)
+        self.defined = set()
+        lines += ["    for (long r_ = c_; r_ < e_; ++r_) {", *self.column_offsets("      ")]
+        for r in reductions:
+            ctype = dialect.compute_type(r.element_type)
+            lines.append(f"      {ctype} a{r.index} = s_a{r.index}[{j}];")
+            if self.tracks_nan(r):
+                lines.append(f"      int n{r.index} = s_n{r.index}[{j}];")
+        self.finish_reductions(reductions, lines)
+        for slot, (k, view) in enumerate(self.kernel.stores):
+            if self.kernel.nodes[k].level is Level.OUTER:
+                for d in self.needed([k], Level.OUTER):
+                    self.define(d, lines, "      ")
+                access = self.accesses[(slot, True)]
+                value = dialect.store(view.element_type, self.var(k))
+                lines.append(f"      {self.element(access, Level.OUTER)} = {value};")
+        return [*lines, "    }", "  }"]
+
+    def column_accumulation(self, reductions: list[KNode], j: str) -> list[str]:
+        """The column kernel's loop over the reduced axis: per position, one vector loop
+        across the block (row ``r_``, slot ``j`` of the stack arrays) accumulating every
+        reduction and storing the full-level values."""
+        full = [(s, k) for s, (k, _) in enumerate(self.kernel.stores)]
+        full = [(s, k) for s, k in full if self.kernel.nodes[k].level is Level.FULL]
+        body: list[str] = []
+        indent = "        "
+        nodes = self.needed([r.args[0] for r in reductions] + [k for _, k in full], Level.FULL)
+        self.define_outer_for(nodes, body, indent)
+        for k in nodes:
+            self.define(k, body, indent)
+        for r in reductions:
+            x = self.var(r.args[0])
+            body.append(indent + self.combine(r, f"s_a{r.index}[{j}]", x))
+            if self.tracks_nan(r):
+                body.append(f"{indent}s_n{r.index}[{j}] |= ({x} != {x});")
+        for slot, _ in full:
+            access = self.accesses[(slot, True)]
+            body.append(f"{indent}{self.element(access, Level.FULL)} = {self.store_value(slot)};")
+        pragma = " reduction(|:err)" if any("err |=" in line for line in body) else ""
+        length = self.size_expr(self.domain.vector[0].size)
+        return [
+            f"    for (long l0 = 0; l0 < {length}; ++l0) {{",
+            f"      #pragma omp simd{pragma}",
+            "      for (long r_ = c_; r_ < e_; ++r_) {",
+            *self.column_offsets(indent),
+            *body,
+            "      }",
+            "    }",
+        ]
 
     # ------------------------------------------------------------- saved row values
     def flat_index(self) -> str:
