@@ -31,7 +31,6 @@ from opgraph.passes.fuse_quantized_products import fuse_quantized_products
 from opgraph.passes.inline_calls import inline_calls
 from opgraph.passes.pipeline import optimize as optimize_function
 from opgraph.passes.specialize_shapes import is_symbolic
-from opgraph.passes.transpose_products import transpose_products
 from opgraph.passes.unbox_tuples import unbox_tuples
 
 #: The lowering registries: an op class in one of them has code generated for it.
@@ -53,8 +52,7 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     """Clone, inline calls, unbox tuples, turn products of dequantized 8-bit values into
     integer products (``fuse_quantized_products``: before folding dequantizes the weights),
     decompose what has no native lowering, apply the
-    rewrites (``REWRITES``: expansions that fuse better), optimize, compute transposed
-    products untransposed (``transpose_products``), rewrite again.
+    rewrites (``REWRITES``: expansions that fuse better), optimize, rewrite again.
 
     Needs: a valid Function. Guarantees: no tuples or calls; every op is native, has a
     reference kernel, or is reported by :func:`compile_program` as unsupported.
@@ -62,7 +60,7 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     fn = fuse_quantized_products(unbox_tuples(inline_calls(fn.clone())))
     fn = apply_rewrites(decompose(fn, is_supported=is_native, keep_symbolic=is_symbolic(fn)))
     if optimize:
-        fn = apply_rewrites(transpose_products(optimize_function(fn)))
+        fn = apply_rewrites(optimize_function(fn))
     return fn
 
 

@@ -1,10 +1,12 @@
 """The products a training step's gradients are made of, as the CPU lowers them:
 
 * float sums over leading axes (bias gradients) run as products with a vector of ones
-  (``fused/lowering/column_sums.py``), blocked beyond 512 rows, and agree with the reference;
+  (``backends/cpu/column_sums.py``), blocked beyond 512 rows, and agree with the reference;
 * ``transpose(dot(a, b))`` (a ``x @ w.T`` layer's weight gradient) is computed as
   ``dot(bᵀ, aᵀ)`` (``passes/transpose_products.py``), so nothing reads the product through a
-  transpose.
+  transpose;
+* data gradients of 3x3 stride-1 convolutions with large planes run by Winograd with the
+  filter transform computed at run time (``fused/lowering/winograd_gradients.py``).
 """
 
 import numpy as np
@@ -13,7 +15,8 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.autodiff import gradients
-from opgraph.backends.fused.program import GemmStep, LoopStep
+from opgraph.backends.fused.conv_backprop import ConvDataGradientStep
+from opgraph.backends.fused.program import GemmStep, LoopStep, WinogradStep
 from opgraph.core import element_type as et
 from opgraph.core.literals import parameter
 from opgraph.ops.linalg import Dot
@@ -119,3 +122,50 @@ def test_a_product_of_higher_rank_is_left_alone():
     b = parameter(et.f32, (4, 5))
     fn = og.Function([ops.transpose(ops.dot(a, b), (2, 1, 0))], [a, b])
     assert transpose_products(fn) is fn
+
+
+#: (N, C, O, spatial, padding below, padding above): data gradients of 3x3 stride-1
+#: convolutions large enough for Winograd, odd sizes and every padding 0..2.
+WINOGRAD = {
+    "cifar-like": (2, 16, 24, (16, 16), (1, 1), (1, 1)),
+    "odd-plane": (3, 32, 16, (17, 15), (1, 1), (1, 1)),
+    "unpadded": (2, 16, 16, (20, 20), (0, 0), (0, 0)),
+    "padded-2": (2, 16, 16, (18, 18), (2, 2), (2, 2)),
+    "asymmetric": (1, 16, 17, (19, 18), (0, 2), (1, 0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINOGRAD))
+def test_data_gradients_by_winograd(name):
+    n, c, o, spatial, below, above = WINOGRAD[name]
+    x = parameter(et.f32, (n, c, *spatial))
+    w = parameter(et.f32, (o, c, 3, 3))
+    y = ops.convolution(x, w, (1, 1), (1, 1), below, above)
+    ct = parameter(et.f32, y.shape)
+    (dx,) = gradients([y], [x], [ct])
+    exe = _compare(og.Function([dx], [ct, w, x]), et.f32)
+    assert WinogradStep in _kinds(exe)
+    assert ConvDataGradientStep not in _kinds(exe)
+
+
+#: Data gradients Winograd does not take: they keep the GEMM and col2im step.
+NOT_WINOGRAD = {
+    "small-plane": ((2, 16, 16, 8, 8), et.f32, (1, 1), 1),
+    "strided": ((2, 16, 16, 32, 32), et.f32, (2, 2), 1),
+    "grouped": ((2, 32, 32, 16, 16), et.f32, (1, 1), 2),
+    "few-channels": ((2, 3, 16, 32, 32), et.f32, (1, 1), 1),
+    "f64": ((2, 16, 16, 16, 16), et.f64, (1, 1), 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_WINOGRAD))
+def test_other_data_gradients_keep_the_gemm(name):
+    (n, c, o, h, w_), t, strides, groups = NOT_WINOGRAD[name]
+    x = parameter(t, (n, c, h, w_))
+    w = parameter(t, (o, c // groups, 3, 3))
+    y = ops.convolution(x, w, strides, (1, 1), (1, 1), (1, 1), None, groups)
+    ct = parameter(t, y.shape)
+    (dx,) = gradients([y], [x], [ct])
+    exe = _compare(og.Function([dx], [ct, w, x]), t)
+    assert WinogradStep not in _kinds(exe)
+    assert ConvDataGradientStep in _kinds(exe)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from opgraph.backends.fused.dialect import highest_value, lowest_value
-from opgraph.backends.fused.lowering.column_sums import column_sum
 from opgraph.backends.fused.lowering.registry import (
     REDUCTIONS,
     REWRITES,
@@ -46,11 +45,5 @@ def _reduce_nothing(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] 
     return [movement.reshape(x, node.outputs[0].shape)]
 
 
-def _sum(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
-    """A sum over no axes is the identity; over leading axes, a product (``column_sums``)."""
-    return _reduce_nothing(node, inputs) or column_sum(node, inputs)
-
-
-REWRITES.add(rd.ReduceSum, _sum)
-for _cls in (rd.ReduceProd, rd.ReduceMax, rd.ReduceMin, rd.ReduceAll, rd.ReduceAny):
+for _cls in (rd.ReduceSum, rd.ReduceProd, rd.ReduceMax, rd.ReduceMin, rd.ReduceAll, rd.ReduceAny):
     REWRITES.add(_cls, _reduce_nothing)

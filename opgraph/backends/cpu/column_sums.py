@@ -1,12 +1,13 @@
 """A float sum over the leading axes of a tensor (a bias gradient: ``sum(g, 0)`` of a
 ``[tokens, features]`` cotangent) as a product with a vector of ones.
 
-As a row kernel, each output element is one strided walk down a column of the input: a cache
-line per element, 40x slower than the product on ``[1024, 3072]`` (12.3 ms against 0.28 ms,
-one thread). The product reads the rows in order with BLAS. Sums stay blocked as everywhere on
-the CPU (docs/design.md, "CPU floating-point sums are pairwise"): up to ``BLOCK`` rows are one
-product, more are cut into blocks of rows (a batched product), whose partial sums are summed
-again (a shorter sum over the leading axis).
+As a CPU row kernel, each output element is one strided walk down a column of the input: a
+cache line per element, 40x slower than the product on ``[1024, 3072]`` (12.3 ms against
+0.28 ms, one thread). The product reads the rows in order with BLAS. (On a GPU the same walk
+is coalesced across threads, so the rewrite is the CPU backend's only.) Sums stay blocked as
+everywhere on the CPU (docs/design.md, "CPU floating-point sums are pairwise"): up to
+``BLOCK`` rows are one product, more are cut into blocks of rows (a batched product), whose
+partial sums are summed again (a shorter sum over the leading axis).
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ def _block(rows: int) -> int | None:
 
 
 def column_sum(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
-    """The rewrite of a ReduceSum over leading axes (``REWRITES``, registered with the
-    reductions), or None when the row kernel is as good or the shapes do not qualify."""
+    """A ReduceSum over leading axes rebuilt on ``inputs`` as products with ones (a CPU
+    rewrite: ``backends/cpu/rewrites.py``), or None when the row kernel is as good or the
+    shapes do not qualify."""
     op = node.op
     assert isinstance(op, ReduceSum)
     (x,) = inputs
