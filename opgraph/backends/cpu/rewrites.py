@@ -5,7 +5,8 @@ table, which the GPU backend runs too:
 * ``transpose(dot(a, b))`` with one use becomes ``dot(bᵀ, aᵀ)`` (``passes.transpose_products``):
   a ``x @ w.T`` layer's weight gradient lands in the weight's layout;
 * a float sum over leading axes becomes products with a vector of ones (``column_sums.py``);
-* the data gradient of a 3x3 stride-1 convolution with large planes becomes the Winograd
+* the data gradient of a 3x3 stride-1 convolution with large planes, and such a convolution
+  itself when its filters are computed (a training step's parameters), become the Winograd
   filter transform and a Winograd convolution (``fused/lowering/winograd_gradients.py``).
 
 The first is what every training step's backward makes; the others measured 40x and 1.3-1.4x
@@ -17,12 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from opgraph.backends.cpu.column_sums import column_sum
-from opgraph.backends.fused.lowering.winograd_gradients import winograd_data_gradient
+from opgraph.backends.fused.lowering.winograd_gradients import (
+    winograd_data_gradient,
+    winograd_forward,
+)
 from opgraph.core.function import Function
 from opgraph.core.graph import rebuild_nodes
 from opgraph.core.node import Node, Output
 from opgraph.core.registry import Registry
-from opgraph.ops.convolution import ConvolutionBackpropData
+from opgraph.ops.convolution import Convolution, ConvolutionBackpropData
 from opgraph.ops.reduction import ReduceSum
 from opgraph.passes.transpose_products import transpose_products
 
@@ -32,6 +36,7 @@ Rewrite = Callable[[Node, tuple[Output, ...]], Sequence[Output] | None]
 CPU_REWRITES: Registry[type, Rewrite] = Registry("CPU rewrite")
 CPU_REWRITES.add(ReduceSum, column_sum)
 CPU_REWRITES.add(ConvolutionBackpropData, winograd_data_gradient)
+CPU_REWRITES.add(Convolution, winograd_forward)
 
 #: Rounds of the table (a blocked sum's partial sums are a sum again).
 _ROUNDS = 4

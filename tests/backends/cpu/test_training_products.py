@@ -169,3 +169,28 @@ def test_other_data_gradients_keep_the_gemm(name):
     exe = _compare(og.Function([dx], [ct, w, x]), t)
     assert WinogradStep not in _kinds(exe)
     assert ConvDataGradientStep in _kinds(exe)
+
+
+@pytest.mark.parametrize("name", sorted(WINOGRAD))
+def test_convolutions_by_computed_filters_run_by_winograd(name):
+    """A training step's forward convolution: its filters are a parameter, transformed each
+    call (constant filters are transformed at compile time by the inference lowering)."""
+    n, c, o, spatial, below, above = WINOGRAD[name]
+    x = parameter(et.f32, (n, c, *spatial))
+    w = parameter(et.f32, (o, c, 3, 3))
+    y = ops.relu(ops.convolution(x, w, (1, 1), (1, 1), below, above))
+    exe = _compare(og.Function([y], [x, w]), et.f32)
+    assert WinogradStep in _kinds(exe)
+
+
+def test_a_training_step_of_a_conv_layer_matches_the_reference():
+    """Forward, data and filter gradients of two stacked 3x3 convolutions, together."""
+    x = parameter(et.f32, (2, 16, 16, 16))
+    w1 = parameter(et.f32, (32, 16, 3, 3))
+    w2 = parameter(et.f32, (16, 32, 3, 3))
+    h = ops.relu(ops.convolution(x, w1, (1, 1), (1, 1), (1, 1), (1, 1)))
+    y = ops.convolution(h, w2, (1, 1), (1, 1), (1, 1), (1, 1))
+    ct = parameter(et.f32, y.shape)
+    grads = gradients([y], [x, w1, w2], [ct])
+    exe = _compare(og.Function([y, *grads], [x, w1, w2, ct]), et.f32)
+    assert _kinds(exe).count(WinogradStep) >= 3  # two forwards, the inner data gradient

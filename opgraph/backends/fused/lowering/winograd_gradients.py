@@ -33,12 +33,12 @@ from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
-from opgraph.core.literals import constant
+from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.core.shape import is_static
 from opgraph.core.tensor_type import TensorType
-from opgraph.ops.convolution import ConvolutionBackpropData
+from opgraph.ops.convolution import Convolution, ConvolutionBackpropData
 from opgraph.ops.linalg import dot
 from opgraph.ops.movement import reshape, transpose
 
@@ -53,9 +53,10 @@ MIN_TILES = 64
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
 
 
-def _transform_matrix() -> np.ndarray:
-    """``K[(i, j), (a, b)] = G[a, 2 - i] · G[b, 2 - j]``: ``U = reshape(w, (.., 9)) · K``."""
-    g = _G[:, ::-1]
+def _transform_matrix(reversed_taps: bool) -> np.ndarray:
+    """``K[(i, j), (a, b)] = G[a, i] · G[b, j]`` (``G[a, 2 - i] · G[b, 2 - j]`` with
+    ``reversed_taps``): ``U = reshape(w, (.., 9)) · K``."""
+    g = _G[:, ::-1] if reversed_taps else _G
     return np.einsum("ai,bj->ijab", g, g).reshape(9, 16).astype(np.float32)
 
 
@@ -112,12 +113,50 @@ def winograd_data_gradient(node: Node, inputs: tuple[Output, ...]) -> Sequence[O
     if not _qualifies(op, ct, w, node.outputs[0]):
         return None
     o, c = int(w.shape[0]), int(w.shape[1])
-    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(), et.f32), 1)
+    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(True), et.f32), 1)
     u = transpose(products, (2, 1, 0))  # (16, C, O): the reversed, swapped filters
     assert op.padding_below is not None and op.padding_above is not None
     below = (2 - op.padding_below[0], 2 - op.padding_below[1])
     above = (2 - op.padding_above[0], 2 - op.padding_above[1])
     return [WinogradConvolution(below, above)(ct, u)]
+
+
+def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bool:
+    padding = (*(op.padding_below or ()), *(op.padding_above or ()))
+    return (
+        out.element_type is et.f32
+        and out.rank == 4
+        and is_static(out.shape)
+        and is_static(w.shape)
+        and not isinstance(w.op, Constant)  # constant filters: the inference lowering's own
+        and op.groups == 1
+        and tuple(w.shape[2:]) == (3, 3)
+        and all(s == 1 for s in op.strides or ())
+        and all(d == 1 for d in op.dilations or ())
+        and all(d == 1 for d in op.data_dilations or ())
+        and all(0 <= p <= 2 for p in padding)
+        and min(int(w.shape[0]), int(w.shape[1])) >= 16
+        and -(-int(out.shape[2]) // 2) * -(-int(out.shape[3]) // 2) >= MIN_TILES
+    )
+
+
+def winograd_forward(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+    """A 3x3 stride-1 ``Convolution`` whose filters are computed (a training step's
+    parameters) rebuilt on ``inputs`` as the filter transform and a
+    :class:`WinogradConvolution`, or None when the shapes do not qualify (a CPU rewrite; the
+    inference lowering transforms constant filters at compile time)."""
+    op = node.op
+    assert isinstance(op, Convolution)
+    x, w = inputs
+    if not _forward_qualifies(op, x, w, node.outputs[0]):
+        return None
+    o, c = int(w.shape[0]), int(w.shape[1])
+    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(False), et.f32), 1)
+    u = transpose(products, (2, 0, 1))  # (16, O, C)
+    assert op.padding_below is not None and op.padding_above is not None
+    below = (int(op.padding_below[0]), int(op.padding_below[1]))
+    above = (int(op.padding_above[0]), int(op.padding_above[1]))
+    return [WinogradConvolution(below, above)(x, u)]
 
 
 @STEP_OPS.register(WinogradConvolution)
