@@ -176,6 +176,7 @@ def test_convolutions_by_computed_filters_run_by_winograd(name):
     """A training step's forward convolution: its filters are a parameter, transformed each
     call (constant filters are transformed at compile time by the inference lowering)."""
     n, c, o, spatial, below, above = WINOGRAD[name]
+    c, o = 2 * c, 2 * o  # at least 32 channels in and out
     x = parameter(et.f32, (n, c, *spatial))
     w = parameter(et.f32, (o, c, 3, 3))
     y = ops.relu(ops.convolution(x, w, (1, 1), (1, 1), below, above))
@@ -185,9 +186,9 @@ def test_convolutions_by_computed_filters_run_by_winograd(name):
 
 def test_a_training_step_of_a_conv_layer_matches_the_reference():
     """Forward, data and filter gradients of two stacked 3x3 convolutions, together."""
-    x = parameter(et.f32, (2, 16, 16, 16))
-    w1 = parameter(et.f32, (32, 16, 3, 3))
-    w2 = parameter(et.f32, (16, 32, 3, 3))
+    x = parameter(et.f32, (2, 32, 16, 16))
+    w1 = parameter(et.f32, (48, 32, 3, 3))
+    w2 = parameter(et.f32, (32, 48, 3, 3))
     h = ops.relu(ops.convolution(x, w1, (1, 1), (1, 1), (1, 1), (1, 1)))
     y = ops.convolution(h, w2, (1, 1), (1, 1), (1, 1), (1, 1))
     ct = parameter(et.f32, y.shape)

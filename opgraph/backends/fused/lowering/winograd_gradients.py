@@ -45,6 +45,10 @@ from opgraph.ops.movement import reshape, transpose
 if TYPE_CHECKING:
     from opgraph.backends.fused.builder import ProgramBuilder
 
+#: Channels in and out a forward convolution by computed filters needs (measured faster at 64
+#: and 128; smaller layers keep the im2col step, as ``test_cpu_convolution`` expects of
+#: parameter filters).
+MIN_FORWARD_CHANNELS = 32
 #: 2x2 tiles an output plane needs for the data gradient to run by Winograd (16x16 planes
 #: have 64).
 MIN_TILES = 64
@@ -135,7 +139,7 @@ def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bo
         and all(d == 1 for d in op.dilations or ())
         and all(d == 1 for d in op.data_dilations or ())
         and all(0 <= p <= 2 for p in padding)
-        and min(int(w.shape[0]), int(w.shape[1])) >= 16
+        and min(int(w.shape[0]), int(w.shape[1])) >= MIN_FORWARD_CHANNELS
         and -(-int(out.shape[2]) // 2) * -(-int(out.shape[3]) // 2) >= MIN_TILES
     )
 
