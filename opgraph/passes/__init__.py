@@ -17,6 +17,7 @@ from opgraph.passes.plan_memory import IN_PLACE, MemoryPlan, in_place_pairs, pla
 from opgraph.passes.simplify_algebra import simplify_algebra
 from opgraph.passes.sink_transposes import sink_transposes
 from opgraph.passes.specialize_shapes import specialize_shapes
+from opgraph.passes.transpose_products import transpose_products
 from opgraph.passes.unbox_tuples import unbox_tuples
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "simplify_algebra",
     "sink_transposes",
     "specialize_shapes",
+    "transpose_products",
     "unbox_tuples",
     "verify_function",
 ]

@@ -16,6 +16,7 @@ from opgraph.backends.cpu.config import (
     default_config,
 )
 from opgraph.backends.cpu.executable import CpuExecutable
+from opgraph.backends.cpu.rewrites import rewrite_for_cpu
 from opgraph.backends.cpu.staged import StagedCpuExecutable, is_data_dependent
 from opgraph.backends.cpu.symbolic import SymbolicCpuExecutable, arena_buffers, symbol_names
 from opgraph.backends.fused.memory import MemoryPlan
@@ -93,7 +94,9 @@ class CpuBackend(Backend):
         if symbolic:
             return self._compile_symbolic(function, profile, progress)
         started = time.perf_counter()
-        fused = compile_program(function, self.name, self.config.optimize, self.config.num_threads)
+        fused = compile_program(
+            self._rewritten(function), self.name, self.config.optimize, self.config.num_threads
+        )
         self._require_compiler()
         program = to_bf16(fused.program) if precision == "bf16" else fused.program
         lowered_at = time.perf_counter()
@@ -118,6 +121,10 @@ class CpuBackend(Backend):
             function, fused.lowered, program, fused.plan, generated, compiled, profile
         )
 
+    def _rewritten(self, function: Function) -> Function:
+        """``function`` with the CPU's own rewrites (``cpu/rewrites.py``) when optimizing."""
+        return rewrite_for_cpu(function) if self.config.optimize else function
+
     def _compile_symbolic(
         self, function: Function, profile: bool, progress: Progress | None
     ) -> SymbolicCpuExecutable:
@@ -125,7 +132,7 @@ class CpuBackend(Backend):
         (``cpu/symbolic.py``)."""
         started = time.perf_counter()
         symbolic = compile_symbolic_program(
-            function, self.name, self.config.optimize, self.config.num_threads
+            self._rewritten(function), self.name, self.config.optimize, self.config.num_threads
         )
         self._require_compiler()
         slots = SymbolSlots.of(symbolic.program, symbol_names(symbolic), arena_buffers(symbolic))

@@ -19,6 +19,7 @@ from opgraph.backends.fused.lowering import (  # noqa: F401 - importing register
     selection,
     trigonometric,
     windows,
+    winograd_gradients,
 )
 from opgraph.backends.fused.lowering.registry import (
     BRIDGES,

@@ -1,0 +1,191 @@
+"""The data gradient of a 3x3 stride-1 convolution by Winograd F(2x2, 3x3), with the filter
+transform computed at run time.
+
+The data gradient of ``y = conv(x, w, padding p)`` is the forward convolution of the
+cotangent by the filters with their spatial taps reversed and their channel axes swapped,
+``w'[c, o] = w[o, c, ::-1, ::-1]``, with padding ``2 - p``. As an im2col GEMM and col2im
+(``lowering/conv_backprop.py``) it costs 36 products per 2x2 outputs; Winograd costs 16, so it
+runs as the inference convolution's :class:`WinogradStep` does (``codegen/winograd.py``). The
+filters change every training step, so their transform ``U = G w' Gᵀ`` is part of the graph:
+a rewrite replaces the ``ConvolutionBackpropData`` node by a product of the filters with the
+constant ``(9, 16)`` transform matrix (reversal folded in), transposed to ``(16, C, O)``, and
+an internal :class:`WinogradConvolution` node whose lowering is the Winograd step. The rewrite
+is the CPU backend's (``backends/cpu/rewrites.py``); the lowering of the node is here, with
+the other lowerings.
+
+Only shapes where Winograd measured faster qualify: f32, one group, at least 16 channels in and
+out, and output planes of at least ``MIN_TILES`` 2x2 tiles per image (CIFAR ResNet's 32x32 and
+16x16 layers; the 8x8 and 4x4 ones keep the GEMM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from opgraph.backends.fused import views
+from opgraph.backends.fused.lowering.convolution import WINOGRAD_BLOCK, WINOGRAD_TILES
+from opgraph.backends.fused.lowering.registry import STEP_OPS
+from opgraph.backends.fused.program import WinogradStep
+from opgraph.backends.fused.views import View
+from opgraph.core import element_type as et
+from opgraph.core.errors import OpTypeError
+from opgraph.core.literals import Constant, constant
+from opgraph.core.node import Node, Output
+from opgraph.core.op import Op
+from opgraph.core.shape import is_static
+from opgraph.core.tensor_type import TensorType
+from opgraph.ops.convolution import Convolution, ConvolutionBackpropData
+from opgraph.ops.linalg import dot
+from opgraph.ops.movement import reshape, transpose
+
+if TYPE_CHECKING:
+    from opgraph.backends.fused.builder import ProgramBuilder
+
+#: Channels in and out a forward convolution by computed filters needs (measured faster at 64
+#: and 128; smaller layers keep the im2col step, as ``test_cpu_convolution`` expects of
+#: parameter filters).
+MIN_FORWARD_CHANNELS = 32
+#: 2x2 tiles an output plane needs for the data gradient to run by Winograd (16x16 planes
+#: have 64).
+MIN_TILES = 64
+
+# F(2x2, 3x3) filter transform G; applied to reversed taps, G[:, ::-1].
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
+
+
+def _transform_matrix(reversed_taps: bool) -> np.ndarray:
+    """``K[(i, j), (a, b)] = G[a, i] · G[b, j]`` (``G[a, 2 - i] · G[b, 2 - j]`` with
+    ``reversed_taps``): ``U = reshape(w, (.., 9)) · K``."""
+    g = _G[:, ::-1] if reversed_taps else _G
+    return np.einsum("ai,bj->ijab", g, g).reshape(9, 16).astype(np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class WinogradConvolution(Op):
+    """A 3x3 stride-1 convolution of ``x (N, C, H, W)`` by Winograd-transformed filters
+    ``u (16, O, C)``, padded by ``padding_below``/``padding_above``: ``(N, O, H', W')``.
+
+    An internal op of the fused compiler: only :func:`winograd_data_gradient` builds it
+    (before ``lower``, on the CPU); it has no reference kernel and is never serialized.
+    """
+
+    padding_below: tuple[int, int] = (0, 0)
+    padding_above: tuple[int, int] = (0, 0)
+    num_inputs: ClassVar[int] = 2
+    foldable: ClassVar[bool] = False
+    differentiable: ClassVar[bool] = False
+
+    def infer(self, x: TensorType, u: TensorType) -> TensorType:
+        if x.element_type is not et.f32 or u.element_type is not et.f32:
+            raise OpTypeError(f"expected f32 data and filters, got {x} and {u}")
+        if x.rank != 4 or u.rank != 3 or u.shape[0] != 16 or u.shape[2] != x.shape[1]:
+            raise OpTypeError(f"expected data (N, C, H, W) and filters (16, O, C), got {x}, {u}")
+        n, _, h, w = x.shape
+        (pt, pl), (pb, pr) = self.padding_below, self.padding_above
+        return TensorType(et.f32, (n, u.shape[1], h + pt + pb - 2, w + pl + pr - 2))
+
+
+def _qualifies(op: ConvolutionBackpropData, ct: Output, w: Output, out: Output) -> bool:
+    padding = (*(op.padding_below or ()), *(op.padding_above or ()))
+    return (
+        out.element_type is et.f32
+        and out.rank == 4
+        and is_static(out.shape)
+        and is_static(w.shape)
+        and op.groups == 1
+        and tuple(w.shape[2:]) == (3, 3)
+        and all(s == 1 for s in op.strides or ())
+        and all(d == 1 for d in op.dilations or ())
+        and not any(op.output_padding or ())
+        and all(0 <= p <= 2 for p in padding)
+        and min(int(w.shape[0]), int(w.shape[1])) >= 16
+        and -(-int(out.shape[2]) // 2) * -(-int(out.shape[3]) // 2) >= MIN_TILES
+    )
+
+
+def winograd_data_gradient(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+    """``ConvolutionBackpropData`` rebuilt on ``inputs`` as the filter transform and a
+    :class:`WinogradConvolution`, or None when the shapes do not qualify (a CPU rewrite:
+    ``backends/cpu/rewrites.py``; the GPU keeps its own gradient steps)."""
+    op = node.op
+    assert isinstance(op, ConvolutionBackpropData)
+    ct, w = inputs
+    if not _qualifies(op, ct, w, node.outputs[0]):
+        return None
+    o, c = int(w.shape[0]), int(w.shape[1])
+    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(True), et.f32), 1)
+    u = transpose(products, (2, 1, 0))  # (16, C, O): the reversed, swapped filters
+    assert op.padding_below is not None and op.padding_above is not None
+    below = (2 - op.padding_below[0], 2 - op.padding_below[1])
+    above = (2 - op.padding_above[0], 2 - op.padding_above[1])
+    return [WinogradConvolution(below, above)(ct, u)]
+
+
+def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bool:
+    padding = (*(op.padding_below or ()), *(op.padding_above or ()))
+    return (
+        out.element_type is et.f32
+        and out.rank == 4
+        and is_static(out.shape)
+        and is_static(w.shape)
+        and not isinstance(w.op, Constant)  # constant filters: the inference lowering's own
+        and op.groups == 1
+        and tuple(w.shape[2:]) == (3, 3)
+        and all(s == 1 for s in op.strides or ())
+        and all(d == 1 for d in op.dilations or ())
+        and all(d == 1 for d in op.data_dilations or ())
+        and all(0 <= p <= 2 for p in padding)
+        and min(int(w.shape[0]), int(w.shape[1])) >= MIN_FORWARD_CHANNELS
+        and -(-int(out.shape[2]) // 2) * -(-int(out.shape[3]) // 2) >= MIN_TILES
+    )
+
+
+def winograd_forward(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
+    """A 3x3 stride-1 ``Convolution`` whose filters are computed (a training step's
+    parameters) rebuilt on ``inputs`` as the filter transform and a
+    :class:`WinogradConvolution`, or None when the shapes do not qualify (a CPU rewrite; the
+    inference lowering transforms constant filters at compile time)."""
+    op = node.op
+    assert isinstance(op, Convolution)
+    x, w = inputs
+    if not _forward_qualifies(op, x, w, node.outputs[0]):
+        return None
+    o, c = int(w.shape[0]), int(w.shape[1])
+    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(False), et.f32), 1)
+    u = transpose(products, (2, 0, 1))  # (16, O, C)
+    assert op.padding_below is not None and op.padding_above is not None
+    below = (int(op.padding_below[0]), int(op.padding_below[1]))
+    above = (int(op.padding_above[0]), int(op.padding_above[1]))
+    return [WinogradConvolution(below, above)(x, u)]
+
+
+@STEP_OPS.register(WinogradConvolution)
+def _lower(builder: ProgramBuilder, node: Node) -> None:
+    op = node.op
+    assert isinstance(op, WinogradConvolution)
+    x_value, u_value = node.inputs
+    target = builder.home(node.outputs[0])
+    data = builder.operand(x_value)
+    if not isinstance(data, View) or data.strides[3] != 1:
+        data = builder.materialize(data)
+    u = builder.operand(u_value)
+    if not isinstance(u, View) or not u.is_dense:
+        u = builder.materialize(u)
+    n, c = views.static_all(data.shape[:2])
+    o, oh, ow = views.static_all(node.outputs[0].shape[1:])
+    th, tw = -(-oh // 2), -(-ow // 2)
+    rows = max(1, min(th, -(-WINOGRAD_BLOCK // tw)))
+    if n * -(-th // rows) < 2 * builder.threads:
+        rows = max(1, -(-th // max(1, -(-2 * builder.threads // n))))
+    rows = max(rows, min(th, -(-WINOGRAD_TILES // tw)))
+    scratch = builder.scratch(et.f32, (builder.threads, 16 * (c + o) * rows * tw))
+    out = View(target.buffer, et.f32, (n, o, oh, ow), views.row_major_strides((n, o, oh, ow)),
+               target.offset)  # fmt: skip
+    step = WinogradStep(
+        builder.describe(node), (node,), data, u, out, op.padding_below, rows, scratch
+    )
+    builder.add_step(step)
