@@ -289,22 +289,39 @@ def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> boo
     layout = winograd_layout(n, o, oh, ow, builder.threads)
     if layout is None:
         return False
-    rows, images, channel_blocks = layout
-    tw = -(-ow // 2)
     assert isinstance(filters, Constant)
     g = filters.value.astype(np.float64)
     u = np.einsum("ai,ocij,bj->aboc", _G, g, _G).reshape(16, o, c).astype(np.float32)
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, u.shape, len(builder.constants()),
                                 node.inputs[1], np.ascontiguousarray(u))  # fmt: skip
     transformed = View.dense(buffer.id, et.f32, u.shape)
+    add_winograd_step(builder, node, data, transformed, out, _pair(op.padding_below, 0), layout)
+    return True
+
+
+def add_winograd_step(
+    builder: ProgramBuilder,
+    node: Node,
+    data: View,
+    u: View,
+    out: View,
+    padding: tuple[int, int],
+    layout: tuple[int, int, int],
+) -> None:
+    """Add the WinogradStep of ``node``: ``data`` [n, c, h, w] (unit stride along w) by the
+    transformed filters ``u`` [16, o, c] into ``out`` [n, o, oh, ow], in the units ``layout``
+    (tile rows, images, output-channel blocks: :func:`winograd_layout`) says."""
+    rows, images, channel_blocks = layout
+    c = views.static(data.shape[1])
+    o, ow = views.static(out.shape[1]), views.static(out.shape[3])
     part = -(-o // channel_blocks)
-    scratch = builder.scratch(et.f32, (builder.threads, 16 * (c + part) * images * rows * tw))
+    tiles = images * rows * -(-ow // 2)
+    scratch = builder.scratch(et.f32, (builder.threads, 16 * (c + part) * tiles))
     step = WinogradStep(
-        builder.describe(node), (node,), data, transformed, out, _pair(op.padding_below, 0), rows,
-        scratch, images=images, channel_blocks=channel_blocks,
+        builder.describe(node), (node,), data, u, out, padding, rows, scratch,
+        images=images, channel_blocks=channel_blocks,
     )  # fmt: skip
     builder.add_step(step)
-    return True
 
 
 def winograd_layout(n: Dim, o: int, oh: int, ow: int, threads: int) -> tuple[int, int, int] | None:

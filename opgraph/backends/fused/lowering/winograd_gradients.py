@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from opgraph.backends.fused import views
-from opgraph.backends.fused.lowering.convolution import WINOGRAD_BLOCK, WINOGRAD_TILES
+from opgraph.backends.fused.lowering.convolution import add_winograd_step, winograd_layout
 from opgraph.backends.fused.lowering.registry import STEP_OPS
-from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpTypeError
@@ -175,17 +174,10 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
     u = builder.operand(u_value)
     if not isinstance(u, View) or not u.is_dense:
         u = builder.materialize(u)
-    n, c = views.static_all(data.shape[:2])
+    n = views.static(data.shape[0])
     o, oh, ow = views.static_all(node.outputs[0].shape[1:])
-    th, tw = -(-oh // 2), -(-ow // 2)
-    rows = max(1, min(th, -(-WINOGRAD_BLOCK // tw)))
-    if n * -(-th // rows) < 2 * builder.threads:
-        rows = max(1, -(-th // max(1, -(-2 * builder.threads // n))))
-    rows = max(rows, min(th, -(-WINOGRAD_TILES // tw)))
-    scratch = builder.scratch(et.f32, (builder.threads, 16 * (c + o) * rows * tw))
+    layout = winograd_layout(n, o, oh, ow, builder.threads)
+    assert layout is not None, "MIN_TILES tiles per image always make a layout"
     out = View(target.buffer, et.f32, (n, o, oh, ow), views.row_major_strides((n, o, oh, ow)),
                target.offset)  # fmt: skip
-    step = WinogradStep(
-        builder.describe(node), (node,), data, u, out, op.padding_below, rows, scratch
-    )
-    builder.add_step(step)
+    add_winograd_step(builder, node, data, u, out, op.padding_below, layout)
