@@ -29,8 +29,7 @@ from opgraph.frontends.torch.dynamo import default_backend
 from opgraph.frontends.torch.importer import convert_program
 from opgraph.frontends.torch.optimizers import Rule, as_type, rule_for, scalar_inputs, zero_state
 from opgraph.frontends.torch.types import as_numpy, from_torch, to_torch
-from opgraph.ops.linalg import Dot, dot
-from opgraph.ops.movement import Transpose, transpose
+from opgraph.passes.transpose_products import transpose_products
 from opgraph.runtime.backend import Backend, Executable
 from opgraph.runtime.backend import backend as get_backend
 from opgraph.runtime.tensor import Tensor
@@ -152,7 +151,6 @@ class TrainStep:
         trainable = self._trainable(weights)
         one = constant(np.ones((), loss.element_type.dtype), loss.element_type)
         grads = gradients([loss], [weights[name] for _, name, _ in trainable], [one])
-        grads = [_untransposed(g) for g in grads]
         program = _Program(None, names, [], [], [], [])
         params, results = list(function.parameters), [loss]
         for index, group in enumerate(self.optimizer.param_groups):
@@ -178,7 +176,9 @@ class TrainStep:
         for value, name in zip(mutations, _mutation_targets(exported), strict=True):
             results.append(value)
             program.targets.append(_buffer_owner(self.model, name))
-        step = Function(results, params, name="train_step")
+        # Linear weights' gradients in the weights' layout (x @ w.T differentiates to a
+        # transposed product): the update then reads them contiguously, on every backend.
+        step = transpose_products(Function(results, params, name="train_step"))
         program.executable = self.backend.compile(step)
         program.spares = [None] * len(program.targets)
         return program
@@ -261,23 +261,6 @@ class TrainStep:
                     self._wrapped.clear()
                 self._wrapped[key] = wrapped
         return wrapped
-
-
-def _untransposed(grad: Output) -> Output:
-    """``grad`` with a transposed matrix product ``transpose(a @ b)`` (a Linear weight's
-    gradient: autodiff differentiates ``x @ w.T``) computed as ``b.T @ a.T``, so the product
-    writes the weight's layout and the update reads it contiguously (the transposes of the
-    operands fold into the product's BLAS call)."""
-    op = grad.op
-    if not isinstance(op, Transpose) or op.perm != (1, 0):
-        return grad
-    source = grad.node.inputs[0]
-    if not isinstance(source.op, Dot):
-        return grad
-    a, b = source.node.inputs
-    if source.op.reduction_axes_count != 1 or a.rank != 2 or b.rank != 2:
-        return grad
-    return dot(transpose(b), transpose(a))
 
 
 def _call_direct(
