@@ -57,7 +57,10 @@ def opgraph_runner(config: CpuConfig, a: np.ndarray, w: np.ndarray, constant: bo
     return lambda: exe.call(out, args)
 
 
-def onnxruntime_runner(a: np.ndarray, w: np.ndarray) -> Callable:
+def onnxruntime_runner(
+    a: np.ndarray, w: np.ndarray, threads: int = THREADS
+) -> Callable[[], object]:
+    """onnxruntime's MatMul of ``a`` by ``w`` held as an initializer (a constant weight)."""
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"])],
         "gemm",
@@ -69,7 +72,7 @@ def onnxruntime_runner(a: np.ndarray, w: np.ndarray) -> Callable:
     model.ir_version = 8
     onnx.checker.check_model(model)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = THREADS
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
     return lambda: session.run(None, {"x": a})

@@ -31,11 +31,9 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import opgraph as og  # noqa: E402
+from bench.gemm_isa import onnxruntime_runner  # noqa: E402
 from opgraph import ops  # noqa: E402
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config  # noqa: E402
 from opgraph.backends.cpu.codegen.runtime import runtime_counters  # noqa: E402
@@ -60,24 +58,6 @@ def opgraph_runner(
     exe.call(out, args)
     np.testing.assert_allclose(out[0].read(), a @ w, rtol=1e-3, atol=1e-3)
     return (lambda: exe.call(out, args)), backend
-
-
-def onnxruntime_runner(threads: int, a: np.ndarray, w: np.ndarray) -> Callable[[], object]:
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "gemm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(a.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [a.shape[0], w.shape[1]])],
-        [numpy_helper.from_array(w, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
-    return lambda: session.run(None, {"x": a})
 
 
 class Sample:
@@ -156,7 +136,7 @@ def main() -> None:
                 runners[f"opgraph Parameter W, {label}"], _ = opgraph_runner(
                     Path(tmp), threads, a, w, False
                 )
-                runners[f"onnxruntime, {label}"] = onnxruntime_runner(threads, a, w)
+                runners[f"onnxruntime, {label}"] = onnxruntime_runner(a, w, threads)
             assert backend is not None
             report(inner, cols, args.rows, measure(runners, backend, args.rounds, args.block))
     print(f"\nload average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
