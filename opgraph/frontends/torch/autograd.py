@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +36,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from opgraph.core.errors import ConversionError
 from opgraph.frontends.torch.partition import compile_graph
 from opgraph.runtime.backend import Backend
+from opgraph.runtime.cache import LruCache
 
 log = logging.getLogger("opgraph.torch")
 
@@ -235,7 +235,7 @@ class AtenGraph:
         self.cache_size = cache_size
         self.symbolic = _symbolic(gm)
         self._static = self._compile_symbolic(gm) if self.symbolic else self._compile(gm)
-        self._cache: OrderedDict[tuple[Any, ...], Callable[..., Any]] = OrderedDict()
+        self._cache: LruCache[tuple[Any, ...], Callable[..., Any]] = LruCache(cache_size)
 
     def __call__(self, args: list[Any]) -> Any:
         run = self._static or self._specialised(args)
@@ -266,15 +266,12 @@ class AtenGraph:
             (a.shape, a.dtype, a.stride()) if isinstance(a, torch.Tensor) else (type(a), a)
             for a in args
         )
-        run = self._cache.get(key)
-        if run is None:
-            with torch.no_grad():
-                traced = make_fx(self.gm, tracing_mode="fake")(*args)
-            run = self._compile(traced)
-            self._cache[key] = run
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return run
+        return self._cache.get_or_make(key, lambda: self._trace_and_compile(args))
+
+    def _trace_and_compile(self, args: Sequence[Any]) -> Callable[..., Any]:
+        with torch.no_grad():
+            traced = make_fx(self.gm, tracing_mode="fake")(*args)
+        return self._compile(traced)
 
 
 def _symbolic(gm: torch.fx.GraphModule) -> bool:

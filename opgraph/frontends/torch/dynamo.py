@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -42,6 +41,7 @@ from opgraph.frontends.torch.importer import lifted_tensor
 from opgraph.frontends.torch.partition import compile_graph
 from opgraph.runtime.backend import backend as get_backend
 from opgraph.runtime.backend import backends
+from opgraph.runtime.cache import LruCache
 
 log = logging.getLogger("opgraph.torch")
 
@@ -142,7 +142,9 @@ class CompiledGraph:
         self.options = options
         self.weights = _weight_positions(gm, example_inputs) if options.freeze else frozenset()
         self.dynamic = DynamicSignature.of(gm)
-        self._cache: OrderedDict[tuple[Any, ...], Callable[[Sequence[Any]], Any]] = OrderedDict()
+        self._cache: LruCache[tuple[Any, ...], Callable[[Sequence[Any]], Any]] = LruCache(
+            options.cache_size
+        )
         self._lock = threading.Lock()
         self.warn = Warner().warn
 
@@ -185,9 +187,7 @@ class CompiledGraph:
             if run is None:
                 run = specialize(self.gm, args, self.weights, self.options, self.warn)
             if key not in self._cache:
-                self._cache[key] = run
-                while len(self._cache) > self.options.cache_size:
-                    self._cache.popitem(last=False)
+                self._cache.put(key, run)
             return run
 
     def _symbolic(self, args: Sequence[Any]) -> Callable[[Sequence[Any]], Any] | None:

@@ -6,8 +6,6 @@ element count) raises there, and the interpreter reports it naming the node."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -19,11 +17,11 @@ from opgraph.core.literals import constant, parameter
 from opgraph.core.node import Output
 from opgraph.core.op import OP_REGISTRY
 from opgraph.ops import shape_tensors as st
+from opgraph.runtime.cache import LruCache
 
 #: Compiled static forms kept per process (least recently used dropped first).
 CACHE_SIZE = 64
-_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-_LOCK = threading.Lock()
+_CACHE: LruCache[tuple[Any, ...], Any] = LruCache(CACHE_SIZE)
 
 
 def run_static_form(op: st.ShapeTensorOp, *arrays: np.ndarray) -> Any:
@@ -38,16 +36,7 @@ def run_static_form(op: st.ShapeTensorOp, *arrays: np.ndarray) -> Any:
             for i, a in enumerate(arrays)
         ),
     )
-    with _LOCK:
-        exe = _CACHE.get(key)
-        if exe is not None:
-            _CACHE.move_to_end(key)
-    if exe is None:
-        exe = _compile(op, arrays, values)
-        with _LOCK:
-            _CACHE[key] = exe
-            while len(_CACHE) > CACHE_SIZE:
-                _CACHE.popitem(last=False)
+    exe = _CACHE.get_or_make(key, lambda: _compile(op, arrays, values))
     data = [a for i, a in enumerate(arrays) if i not in values]
     results = exe(*data)
     return tuple(results) if op.multi_output else results[0]
