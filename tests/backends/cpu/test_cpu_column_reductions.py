@@ -3,18 +3,34 @@ schedule of ``cpu/codegen/loops.py``: blocks of contiguous rows, the reduced axi
 Results against numpy on shapes around the block size, with fused elementwise stores, max with
 NaN, mean, and split between threads."""
 
+import math
+import re
+
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu.codegen.loops import COLUMN_BLOCK
+from opgraph.backends.cpu.column_sums import BLOCK, MIN_BLOCK, MIN_COLUMNS, MIN_ROWS
 
 SHAPES = [(256, 512), (7, COLUMN_BLOCK + 3), (300, 1), (3, 5, 2 * COLUMN_BLOCK + 1)]
 
 
 def _column_kernel_used(exe) -> bool:
     return "s_a" in exe.source()  # the column kernel's stack accumulators
+
+
+def _sum_as_product(exe) -> bool:
+    """The CPU's column-sum rewrite took the sum (a BLAS product with ones)."""
+    return re.search(r"scipy_cblas_sgem[mv]\(OG_", exe.source()) is not None
+
+
+def _rewritten_to_a_product(shape: tuple[int, ...]) -> bool:
+    """Whether ``backends/cpu/column_sums.py`` takes a float sum over all but the last axis."""
+    rows = math.prod(shape[:-1])
+    blocked = rows <= BLOCK or any(rows % b == 0 for b in range(MIN_BLOCK, BLOCK + 1))
+    return rows >= MIN_ROWS and shape[-1] >= MIN_COLUMNS and blocked
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -35,7 +51,9 @@ def test_sum_over_leading_axes_with_a_fused_select_store(cpu, parallel_cpu, shap
         total, squared = exe(mask, grad)
         np.testing.assert_allclose(total, want.sum(axis=axes), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(squared, want * want, rtol=1e-6)
-        if shape[-1] > 1:
+        if _rewritten_to_a_product(shape):  # the CPU rewrite runs before the loop emitter
+            assert _sum_as_product(exe) and not _column_kernel_used(exe)
+        elif shape[-1] > 1:
             assert _column_kernel_used(exe)
 
 
