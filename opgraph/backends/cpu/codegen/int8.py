@@ -605,9 +605,16 @@ class QConvEmitter:
             "  }",
             "  return err;",
             "}",
-            *_runner(patches, n * g, self.parallel, self.module),
+            *self.two_phases(patches, n * g, g * blocks),
+        ]
+
+    def two_phases(self, patches: str, units: int, products: int) -> list[str]:
+        """The runners of the patch phase (``units`` units of ``patches``) and the product
+        phase (``products`` units of this step's function), and ``<name>_run`` calling both."""
+        return [
+            *_runner(patches, units, self.parallel, self.module),
             f"static int {self.name}_phase(void* const* T, char* A) {{",
-            *_runner(self.name, g * blocks, self.parallel, self.module)[1:2],
+            *_runner(self.name, products, self.parallel, self.module)[1:2],
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
             f"  int err = {patches}_run(T, A);",
@@ -672,14 +679,7 @@ class QConvEmitter:
             "  }",
             "  return err;",
             "}",
-            *_runner(patches, n * g, self.parallel, self.module),
-            f"static int {self.name}_phase(void* const* T, char* A) {{",
-            *_runner(self.name, g * blocks, self.parallel, self.module)[1:2],
-            "}",
-            f"static int {self.name}_run(void* const* T, char* A) {{",
-            f"  int err = {patches}_run(T, A);",
-            f"  return err ? err : {self.name}_phase(T, A);",
-            "}",
+            *self.two_phases(patches, n * g, g * blocks),
         ]
 
     def patches(self, k: int, quads: int, size: tuple[int, int], ow: int) -> list[str]:
