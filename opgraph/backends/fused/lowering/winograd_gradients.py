@@ -88,7 +88,9 @@ class WinogradConvolution(Op):
         return TensorType(et.f32, (n, u.shape[1], h + pt + pb - 2, w + pl + pr - 2))
 
 
-def _qualifies(op: ConvolutionBackpropData, ct: Output, w: Output, out: Output) -> bool:
+def _plain_3x3(op: Convolution | ConvolutionBackpropData, w: Output, out: Output) -> bool:
+    """What both rewrites need: a static f32 4-D output, one group, 3x3 filters, unit strides
+    and dilations, paddings 0-2, and at least ``MIN_TILES`` output tiles per image."""
     padding = (*(op.padding_below or ()), *(op.padding_above or ()))
     return (
         out.element_type is et.f32
@@ -99,10 +101,16 @@ def _qualifies(op: ConvolutionBackpropData, ct: Output, w: Output, out: Output) 
         and tuple(w.shape[2:]) == (3, 3)
         and all(s == 1 for s in op.strides or ())
         and all(d == 1 for d in op.dilations or ())
-        and not any(op.output_padding or ())
         and all(0 <= p <= 2 for p in padding)
-        and min(int(w.shape[0]), int(w.shape[1])) >= 16
         and -(-int(out.shape[2]) // 2) * -(-int(out.shape[3]) // 2) >= MIN_TILES
+    )
+
+
+def _qualifies(op: ConvolutionBackpropData, ct: Output, w: Output, out: Output) -> bool:
+    return (
+        _plain_3x3(op, w, out)
+        and not any(op.output_padding or ())
+        and min(int(w.shape[0]), int(w.shape[1])) >= 16
     )
 
 
@@ -125,21 +133,11 @@ def winograd_data_gradient(node: Node, inputs: tuple[Output, ...]) -> Sequence[O
 
 
 def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bool:
-    padding = (*(op.padding_below or ()), *(op.padding_above or ()))
     return (
-        out.element_type is et.f32
-        and out.rank == 4
-        and is_static(out.shape)
-        and is_static(w.shape)
+        _plain_3x3(op, w, out)
         and not isinstance(w.op, Constant)  # constant filters: the inference lowering's own
-        and op.groups == 1
-        and tuple(w.shape[2:]) == (3, 3)
-        and all(s == 1 for s in op.strides or ())
-        and all(d == 1 for d in op.dilations or ())
         and all(d == 1 for d in op.data_dilations or ())
-        and all(0 <= p <= 2 for p in padding)
         and min(int(w.shape[0]), int(w.shape[1])) >= MIN_FORWARD_CHANNELS
-        and -(-int(out.shape[2]) // 2) * -(-int(out.shape[3]) // 2) >= MIN_TILES
     )
 
 
