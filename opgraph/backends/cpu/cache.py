@@ -91,58 +91,78 @@ class ModuleCache:
 
     # ----------------------------------------------------------------------- loading
     def load(
-        self, key: str, build: Callable[[Path, str], Path], mode: int
+        self,
+        key: str,
+        build: Callable[[Path, str], Path],
+        mode: int,
+        before_load: Callable[[], None] | None = None,
     ) -> tuple[ctypes.CDLL, Path, bool]:
         """The library for ``key`` (loaded with ``mode``) and its path, and whether it came
         from the cache; on a miss ``build(work_dir, key)`` writes ``<key>.so`` and
-        ``<key>.c`` into ``work_dir`` and returns the module's path."""
+        ``<key>.c`` into ``work_dir`` and returns the module's path. ``before_load`` runs
+        just before a verified file is mapped (a module waits there for the libraries it
+        resolves symbols against, which may be building beside its own compile)."""
         self.prepare()
-        library, _ = self._try_load(key, mode)
+        at = self.directory  # one attempt stays in one directory (see _fall_back)
+        library, _ = self._try_load(key, mode, before_load, at)
         if library is not None:
-            return library, self.path(key), True
+            return library, self.path(key, at=at), True
         try:
-            library = self._load_or_build(key, build, mode)
+            library = self._load_or_build(key, build, mode, before_load, at)
         except OSError as error:
-            if error.errno not in UNWRITABLE or self.fallback_reason is not None:
+            # a fallback made by another thread meanwhile (libraries build side by side)
+            # still gets this attempt's retry in the new directory
+            if error.errno not in UNWRITABLE or at != self.configured:
                 raise self._write_error(error) from error
             self._fall_back(error)
+            at = self.directory
             try:
-                library = self._load_or_build(key, build, mode)
+                library = self._load_or_build(key, build, mode, before_load, at)
             except OSError as second:
                 raise self._write_error(second) from second
-        return library, self.path(key), False
+        return library, self.path(key, at=at), False
 
-    def path(self, key: str, suffix: str = ".so") -> Path:
-        return self.directory / f"{key}{suffix}"
+    def path(self, key: str, suffix: str = ".so", at: Path | None = None) -> Path:
+        """Where ``key``'s file with ``suffix`` lives in ``at`` (default: the directory in
+        use)."""
+        return (self.directory if at is None else at) / f"{key}{suffix}"
 
     def _load_or_build(
-        self, key: str, build: Callable[[Path, str], Path], mode: int
+        self,
+        key: str,
+        build: Callable[[Path, str], Path],
+        mode: int,
+        before_load: Callable[[], None] | None,
+        at: Path,
     ) -> ctypes.CDLL:
-        with self._locked(key):
-            library, problem = self._try_load(key, mode)
+        with self._locked(key, at):
+            library, problem = self._try_load(key, mode, before_load, at)
             if library is not None:
                 return library
             if problem is not None:
                 warnings.warn(
-                    f"opgraph: compile cache entry {self.path(key)} is unusable ({problem}); "
-                    "deleting it and compiling again",
+                    f"opgraph: compile cache entry {self.path(key, at=at)} is unusable "
+                    f"({problem}); deleting it and compiling again",
                     CacheWarning,
                     stacklevel=4,
                 )
-                self._discard(key)
-            self._build_and_install(key, build)
-            library, problem = self._try_load(key, mode)
+                self._discard(key, at)
+            self._build_and_install(key, build, at)
+            library, problem = self._try_load(key, mode, before_load, at)
             if library is None:
                 raise CacheError(
-                    f"the module just compiled into {self.path(key)} cannot be loaded: {problem}"
+                    f"the module just compiled into {self.path(key, at=at)} cannot be loaded: "
+                    f"{problem}"
                 )
         self._evict(keep=key)
         return library
 
-    def _try_load(self, key: str, mode: int) -> tuple[ctypes.CDLL | None, str | None]:
+    def _try_load(
+        self, key: str, mode: int, before_load: Callable[[], None] | None, at: Path
+    ) -> tuple[ctypes.CDLL | None, str | None]:
         """(library, None) after verifying it; (None, None) when there is no entry; (None,
         why) when the entry is damaged."""
-        record_path = self.path(key, ".json")
+        record_path = self.path(key, ".json", at)
         try:
             record = json.loads(_read_private(record_path, limit=4096))
             size, digest = int(record["size"]), str(record["sha256"])
@@ -150,7 +170,7 @@ class ModuleCache:
             return None, None
         except (OSError, ValueError, KeyError, TypeError) as error:
             return None, f"integrity record unreadable: {error}"
-        so_path = self.path(key)
+        so_path = self.path(key, at=at)
         try:
             fd = _open_private(so_path)
         except FileNotFoundError:
@@ -163,6 +183,8 @@ class ModuleCache:
                 return None, f"the module is {found} bytes, its record says {size}"
             if _sha256(fd) != digest:
                 return None, "the module's SHA-256 does not match its record"
+            if before_load is not None:
+                before_load()
             try:
                 library = _dlopen_verified(fd, so_path, mode)
             except OSError as error:
@@ -175,16 +197,16 @@ class ModuleCache:
 
     # ---------------------------------------------------------------------- building
     @contextmanager
-    def _locked(self, key: str) -> Iterator[None]:
-        fd = os.open(self.path(key, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    def _locked(self, key: str, at: Path) -> Iterator[None]:
+        fd = os.open(self.path(key, ".lock", at), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)  # releases the lock
 
-    def _build_and_install(self, key: str, build: Callable[[Path, str], Path]) -> None:
-        work = Path(tempfile.mkdtemp(prefix=f".build-{os.getpid()}-", dir=self.directory))
+    def _build_and_install(self, key: str, build: Callable[[Path, str], Path], at: Path) -> None:
+        work = Path(tempfile.mkdtemp(prefix=f".build-{os.getpid()}-", dir=at))
         try:
             so_file = build(work, key)
             data = so_file.read_bytes()
@@ -196,18 +218,18 @@ class ModuleCache:
             _fsync_file(record_file)
             c_file = work / f"{key}.c"
             if c_file.exists():
-                os.replace(c_file, self.path(key, ".c"))
-            os.replace(so_file, self.path(key))  # the module first, its record last
-            os.replace(record_file, self.path(key, ".json"))
-            _fsync_dir(self.directory)
+                os.replace(c_file, self.path(key, ".c", at))
+            os.replace(so_file, self.path(key, at=at))  # the module first, its record last
+            os.replace(record_file, self.path(key, ".json", at))
+            _fsync_dir(at)
             self._added(len(data) + len(record))
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def _discard(self, key: str) -> None:
+    def _discard(self, key: str, at: Path) -> None:
         for suffix in (".json", ".so", ".c"):  # the record first: readers then see a miss
             with suppress(FileNotFoundError):
-                self.path(key, suffix).unlink()
+                self.path(key, suffix, at).unlink()
 
     # ---------------------------------------------------------------- the directory
     def prepare(self) -> None:

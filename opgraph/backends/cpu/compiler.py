@@ -19,8 +19,8 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,9 +132,29 @@ class CompiledModule:
     cache_hit: bool
 
 
-_load_lock = threading.RLock()
-_RUNTIMES: dict[tuple[str, str], ctypes.CDLL] = {}
-_KERNELS: dict[tuple[str, str, str], ctypes.CDLL] = {}
+_load_lock = threading.Lock()
+#: The per-cache libraries this process has loaded (runtime, kernel units), by identity.
+_LOADED: dict[tuple[str, ...], ctypes.CDLL] = {}
+#: One lock per library identity: two threads never build the same library at once, while
+#: different libraries build side by side.
+_BUILDING: dict[tuple[str, ...], threading.Lock] = {}
+
+
+def _load_once(identity: tuple[str, ...], make: Callable[[], ctypes.CDLL]) -> ctypes.CDLL:
+    """The library ``identity`` names, made (built or loaded from the cache) at most once per
+    process."""
+    with _load_lock:
+        found = _LOADED.get(identity)
+        if found is not None:
+            return found
+        lock = _BUILDING.setdefault(identity, threading.Lock())
+    with lock:
+        found = _LOADED.get(identity)
+        if found is None:
+            found = make()
+            with _load_lock:
+                _LOADED[identity] = found
+        return found
 
 
 class Toolchain:
@@ -174,13 +194,8 @@ class Toolchain:
     def runtime(self) -> ctypes.CDLL:
         """The runtime library (thread pool), built once per cache and loaded globally so
         that modules resolve ``og_parallel`` against it."""
-        with _load_lock:
-            key = (str(self.config.cache_dir), self.compiler or "")
-            found = _RUNTIMES.get(key)
-            if found is None:
-                found = self._build_runtime()
-                _RUNTIMES[key] = found
-            return found
+        identity = ("runtime", str(self.config.cache_dir), self.compiler or "")
+        return _load_once(identity, self._build_runtime)
 
     @property
     def cache(self) -> ModuleCache:
@@ -197,30 +212,45 @@ class Toolchain:
         library, _, _ = self.cache.load(key, build, ctypes.RTLD_GLOBAL)
         return library
 
-    def kernels(self) -> ctypes.CDLL:
-        """The generic kernel library (:mod:`~opgraph.backends.cpu.codegen.kernels`) for this
-        configuration's target flags, built once per cache and loaded globally so that
-        modules resolve its functions."""
-        target = (*self.config.target_flags(), *self.config.extra_cflags)
-        with _load_lock:
-            key = (str(self.config.cache_dir), self.compiler or "", kernels.suffix(target))
-            found = _KERNELS.get(key)
-            if found is None:
-                source = kernels.library_source(target)
+    def kernel_unit(self, helper: str) -> ctypes.CDLL:
+        """The library unit of the generic kernel ``helper``
+        (:mod:`~opgraph.backends.cpu.codegen.kernels`) for this configuration's target
+        flags, built once per cache and loaded globally so that modules resolve it."""
+        target = self._target()
+        identity = ("kernel", str(self.config.cache_dir), self.compiler or "", helper)
+        return _load_once((*identity, kernels.suffix(helper, target)), lambda: self._unit(helper))
 
-                def build(work: Path, name: str) -> Path:
-                    return self._run_compiler(source, work, name, self.flags(frozenset()), [])
+    def kernels(self, helpers: Iterable[str] | None = None) -> list[ctypes.CDLL]:
+        """The library units of ``helpers`` (default: every library helper), those not yet
+        loaded built side by side."""
+        names = sorted(kernels.LIBRARY_HELPERS) if helpers is None else list(helpers)
+        with ThreadPoolExecutor(max(1, len(names)), thread_name_prefix="opgraph-kernels") as pool:
+            return list(pool.map(self.kernel_unit, names))
 
-                found, _, _ = self.cache.load(self._kernels_key(), build, ctypes.RTLD_GLOBAL)
-                _KERNELS[key] = found
-            return found
+    def _target(self) -> tuple[str, ...]:
+        return (*self.config.target_flags(), *self.config.extra_cflags)
 
-    def _kernels_key(self) -> str:
-        target = (*self.config.target_flags(), *self.config.extra_cflags)
+    def _unit(self, helper: str) -> ctypes.CDLL:
+        source = kernels.library_source(helper, self._target())
+
+        def build(work: Path, name: str) -> Path:
+            return self._run_compiler(source, work, name, self.flags(frozenset()), [])
+
+        library, _, _ = self.cache.load(self.unit_key(helper), build, ctypes.RTLD_GLOBAL)
+        return library
+
+    def unit_key(self, helper: str) -> str:
+        """The cache key of ``helper``'s library unit (``<hash>-kernel-<helper>``)."""
         compiler = _compiler_identity(self.require_compiler())
-        parts = [kernels.library_source(target), " ".join(self.flags(frozenset()))]
+        parts = [kernels.library_source(helper, self._target()), " ".join(self.flags(frozenset()))]
         parts += [compiler, _cpu_signature()]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40] + "-kernels"
+        digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+        return f"{digest}-kernel-{helper}"
+
+    def _libraries(self, needs: frozenset[str]) -> list[Callable[[], ctypes.CDLL]]:
+        """What a module with ``needs`` loads first: the runtime, then its kernel units."""
+        units = [functools.partial(self.kernel_unit, h) for h in kernels.units_needed(needs)]
+        return [self.runtime, *units]
 
     def build(
         self,
@@ -233,42 +263,35 @@ class Toolchain:
 
         Args:
             source: the module's C source (the cache key hashes it).
-            needs: "blas", "mvec": what to link; "kernels": load the generic kernel library
-                first (:meth:`kernels`; built beside the module's own compile when neither
-                is cached yet).
+            needs: "blas", "mvec": what to link; "kernel:<helper>": load that generic kernel
+                unit first (:meth:`kernel_unit`; a bare "kernels": every unit). The runtime
+                and the units not built yet compile beside the module's own compile, in
+                parallel compiler processes; the module is mapped once they are loaded.
             units: the translation units ``source`` is made of, compiled in parallel and
                 linked (default: ``source`` as one unit).
             progress: called as ``progress(0, n)`` and then once per compiled unit.
         """
-        self.runtime()
         key = self.key(source, needs)
         flags = self.flags(needs)
         libraries = [f for f in flags if f.startswith(("-l", "-L", "-Wl"))]
         options = [f for f in flags if f not in libraries]
         parts = tuple(units) or (source,)
-        with ThreadPoolExecutor(1, thread_name_prefix="opgraph-kernels") as beside:
-            # the library is loaded before the module; in a new cache (neither built yet) the
-            # two compile side by side and the module waits for the library before loading
-            ready = None
-            if "kernels" in needs:
-                cache = self.cache
-                if cache.path(key).exists() or cache.path(self._kernels_key()).exists():
-                    self.kernels()
-                else:
-                    ready = beside.submit(self.kernels)
+        first = self._libraries(needs)
+        with ThreadPoolExecutor(len(first), thread_name_prefix="opgraph-libraries") as beside:
+            ready = [beside.submit(make) for make in first]
+
+            def loaded() -> None:
+                for future in ready:
+                    future.result()  # the first failure is raised
 
             def build(work: Path, name: str) -> Path:
                 log.info("compile cache miss: %s", name)
-                made = self._run_compiler(source, work, name, options, libraries, parts, progress)
-                if ready is not None:
-                    ready.result()
-                return made
+                return self._run_compiler(source, work, name, options, libraries, parts, progress)
 
             try:
-                library, path, hit = self.cache.load(key, build, ctypes.RTLD_LOCAL)
+                library, path, hit = self.cache.load(key, build, ctypes.RTLD_LOCAL, loaded)
             finally:
-                if ready is not None:
-                    ready.result()  # a failure to build the library is raised, not lost
+                _settle(ready)  # a library's failure is raised, not lost
         if hit:
             log.debug("compile cache hit: %s", path)
         return CompiledModule(library, path, key, hit)
@@ -336,6 +359,12 @@ class Toolchain:
                 if progress is not None:
                     progress(done, len(units))
         _run([compiler, *options, *map(str, objects), "-o", str(so_file), *libraries], work)
+
+
+def _settle(futures: list[Future[ctypes.CDLL]]) -> None:
+    """Wait for every one of ``futures``; raise the first failure."""
+    for future in futures:
+        future.result()
 
 
 def _timed_run(command: list[str], work: Path) -> float:

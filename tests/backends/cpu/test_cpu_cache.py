@@ -184,10 +184,10 @@ def test_unwritable_cache_falls_back_to_a_private_directory(tmp_path, monkeypatc
     directory = tmp_path / "cache"
     real = cache_module.ModuleCache._build_and_install
 
-    def failing(self, key, build):
-        if self.directory == directory:
+    def failing(self, key, build, at):
+        if at == directory:
             raise OSError(code, os.strerror(code))
-        return real(self, key, build)
+        return real(self, key, build, at)
 
     monkeypatch.setattr(cache_module.ModuleCache, "_build_and_install", failing)
     with pytest.warns(CacheWarning, match=f"cannot be written \\({os.strerror(code)}"):
@@ -199,7 +199,7 @@ def test_unwritable_cache_falls_back_to_a_private_directory(tmp_path, monkeypatc
 
 
 def test_full_disk_everywhere_names_the_cause(tmp_path, monkeypatch):
-    def full(self, key, build):
+    def full(self, key, build, at):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cache_module.ModuleCache, "_build_and_install", full)

@@ -1,18 +1,25 @@
 """Generic kernels compiled once per cache and instruction set, shared by every module.
 
 The register-blocked panel GEMM for products by constant matrices (``og_gemm_panels``:
-:mod:`~opgraph.backends.cpu.codegen.dialect`) costs the C compiler about 0.5 s at -O3, most of
-a small model's compile (the demo MLP's 17 KB module: 0.59 s of CPU, 0.48 s of it this
-helper), and GCC used to clone it per module for its callers' constant sizes without
-measurable gain. It takes every size as an argument, so it is compiled once into a small
-library (flags and ``-march`` of the modules), loaded with ``RTLD_GLOBAL`` before the modules
-that call it, like the thread pool's runtime. The panel GEMV (0.04 s) stays in the modules:
-a model whose only products by constants are GEMVs (ResNet-18's classifier at batch 1) needs
-no library. The 8-bit products of quantized models (``og_q8_gemm``, ``og_q8_conv_gemm``:
-:mod:`~opgraph.backends.cpu.codegen.int8`, 24 register-blocked micro-kernels, several seconds
-of GCC per module) are served the same way.
+:mod:`~opgraph.backends.cpu.codegen.dialect`) costs the C compiler about 0.4 s at -O3, most of
+a small model's compile, and GCC used to clone it per module for its callers' constant sizes
+without measurable gain. It takes every size as an argument, so it is compiled once into a
+small library (flags and ``-march`` of the modules), loaded with ``RTLD_GLOBAL`` before the
+modules that call it, like the thread pool's runtime. The panel GEMV (0.04 s) stays in the
+modules. The 8-bit products of quantized models (``og_q8_gemm``, ``og_q8_conv_gemm``:
+:mod:`~opgraph.backends.cpu.codegen.int8`, 12 register-blocked micro-kernels each, 3.5 s and
+1.2 s of GCC) are served the same way.
 
-The exported names carry a hash of the library's source and target flags
+**One library unit per helper, built on demand.** Each library helper is its own translation
+unit and its own cached library (``<hash>-kernel-<helper>.so``), built the first time a module
+that calls it is compiled (beside that module's own compile, in parallel compiler processes)
+and loaded before it. A float model never waits for the 8-bit kernels: in an empty cache the
+demo MLP builds only the runtime and ``gemm_panels`` (0.4 s of GCC), where the one library of
+all three cost 5 s (2026-11-26). A new expensive helper that takes its sizes as arguments
+joins with :func:`library_helper` beside its ``@dialect.helper`` registration; modules that
+call it then declare it instead of compiling it, and it lands in its own unit.
+
+The exported names carry a hash of the unit's source and target flags
 (``og_gemm_panels_<hash>``): a module calls exactly the build it was generated for, and
 modules of two instruction sets (``CpuConfig.isa``) in one process never share one. A module
 refers to them through ``#define og_gemm_panels og_gemm_panels_<hash>`` and an ``extern``
@@ -23,66 +30,103 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Iterable
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen import int8 as _int8  # noqa: F401 - registers q8_* helpers
+from opgraph.core.errors import RegistryError
 
-#: Helpers (``dialect.HELPERS`` names) served by the library instead of each module's code.
-LIBRARY_HELPERS: tuple[str, ...] = ("gemm_panels", "q8_gemm", "q8_conv_gemm")
+#: Helpers (``dialect.HELPERS`` names) served by library units instead of each module's code,
+#: with their C prototypes (``{name}`` standing for the exported symbol). Grown by
+#: :func:`library_helper`; each is one unit.
+LIBRARY_HELPERS: dict[str, str] = {}
 
-#: Their C prototypes, ``{name}`` standing for the exported symbol.
-_PROTOTYPES = {
-    "gemm_panels": (
-        "void {name}(const float* restrict A, long lda, const float* restrict P, "
-        "float* restrict C, long ldc, long M, long K, long n0, long n1);"
-    ),
-    "q8_gemm": (  # codegen/int8.py
-        "void {name}(const uint8_t* restrict A, long lda, const int8_t* restrict P, "
-        "int32_t* restrict C, long ldc, long M, long K, long n0, long n1, "
-        "const int32_t* restrict col, uint32_t flip);"
-    ),
-    "q8_conv_gemm": (
-        "void {name}(const int8_t* restrict W, const uint8_t* restrict B, long pitch, "
-        "int32_t* restrict Y, long ldy, long O, long quads, long cols, "
-        "const int32_t* restrict row);"
-    ),
-}
+#: The prefix of a module's ``needs`` entry naming a library unit it calls
+#: (``"kernel:gemm_panels"``); :func:`needs_of` writes them, :func:`units_needed` reads them.
+NEED_PREFIX = "kernel:"
+
+
+def library_helper(name: str, prototype: str) -> None:
+    """Serve the helper ``name`` (registered with ``@dialect.helper``; its code defines
+    ``static void og_<name>(...)``) from its own library unit. ``prototype`` is its C
+    declaration with ``{name}`` for the exported symbol."""
+    if "{name}" not in prototype:
+        raise RegistryError(f"the prototype of library helper {name!r} must contain {{name}}")
+    LIBRARY_HELPERS[name] = prototype
+
+
+library_helper(
+    "gemm_panels",
+    "void {name}(const float* restrict A, long lda, const float* restrict P, "
+    "float* restrict C, long ldc, long M, long K, long n0, long n1);",
+)
+library_helper(  # codegen/int8.py
+    "q8_gemm",
+    "void {name}(const uint8_t* restrict A, long lda, const int8_t* restrict P, "
+    "int32_t* restrict C, long ldc, long M, long K, long n0, long n1, "
+    "const int32_t* restrict col, uint32_t flip);",
+)
+library_helper(
+    "q8_conv_gemm",
+    "void {name}(const int8_t* restrict W, const uint8_t* restrict B, long pitch, "
+    "int32_t* restrict Y, long ldy, long O, long quads, long cols, "
+    "const int32_t* restrict row);",
+)
 
 
 @functools.cache
-def _definitions() -> str:
-    """The helpers' code with their ``static`` dropped (exported), under their plain names."""
-    parts = [dialect.PRELUDE]
-    for helper in LIBRARY_HELPERS:
-        code = dialect.HELPERS[helper]()
-        parts.append(code.replace(f"static void og_{helper}(", f"void og_{helper}("))
-    return "\n\n".join(parts) + "\n"
+def _definition(helper: str) -> str:
+    """The helper's code with its ``static`` dropped (exported), under its plain name."""
+    code = dialect.HELPERS[helper]()
+    exported = code.replace(f"static void og_{helper}(", f"void og_{helper}(")
+    if exported == code:
+        raise RegistryError(f"library helper {helper!r} defines no 'static void og_{helper}('")
+    return dialect.PRELUDE + "\n\n" + exported + "\n"
 
 
 @functools.cache
-def suffix(target_flags: tuple[str, ...]) -> str:
-    """The hash every exported name of the library for ``target_flags`` carries."""
-    text = _definitions() + "\0" + " ".join(target_flags)
+def suffix(helper: str, target_flags: tuple[str, ...]) -> str:
+    """The hash the exported name of ``helper``'s unit for ``target_flags`` carries."""
+    text = _definition(helper) + "\0" + " ".join(target_flags)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def symbol(helper: str, target_flags: tuple[str, ...]) -> str:
-    """The exported name of ``helper`` in the library for ``target_flags``."""
-    return f"og_{helper}_{suffix(target_flags)}"
+    """The exported name of ``helper`` in its unit for ``target_flags``."""
+    return f"og_{helper}_{suffix(helper, target_flags)}"
 
 
-def library_source(target_flags: tuple[str, ...]) -> str:
-    """The C source of the library for ``target_flags`` (the plain names renamed by macros)."""
-    renames = [f"#define og_{h} {symbol(h, target_flags)}" for h in LIBRARY_HELPERS]
-    return "\n".join(renames) + "\n" + _definitions()
+def library_source(helper: str, target_flags: tuple[str, ...]) -> str:
+    """The C source of ``helper``'s unit for ``target_flags`` (renamed by a macro)."""
+    return f"#define og_{helper} {symbol(helper, target_flags)}\n" + _definition(helper)
 
 
-def declarations(helpers: list[str], target_flags: tuple[str, ...]) -> str:
+def declarations(helpers: Iterable[str], target_flags: tuple[str, ...]) -> str:
     """What a module that calls ``helpers`` (library helpers among them) needs to see."""
     lines = []
     for helper in helpers:
         if helper in LIBRARY_HELPERS:
             name = symbol(helper, target_flags)
             lines.append(f"#define og_{helper} {name}")
-            lines.append("extern " + _PROTOTYPES[helper].format(name=name))
+            lines.append("extern " + LIBRARY_HELPERS[helper].format(name=name))
     return "\n".join(lines)
+
+
+def needs_of(helpers: Iterable[str]) -> set[str]:
+    """The ``needs`` entries of a module calling ``helpers``: ``"kernels"`` and one
+    ``"kernel:<helper>"`` per library unit (none when it calls no library helper)."""
+    units = {NEED_PREFIX + h for h in helpers if h in LIBRARY_HELPERS}
+    return units | {"kernels"} if units else set()
+
+
+def units_needed(needs: Iterable[str]) -> tuple[str, ...]:
+    """The library units a module with ``needs`` calls, sorted (every unit for a bare
+    ``"kernels"``, as modules generated before the split declared)."""
+    needs = set(needs)
+    named = sorted(n[len(NEED_PREFIX) :] for n in needs if n.startswith(NEED_PREFIX))
+    unknown = [h for h in named if h not in LIBRARY_HELPERS]
+    if unknown:
+        raise RegistryError(f"a module needs unknown library units {unknown}")
+    if not named and "kernels" in needs:
+        return tuple(sorted(LIBRARY_HELPERS))
+    return tuple(named)

@@ -80,7 +80,9 @@ class GeneratedModule:
     """
 
     units: tuple[str, ...]
-    needs: frozenset[str]  # "blas", "mvec", "kernels": what to link or load first
+    #: "blas", "mvec": what to link; "kernels" and "kernel:<helper>" per library unit it
+    #: calls (:func:`~opgraph.backends.cpu.codegen.kernels.needs_of`): what to load first
+    needs: frozenset[str]
     checks: tuple[tuple[Check, ...], ...]  # per step
 
     @property
@@ -169,7 +171,7 @@ def generate(
     units = _assemble(program, name, module, functions, calls, profile, target)
     needs = {"blas"} if module.uses_blas else set()
     needs |= {"mvec"} if any(n in dialect.VECTOR_MATH for n, _ in module.math) else set()
-    needs |= {"kernels"} if set(module.helpers) & set(kernels.LIBRARY_HELPERS) else set()
+    needs |= kernels.needs_of(module.helpers)
     return GeneratedModule(units, frozenset(needs), tuple(checks))
 
 
