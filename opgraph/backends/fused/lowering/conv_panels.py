@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.program import BufferKind, ConvStep
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
@@ -78,14 +79,10 @@ def panel_conv_step(
         or int(np.prod(filters.shape[1:])) < PANEL_INNER
     ):
         return None
-    weights = np.asarray(filters.value, np.float32)
-    kh, kw = (1, weights.shape[2]) if weights.ndim == 3 else weights.shape[2:]
-    k = int(np.prod(weights.shape[1:]))
-    panels = -(-o // PANEL)
-    rows = weights.reshape(o, k)
-    if o % PANEL:  # zero filters up to whole panels
-        rows = np.concatenate([rows, np.zeros((panels * PANEL - o, k), np.float32)])
-    packed = np.ascontiguousarray(rows.reshape(panels, PANEL, k).transpose(0, 2, 1))
+    shape = filters.value.shape
+    kh, kw = (1, shape[2]) if len(shape) == 3 else shape[2:]
+    k = int(np.prod(shape[1:]))
+    packed = derived(filters.value, ("conv panels", PANEL), lambda: _packed(filters.value))
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     w = View(buffer.id, et.f32, (k, o), (PANEL, k * PANEL), 0)
@@ -94,3 +91,15 @@ def panel_conv_step(
         builder.describe(node), (node,), data, w, plane, (int(kh), int(kw)), *windows, 1, 1,
         scratch, True, (n, oh, ow),
     )  # fmt: skip
+
+
+def _packed(filters: np.ndarray) -> np.ndarray:
+    """[o, ...] filters as ``Wᵀ`` (K x O) in :data:`PANEL`-column panels: (O/32, K, 32)."""
+    weights = np.asarray(filters, np.float32)
+    o = weights.shape[0]
+    k = int(np.prod(weights.shape[1:]))
+    panels = -(-o // PANEL)
+    rows = weights.reshape(o, k)
+    if o % PANEL:  # zero filters up to whole panels
+        rows = np.concatenate([rows, np.zeros((panels * PANEL - o, k), np.float32)])
+    return np.ascontiguousarray(rows.reshape(panels, PANEL, k).transpose(0, 2, 1))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from opgraph.backends.fused import views
+from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import panel_conv_step
 from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.program import BufferKind, ConvStep, PoolStep, WinogradStep
@@ -290,13 +291,20 @@ def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> boo
     if layout is None:
         return False
     assert isinstance(filters, Constant)
-    g = filters.value.astype(np.float64)
-    u = np.einsum("ai,ocij,bj->aboc", _G, g, _G).reshape(16, o, c).astype(np.float32)
+    u = derived(filters.value, "winograd F(2x2, 3x3)", lambda: _filter_transform(filters.value))
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, u.shape, len(builder.constants()),
-                                node.inputs[1], np.ascontiguousarray(u))  # fmt: skip
+                                node.inputs[1], u)  # fmt: skip
     transformed = View.dense(buffer.id, et.f32, u.shape)
     add_winograd_step(builder, node, data, transformed, out, _pair(op.padding_below, 0), layout)
     return True
+
+
+def _filter_transform(filters: np.ndarray) -> np.ndarray:
+    """The F(2x2, 3x3) transform of [o, c, 3, 3] filters, as [16, o, c] f32."""
+    o, c = filters.shape[:2]
+    g = filters.astype(np.float64)
+    u = np.einsum("ai,ocij,bj->aboc", _G, g, _G).reshape(16, o, c).astype(np.float32)
+    return np.ascontiguousarray(u)
 
 
 def add_winograd_step(

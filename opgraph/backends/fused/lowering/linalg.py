@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from opgraph.backends.fused import views
+from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.program import BufferKind, GemmStep
 from opgraph.backends.fused.views import Literal, Operand, View, static
@@ -138,15 +139,23 @@ def _panels(
         return None
     if (type(rows) is not int or rows > 1) and left.strides[1] != 1:
         return None
-    matrix = b.node.op.value.reshape(inner, cols).astype(np.float32)
-    count = -(-cols // width)
-    padded = np.zeros((inner, count * width), np.float32)
-    padded[:, :cols] = matrix
-    data = np.ascontiguousarray(padded.reshape(inner, count, width).transpose(1, 0, 2))
+    value = b.node.op.value
+    shape = (int(inner), cols, width)
+    data = derived(value, ("panels", *shape), lambda: _panel_data(value, *shape))
     buffer = builder.new_buffer(
         BufferKind.CONST, et.f32, data.shape, len(builder.constants()), b, data
     )
     return View(buffer.id, et.f32, (inner, cols), (width, inner * width), 0), width
+
+
+def _panel_data(value: np.ndarray, inner: int, cols: int, width: int) -> np.ndarray:
+    """The constant ``value`` read as an ``inner`` x ``cols`` matrix, in ``width``-column
+    panels (cols/width, inner, width), zero-padded."""
+    matrix = value.reshape(inner, cols).astype(np.float32)
+    count = -(-cols // width)
+    padded = np.zeros((inner, count * width), np.float32)
+    padded[:, :cols] = matrix
+    return np.ascontiguousarray(padded.reshape(inner, count, width).transpose(1, 0, 2))
 
 
 @REWRITES.register(Dot)
