@@ -11,10 +11,11 @@
   system) of the C compiler processes, which the machine's load does not inflate as it does
   wall time (on a quiet 2-core machine the wall time of a multi-unit module approaches half).
 
-*First* compiles into an empty temporary cache directory: gcc builds the module and the
-libraries every module of a cache shares (the thread pool's runtime, the generic kernels), as
-on a user's first run. *Cold* compiles into a cache that holds only those libraries (gcc
-builds the module: every later model's first compile). *Cached* compiles the same model again
+*First* compiles into an empty temporary cache directory: gcc builds the module, the thread
+pool's runtime and the generic kernel units the model calls (``kernels.py``: one unit per
+helper, built on demand beside the module), as on a user's first run. *Cold* compiles into a
+cache that holds only the runtime and every kernel unit (gcc builds the module: every later
+model's first compile). *Cached* compiles the same model again
 into the same directory (gcc does not run). Each is the
 median of ``--repeat`` runs; ``--profile`` prints cProfile's top functions of one cached compile.
 
@@ -195,8 +196,8 @@ def _backend(directory: str, threads: int) -> CpuBackend:
 
 
 def _libraries(backend: CpuBackend) -> float:
-    """Build the libraries every module of a cache shares (the thread pool's runtime, and the
-    generic kernels where this version has them); their seconds."""
+    """Build the libraries modules of a cache share (the thread pool's runtime, and every
+    generic kernel unit where this version has them); their seconds."""
     started = time.perf_counter()
     backend.toolchain.runtime()
     kernels = getattr(backend.toolchain, "kernels", None)
