@@ -18,7 +18,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen import kernels
+from opgraph.backends.cpu.codegen import dialect, kernels
 from opgraph.backends.fused import derived
 from opgraph.core.errors import RegistryError
 
@@ -79,17 +79,43 @@ def test_needs_name_each_unit_and_a_bare_kernels_means_all():
         kernels.units_needed({"kernel:nothing"})
 
 
-def test_each_unit_exports_its_helper_under_its_own_hash():
+def test_each_unit_exports_its_functions_under_its_own_hash():
     target = ("-march=x86-64-v3",)
-    names = {h: kernels.symbol(h, target) for h in kernels.LIBRARY_HELPERS}
+    names = {
+        function: kernels.symbol(function, helper, target)
+        for helper, functions in kernels.LIBRARY_HELPERS.items()
+        for function in functions
+    }
     assert len(set(names.values())) == len(names)
-    for helper, name in names.items():
+    for helper, functions in kernels.LIBRARY_HELPERS.items():
         source = kernels.library_source(helper, target)
-        assert f"#define og_{helper} {name}" in source
-        assert f"void og_{helper}(" in source and f"static void og_{helper}(" not in source
-        others = set(kernels.LIBRARY_HELPERS) - {helper}
-        assert not any(f"void og_{o}(" in source for o in others)
-    assert kernels.symbol("gemm_panels", ("-march=native",)) != names["gemm_panels"]
+        for function in functions:
+            assert f"#define {function} {names[function]}" in source
+            assert f"void {function}(" in source and f"static void {function}(" not in source
+        others = set(names) - set(functions)
+        assert not any(f"void {o}(" in source for o in others)
+    assert (
+        kernels.symbol("og_gemm_panels", "gemm_panels", ("-march=native",))
+        != (names["og_gemm_panels"])
+    )
+
+
+def test_a_helper_may_export_several_functions(monkeypatch):
+    code = "static void og_two_a(long n) { (void)n; }\nstatic void og_two_b(void) {}"
+    monkeypatch.setitem(dialect.HELPERS, "two_functions", lambda: code)
+    monkeypatch.setitem(kernels.LIBRARY_HELPERS, "two_functions", {})
+    kernels.library_helper(
+        "two_functions", {"og_two_a": "void {name}(long n);", "og_two_b": "void {name}(void);"}
+    )
+    target = ("-march=x86-64-v3",)
+    source = kernels.library_source("two_functions", target)
+    assert "void og_two_a(long n)" in source and "void og_two_b(void)" in source
+    assert "static" not in source.split("og_two_a(long n)")[0].splitlines()[-1]
+    declared = kernels.declarations(["two_functions"], target)
+    a = kernels.symbol("og_two_a", "two_functions", target)
+    b = kernels.symbol("og_two_b", "two_functions", target)
+    assert f"#define og_two_a {a}" in declared and f"extern void {b}(void);" in declared
+    assert kernels.needs_of(["two_functions"]) == {"kernels", "kernel:two_functions"}
 
 
 def test_a_library_helper_needs_a_named_prototype():

@@ -36,23 +36,28 @@ from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen import int8 as _int8  # noqa: F401 - registers q8_* helpers
 from opgraph.core.errors import RegistryError
 
-#: Helpers (``dialect.HELPERS`` names) served by library units instead of each module's code,
-#: with their C prototypes (``{name}`` standing for the exported symbol). Grown by
-#: :func:`library_helper`; each is one unit.
-LIBRARY_HELPERS: dict[str, str] = {}
+#: Helpers (``dialect.HELPERS`` names) served by library units instead of each module's code:
+#: the C functions each one defines and exports, with their prototypes (``{name}`` standing
+#: for the exported symbol). Grown by :func:`library_helper`; each helper is one unit.
+LIBRARY_HELPERS: dict[str, dict[str, str]] = {}
 
 #: The prefix of a module's ``needs`` entry naming a library unit it calls
 #: (``"kernel:gemm_panels"``); :func:`needs_of` writes them, :func:`units_needed` reads them.
 NEED_PREFIX = "kernel:"
 
 
-def library_helper(name: str, prototype: str) -> None:
-    """Serve the helper ``name`` (registered with ``@dialect.helper``; its code defines
-    ``static void og_<name>(...)``) from its own library unit. ``prototype`` is its C
-    declaration with ``{name}`` for the exported symbol."""
-    if "{name}" not in prototype:
-        raise RegistryError(f"the prototype of library helper {name!r} must contain {{name}}")
-    LIBRARY_HELPERS[name] = prototype
+def library_helper(name: str, prototypes: str | dict[str, str]) -> None:
+    """Serve the helper ``name`` (registered with ``@dialect.helper``) from its own library
+    unit. ``prototypes``: the C declaration of each function its code defines as ``static
+    void <function>(...)`` and modules call, by function name, with ``{name}`` for the
+    exported symbol; a single declaration is that of ``og_<name>``."""
+    functions = {f"og_{name}": prototypes} if isinstance(prototypes, str) else dict(prototypes)
+    for function, prototype in functions.items():
+        if "{name}" not in prototype:
+            raise RegistryError(
+                f"the prototype of {function} (library helper {name!r}) must contain {{name}}"
+            )
+    LIBRARY_HELPERS[name] = functions
 
 
 library_helper(
@@ -72,16 +77,21 @@ library_helper(
     "int32_t* restrict Y, long ldy, long O, long quads, long cols, "
     "const int32_t* restrict row);",
 )
+# Not the bf16 GEMMs (``gemm_bf16``: og_gemm_bf16_panels and og_sgemm_bf16, 1.8 s of gcc per
+# bf16 module): served from a unit they ran 0.5-2 % slower than compiled into the module
+# (BERT layer and ResNet-18 in bf16, one thread, alternating, 2026-11-26).
 
 
 @functools.cache
 def _definition(helper: str) -> str:
     """The helper's code with its ``static`` dropped (exported), under its plain name."""
     code = dialect.HELPERS[helper]()
-    exported = code.replace(f"static void og_{helper}(", f"void og_{helper}(")
-    if exported == code:
-        raise RegistryError(f"library helper {helper!r} defines no 'static void og_{helper}('")
-    return dialect.PRELUDE + "\n\n" + exported + "\n"
+    for function in LIBRARY_HELPERS[helper]:
+        exported = code.replace(f"static void {function}(", f"void {function}(")
+        if exported == code:
+            raise RegistryError(f"library helper {helper!r} defines no 'static void {function}('")
+        code = exported
+    return dialect.PRELUDE + "\n\n" + code + "\n"
 
 
 @functools.cache
@@ -91,24 +101,28 @@ def suffix(helper: str, target_flags: tuple[str, ...]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def symbol(helper: str, target_flags: tuple[str, ...]) -> str:
-    """The exported name of ``helper`` in its unit for ``target_flags``."""
-    return f"og_{helper}_{suffix(helper, target_flags)}"
+def symbol(function: str, helper: str, target_flags: tuple[str, ...]) -> str:
+    """The exported name of ``function`` (of ``helper``) in its unit for ``target_flags``."""
+    return f"{function}_{suffix(helper, target_flags)}"
+
+
+def _renames(helper: str, target_flags: tuple[str, ...]) -> list[str]:
+    return [f"#define {f} {symbol(f, helper, target_flags)}" for f in LIBRARY_HELPERS[helper]]
 
 
 def library_source(helper: str, target_flags: tuple[str, ...]) -> str:
-    """The C source of ``helper``'s unit for ``target_flags`` (renamed by a macro)."""
-    return f"#define og_{helper} {symbol(helper, target_flags)}\n" + _definition(helper)
+    """The C source of ``helper``'s unit for ``target_flags`` (renamed by macros)."""
+    return "\n".join(_renames(helper, target_flags)) + "\n" + _definition(helper)
 
 
 def declarations(helpers: Iterable[str], target_flags: tuple[str, ...]) -> str:
     """What a module that calls ``helpers`` (library helpers among them) needs to see."""
     lines = []
     for helper in helpers:
-        if helper in LIBRARY_HELPERS:
-            name = symbol(helper, target_flags)
-            lines.append(f"#define og_{helper} {name}")
-            lines.append("extern " + LIBRARY_HELPERS[helper].format(name=name))
+        for function, prototype in LIBRARY_HELPERS.get(helper, {}).items():
+            name = symbol(function, helper, target_flags)
+            lines.append(f"#define {function} {name}")
+            lines.append("extern " + prototype.format(name=name))
     return "\n".join(lines)
 
 
