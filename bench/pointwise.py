@@ -2,7 +2,7 @@
 at a time: opgraph's CPU backend against onnxruntime.
 
     python bench/pointwise.py [--models efficientnet_b0,mobilenet_v3,resnet50] [--threads 1]
-                              [--rounds 8] [--calls 10] [--only TEXT] [--cpu-time]
+                              [--rounds 8] [--calls 10] [--only TEXT] [--cpu-time] [--whole]
 
 Each distinct 1x1 convolution of the three models at 224x224, batch 1 (their layer tables:
 transformers' EfficientNet-B0 and ResNet-50, torchvision's MobileNetV3-Large table in
@@ -11,7 +11,10 @@ activation (SiLU as ``x * Sigmoid(x)``, HardSwish, ReLU) or, for a projection, t
 add where the model has one. opgraph imports it and both runtimes run it in one process,
 calls interleaved (``bench/resnet_layers.py``'s ``pair`` and ``measure``). The table gives
 per-call medians (best), the ratio, and each layer's share of the model's 1x1 time
-(``count`` times its median).
+(``count`` times its median). ``--whole`` also runs the whole zoo models
+(``bench/models.py``, exported once to ``bench/out/zoo``) the same way against onnxruntime:
+with ``--threads 1 --cpu-time`` a per-core comparison that holds up on a loaded machine,
+unlike ``bench/zoo.py``'s two-thread wall times.
 """
 
 from __future__ import annotations
@@ -154,6 +157,22 @@ def model(layer: Pointwise) -> tuple[onnx.ModelProto, list[np.ndarray]]:
     return g.model(), inputs
 
 
+def whole(args: argparse.Namespace, cache: Path) -> None:
+    """Each model of ``--models`` whole, against onnxruntime (outputs checked first)."""
+    from bench.models import zoo_case
+
+    for name in args.models.split(","):
+        case = zoo_case(name)
+        assert isinstance(case.onnx, onnx.ModelProto)
+        runs = pair(case.function, case.onnx, case.inputs, args.threads, cache, name)
+        times = measure(runs, args.rounds, args.calls, args.cpu_time)
+        med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        best = {k: min(v) * 1e3 for k, v in times.items()}
+        cells = " | ".join(f"{med[k]:.3f} ({best[k]:.3f})" for k in med)
+        ratio = med["opgraph"] / med["onnxruntime"]
+        print(f"| {name} | whole model | 1 | {cells} | {ratio:.2f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="efficientnet_b0,mobilenet_v3,resnet50")
@@ -161,6 +180,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--only", default="", help="run the layers whose name contains this")
+    parser.add_argument("--whole", action="store_true", help="also time the whole models")
     parser.add_argument(
         "--cpu-time", action="store_true", help="time the calling thread's CPU (1 thread only)"
     )
@@ -191,6 +211,8 @@ def main() -> None:
             total[1] += layer.count * med["onnxruntime"]
         for name, (ours, theirs) in totals.items():
             print(f"| {name} | weighted sum | | {ours:.3f} | {theirs:.3f} | {ours / theirs:.2f} |")
+        if args.whole:
+            whole(args, Path(tmp))
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

@@ -57,10 +57,10 @@ SHAPES = {  # (n, c, o, size, stride): the layout each takes
     "pixels, a partial panel of rows": ((1, 17, 13, 12, 1), False),
     "pixels, many blocks of pixels": ((1, 16, 24, 112, 1), False),
     "channels, 7x7": ((1, 192, 64, 7, 1), True),
-    "channels, a partial panel": ((1, 64, 80, 7, 1), True),
-    "channels, 14x14": ((1, 96, 256, 14, 1), True),
+    "channels, a partial panel": ((1, 256, 80, 7, 1), True),
+    "channels, 14x14": ((1, 256, 256, 14, 1), True),
     "stride 2, even plane": ((1, 32, 48, 16, 2), False),
-    "stride 2, odd plane": ((1, 16, 64, 13, 2), True),
+    "stride 2, odd plane": ((1, 64, 64, 13, 2), True),
     "stride 3": ((2, 8, 16, 10, 3), False),
     "batch of three": ((3, 20, 36, 9, 1), False),
     "two input channels": ((1, 2, 16, 8, 1), False),
@@ -137,9 +137,16 @@ def test_one_dimensional_1x1_convolution(cpu):
 
 
 @pytest.mark.parametrize(
-    ("pixels", "channels", "channels_first"),
-    [(49, 192, True), (196, 256, True), (196, 112, False), (784, 96, False), (3136, 256, False)],
+    ("pixels", "channels", "inner", "channels_first"),
+    [
+        (49, 192, 1152, True),
+        (196, 256, 1024, True),
+        (196, 480, 80, False),  # few input channels: the transposed stores cost more
+        (196, 112, 672, False),
+        (784, 96, 24, False),
+        (3136, 256, 64, False),
+    ],
 )
-def test_layout_choice(pixels, channels, channels_first):
-    along_pixels, along_channels = layout_waste(pixels, channels)
+def test_layout_choice(pixels, channels, inner, channels_first):
+    along_pixels, along_channels = layout_waste(pixels, channels, inner)
     assert (along_channels < along_pixels) is channels_first

@@ -12,7 +12,8 @@ layouts, whichever computes fewer padding lanes:
 * ``pixels`` (planes whose pixel count is a multiple of the vector width, most of them):
   vectors run along the output pixels, ``W`` packed as :data:`ROWS`-channel panels
   (``(O/8, C, 8)``): every input row is read as vectors, every filter value broadcast.
-* ``channels`` (small planes, 7x7 and 14x14, whose output channels are a multiple of 32):
+* ``channels`` (small planes, 7x7 and 14x14, whose output channels are a multiple of 32
+  and enough input channels to amortize the transposed stores):
   vectors run along the output channels, ``Wᵀ`` packed as :data:`PANEL`-column panels
   (``(O/32, C, 32)``), every input value broadcast; the tile is written transposed.
 
@@ -61,11 +62,19 @@ class PointwiseConvStep(ConvStep):
     compact: bool = False
 
 
-def layout_waste(pixels: int, channels: int) -> tuple[float, float]:
-    """Computed lanes per useful output of the ``pixels`` layout (vectors of 16 along the
-    pixels) and of the ``channels`` layout (32-channel panels)."""
+#: The ``channels`` layout's transposed stores cost about this many multiply-adds per
+#: input channel (C harness, AVX-512, one thread: 480 <- 80 channels at 14x14 ran 4 %
+#: slower than the ``pixels`` layout, which computes 6 % padding lanes there; 256 <- 1024
+#: ran 5 % faster).
+TRANSPOSE_COST = 8.0
+
+
+def layout_waste(pixels: int, channels: int, inner: int) -> tuple[float, float]:
+    """Relative costs of the ``pixels`` layout (computed lanes per useful output, vectors
+    of 16 along the pixels) and of the ``channels`` layout (32-channel panels, and its
+    transposed stores amortized over ``inner`` input channels)."""
     along_pixels = -(-pixels // 16) * 16 / pixels
-    along_channels = -(-channels // PANEL) * PANEL / channels
+    along_channels = -(-channels // PANEL) * PANEL / channels * (1 + TRANSPOSE_COST / inner)
     return along_pixels, along_channels
 
 
@@ -98,7 +107,7 @@ def pointwise_conv_step(
     xs = data.strides
     pixels = oh * ow
     compact = strides != (1, 1) or xs[3] != 1 or (h > 1 and xs[2] != w) or oh != h or ow != w
-    along_pixels, along_channels = layout_waste(pixels, o)
+    along_pixels, along_channels = layout_waste(pixels, o, c)
     channels_first = along_channels < along_pixels
     weights = np.asarray(filters.value, np.float32).reshape(o, c)
     width = PANEL if channels_first else ROWS
