@@ -2,11 +2,15 @@
 pixel tails, partial channel panels, strides, batches, fused epilogues, one and several
 threads, against INTERPRETER."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, default_config
+from opgraph.backends.cpu.config import supports_isa
 from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep, layout_waste
 from opgraph.backends.fused.program import ConvStep
 
@@ -150,3 +154,15 @@ def test_one_dimensional_1x1_convolution(cpu):
 def test_layout_choice(pixels, channels, inner, channels_first):
     along_pixels, along_channels = layout_waste(pixels, channels, inner)
     assert (along_channels < along_pixels) is channels_first
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.parametrize("name", ["pixels, tail columns", "channels, a partial panel", "stride 3"])
+def test_pointwise_with_avx2_blocking(name):
+    """``isa="avx2"``: the AVX2 branch of the kernels (8 lanes: one vector per pixel tile,
+    3 pixels x 4 vectors per channel tile, the 16-column tail read as two vectors)."""
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+    (n, c, o, size, stride), _ = SHAPES[name]
+    fn, args = graph(n, c, o, size, stride, epilogue="bias hard-swish")
+    (step,) = check(backend, fn, args)
+    assert type(step) is PointwiseConvStep
