@@ -8,6 +8,7 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.fused.lowering.conv_panels import PanelConvStep
 from opgraph.backends.fused.lowering.convolution import winograd_layout
+from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep
 from opgraph.backends.fused.program import ConvStep, PoolStep, WinogradStep
 
 RNG = np.random.default_rng(11)
@@ -36,11 +37,12 @@ CASES = {
     "winograd, output channel blocks": (dict(n=1, c=16, o=200, size=14, k=3, pad=1), WinogradStep),
     "panels, few pixels": (dict(n=1, c=64, o=80, size=7, k=3, pad=1), PanelConvStep),
     "panels, stride 2, two images": (dict(n=2, c=64, o=64, size=9, k=3, stride=2, pad=1), PanelConvStep),
-    "panels, 1x1": (dict(n=1, c=512, o=96, size=7, k=1), PanelConvStep),
-    "1x1, short inner dimension": (dict(n=1, c=256, o=96, size=7, k=1), ConvStep),
+    "1x1, few pixels": (dict(n=1, c=512, o=96, size=7, k=1), PointwiseConvStep),
+    "1x1, short inner dimension": (dict(n=1, c=256, o=96, size=7, k=1), PointwiseConvStep),
     "wide, small output": (dict(n=3, c=32, o=32, size=6, k=5, pad=2), ConvStep),
     "wide, one image": (dict(n=1, c=32, o=48, size=7, k=3, pad=1), ConvStep),
-    "direct 1x1": (dict(n=2, c=16, o=8, size=20, k=1), ConvStep),
+    "1x1, two images": (dict(n=2, c=16, o=8, size=20, k=1), PointwiseConvStep),
+    "1x1, filters as a parameter": (dict(n=2, c=16, o=8, size=20, k=1, constant=False), ConvStep),
     "groups": (dict(n=2, c=12, o=6, size=10, k=3, pad=1, groups=3), ConvStep),
     "filters as a parameter": (dict(n=2, c=16, o=16, size=16, k=3, pad=1, constant=False), ConvStep),
     "f64": (dict(n=2, c=4, o=4, size=9, k=3, pad=1, t=og.f64), ConvStep),

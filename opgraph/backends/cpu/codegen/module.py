@@ -22,6 +22,7 @@ from opgraph.backends.cpu.codegen import (
     dialect,
     int8,
     kernels,
+    pointwise,
     runtime,
     selection,
 )
@@ -268,6 +269,7 @@ STEP_EMITTERS.update(conv_backprop.EMITTERS)  # a convolution's gradients
 STEP_EMITTERS.update(int8.EMITTERS)  # integer products of quantized models (codegen/int8.py)
 STEP_EMITTERS.update(attention.EMITTERS)  # fused attention (codegen/attention.py)
 STEP_EMITTERS.update(conv_panels.EMITTERS)  # few-pixel convolutions (codegen/conv_panels.py)
+STEP_EMITTERS.update(pointwise.EMITTERS)  # 1x1 convolutions (codegen/pointwise.py)
 
 
 def _step(step: Step, i: int, module: ModuleContext) -> Emitted:

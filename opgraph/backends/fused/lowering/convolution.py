@@ -22,6 +22,7 @@ import numpy as np
 from opgraph.backends.fused import views
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import panel_conv_step
+from opgraph.backends.fused.lowering.pointwise import pointwise_conv_step
 from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.program import BufferKind, ConvStep, PoolStep, WinogradStep
 from opgraph.backends.fused.views import Literal, Operand, View
@@ -103,6 +104,11 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
             builder.materialize(result, t, Convert(t), into=dense)
         return
     if compute is t and _winograd(builder, node, data, dense):
+        return
+    strides = _pair(op.strides, 1)
+    pointwise = pointwise_conv_step(builder, node, data, dense, strides) if compute is t else None
+    if pointwise is not None:
+        builder.add_step(pointwise)
         return
     if oh * ow < WIDE_BELOW:  # small outputs: one GEMM over all images, split by channels
         columns = n * oh * ow

@@ -1,0 +1,127 @@
+"""Pointwise (1x1) convolutions with constant filters as products by filters packed once, at
+compile time (:class:`PointwiseConvStep`).
+
+A 1x1 convolution of an NCHW image is ``Y[o, p] = sum_c W[o, c] X[c, p]`` per image: a
+product whose right operand is the image itself. OpenBLAS repacks both operands on every
+call (the filters are constant), the "wide" path of small planes copies the image into a
+patch matrix first, and the panel path (``conv_panels.py``) transposes the image in and the
+result out. Here the filters are repacked at compile time and the generated kernel
+(``cpu/codegen/pointwise.py``) reads the image and writes the output in place, in one of two
+layouts, whichever computes fewer padding lanes:
+
+* ``pixels`` (planes whose pixel count is a multiple of the vector width, most of them):
+  vectors run along the output pixels, ``W`` packed as :data:`ROWS`-channel panels
+  (``(O/8, C, 8)``): every input row is read as vectors, every filter value broadcast.
+* ``channels`` (small planes, 7x7 and 14x14, whose output channels are a multiple of 32
+  and enough input channels to amortize the transposed stores):
+  vectors run along the output channels, ``Wᵀ`` packed as :data:`PANEL`-column panels
+  (``(O/32, C, 32)``), every input value broadcast; the tile is written transposed.
+
+Strided convolutions (ResNet's downsampling shortcuts) and images read through other
+strides copy the pixels they read into a dense scratch first (one pass over a quarter of the
+image for stride 2). The fused epilogue runs on each unit's output while it is in cache.
+Measured with ``bench/pointwise.py`` (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from opgraph.backends.fused.program import BufferKind, ConvStep
+from opgraph.backends.fused.views import View
+from opgraph.core import element_type as et
+from opgraph.core.literals import Constant
+from opgraph.core.node import Node
+from opgraph.ops.convolution import Convolution
+
+if TYPE_CHECKING:
+    from opgraph.backends.fused.builder import ProgramBuilder
+
+#: Output channels per packed panel of the ``pixels`` layout (rows of one micro-tile).
+ROWS = 8
+#: Output channels per packed panel of the ``channels`` layout.
+PANEL = 32
+#: Columns of the tail buffer: the last ``pixels % TAIL`` input columns of every channel are
+#: copied there (zero-padded) so that the kernel reads whole vectors.
+TAIL = 16
+
+
+@dataclass(eq=False)
+class PointwiseConvStep(ConvStep):
+    """A 1x1 single-group f32 convolution with constant filters (see the module).
+
+    ``w`` views the packed filters as ``(C, O)``: ``ROWS``-channel panels (``(O/8, C, 8)``)
+    when ``channels_first`` is False, else ``PANEL``-channel panels of ``Wᵀ``. ``out`` is the
+    dense (N, O, OH, OW) output. ``scratch`` holds, per thread, a tail buffer of ``C x TAIL``
+    floats, then (``compact``) the dense (N, C, OH·OW) copy of the pixels the filters read."""
+
+    channels_first: bool = False
+    compact: bool = False
+
+
+#: The ``channels`` layout's transposed stores cost about this many multiply-adds per
+#: input channel (C harness, AVX-512, one thread: 480 <- 80 channels at 14x14 ran 4 %
+#: slower than the ``pixels`` layout, which computes 6 % padding lanes there; 256 <- 1024
+#: ran 5 % faster).
+TRANSPOSE_COST = 8.0
+
+
+def layout_waste(pixels: int, channels: int, inner: int) -> tuple[float, float]:
+    """Relative costs of the ``pixels`` layout (computed lanes per useful output, vectors
+    of 16 along the pixels) and of the ``channels`` layout (32-channel panels, and its
+    transposed stores amortized over ``inner`` input channels)."""
+    along_pixels = -(-pixels // 16) * 16 / pixels
+    along_channels = -(-channels // PANEL) * PANEL / channels * (1 + TRANSPOSE_COST / inner)
+    return along_pixels, along_channels
+
+
+def pointwise_conv_step(
+    builder: ProgramBuilder,
+    node: Node,
+    data: View,
+    out: View,
+    strides: tuple[int, int],
+) -> PointwiseConvStep | None:
+    """The :class:`PointwiseConvStep` of ``node`` writing ``out`` (dense (N, O, OH, OW)),
+    or None when the convolution does not qualify (not 1x1, padded, grouped, not f32, not
+    constant filters, or a symbolic batch)."""
+    op = node.op
+    assert isinstance(op, Convolution)
+    filters = node.inputs[1].node.op
+    if (
+        builder.symbolic
+        or not builder.features.panels
+        or not isinstance(filters, Constant)
+        or op.groups != 1
+        or out.element_type is not et.f32
+        or node.inputs[0].rank != 4
+        or tuple(filters.shape[2:]) != (1, 1)
+        or any(p != 0 for p in (*(op.padding_below or ()), *(op.padding_above or ())))
+    ):
+        return None
+    n, o, oh, ow = (int(d) for d in out.shape)  # static: not symbolic
+    c, h, w = (int(d) for d in data.shape[1:])
+    xs = data.strides
+    pixels = oh * ow
+    compact = strides != (1, 1) or xs[3] != 1 or (h > 1 and xs[2] != w) or oh != h or ow != w
+    along_pixels, along_channels = layout_waste(pixels, o, c)
+    channels_first = along_channels < along_pixels
+    weights = np.asarray(filters.value, np.float32).reshape(o, c)
+    width = PANEL if channels_first else ROWS
+    panels = -(-o // width)
+    rows = np.zeros((panels * width, c), np.float32)
+    rows[:o] = weights
+    packed = np.ascontiguousarray(rows.reshape(panels, width, c).transpose(0, 2, 1))
+    buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
+                                node.inputs[1], packed)  # fmt: skip
+    packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
+    size = builder.threads * c * TAIL + (n * c * pixels if compact else 0)
+    scratch = builder.scratch(et.f32, (size,))
+    return PointwiseConvStep(
+        builder.describe(node), (node,), data, packed_view, out, (1, 1), strides, (1, 1),
+        (0, 0), 1, 1, scratch, False, (n, oh, ow),
+        channels_first=channels_first, compact=compact,
+    )  # fmt: skip

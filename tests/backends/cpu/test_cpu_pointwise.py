@@ -1,0 +1,168 @@
+"""1x1 convolutions by filters packed at compile time (``PointwiseConvStep``): both layouts,
+pixel tails, partial channel panels, strides, batches, fused epilogues, one and several
+threads, against INTERPRETER."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, default_config
+from opgraph.backends.cpu.config import supports_isa
+from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep, layout_waste
+from opgraph.backends.fused.program import ConvStep
+
+RNG = np.random.default_rng(51)
+
+
+def bias_of(y, o):
+    return ops.broadcast(og.constant(RNG.standard_normal(o).astype(np.float32)), y.shape, (0, 2, 3))
+
+
+EPILOGUES = {
+    "none": lambda y, o, r: y,
+    "bias relu": lambda y, o, r: ops.relu(ops.add(y, bias_of(y, o))),
+    "bias relu6": lambda y, o, r: ops.clamp(ops.add(y, bias_of(y, o)), 0.0, 6.0),
+    "bias silu": lambda y, o, r: (lambda z: ops.multiply(z, ops.sigmoid(z)))(ops.add(y, bias_of(y, o))),
+    "bias hard-swish": lambda y, o, r: ops.hard_swish(ops.add(y, bias_of(y, o))),
+    "bias residual": lambda y, o, r: ops.add(ops.add(y, bias_of(y, o)), r),
+}  # fmt: skip
+
+
+def graph(n, c, o, size, stride=1, epilogue="bias relu"):
+    x = og.parameter(og.f32, (n, c, size, size))
+    w = og.constant((RNG.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32))
+    y = ops.convolution(x, w, (stride, stride), None, (0, 0), (0, 0))
+    side = (size - 1) // stride + 1
+    r = og.parameter(og.f32, (n, o, side, side))
+    y = EPILOGUES[epilogue](y, o, r)
+    residual = epilogue == "bias residual"
+    params = [x, r] if residual else [x]
+    args = [RNG.standard_normal((n, c, size, size)).astype(np.float32)]
+    if residual:
+        args.append(RNG.standard_normal((n, o, side, side)).astype(np.float32))
+    return og.Function([y], params), args
+
+
+def check(backend, fn, args):
+    exe = backend.compile(fn)
+    want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
+    got = exe(*args)[0].astype(np.float64)
+    scale = np.max(np.abs(want)) + 1
+    np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=1e-5)
+    return [s for s in exe.program.steps if isinstance(s, ConvStep)]
+
+
+SHAPES = {  # (n, c, o, size, stride): the layout each takes
+    "pixels, whole vectors": ((1, 24, 40, 28, 1), False),
+    "pixels, tail columns": ((1, 40, 80, 14, 1), False),
+    "pixels, a partial panel of rows": ((1, 17, 13, 12, 1), False),
+    "pixels, many blocks of pixels": ((1, 16, 24, 112, 1), False),
+    "channels, 7x7": ((1, 192, 64, 7, 1), True),
+    "channels, a partial panel": ((1, 256, 80, 7, 1), True),
+    "channels, 14x14": ((1, 256, 256, 14, 1), True),
+    "stride 2, even plane": ((1, 32, 48, 16, 2), False),
+    "stride 2, odd plane": ((1, 64, 64, 13, 2), True),
+    "stride 3": ((2, 8, 16, 10, 3), False),
+    "batch of three": ((3, 20, 36, 9, 1), False),
+    "two input channels": ((1, 2, 16, 8, 1), False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+@pytest.mark.parametrize("backend_name", ["cpu", "parallel_cpu"])
+def test_pointwise_shapes(name, backend_name, request):
+    backend = request.getfixturevalue(backend_name)
+    (n, c, o, size, stride), channels_first = SHAPES[name]
+    fn, args = graph(n, c, o, size, stride)
+    steps = check(backend, fn, args)
+    (step,) = steps
+    assert type(step) is PointwiseConvStep
+    assert step.channels_first is channels_first
+    assert step.compact is (stride != 1)
+    assert step.epilogue is not None  # the bias and ReLU run on the unit's tile
+
+
+@pytest.mark.parametrize("epilogue", list(EPILOGUES))
+@pytest.mark.parametrize("shape", [(1, 48, 40, 14), (1, 96, 192, 7), (2, 16, 24, 20)])
+def test_pointwise_epilogues(cpu, parallel_cpu, epilogue, shape):
+    fn, args = graph(*shape, epilogue=epilogue)
+    for backend in (cpu, parallel_cpu):
+        steps = check(backend, fn, args)
+        assert [type(s) for s in steps] == [PointwiseConvStep]
+        if epilogue != "none":
+            assert steps[0].epilogue is not None
+
+
+def test_pointwise_reads_a_strided_image(cpu):
+    """An image read through a transpose (channels last in memory) is compacted first."""
+    x = og.parameter(og.f32, (1, 9, 11, 24))  # N, H, W, C
+    w = og.constant(RNG.standard_normal((40, 24, 1, 1)).astype(np.float32))
+    y = ops.convolution(ops.transpose(x, (0, 3, 1, 2)), w, (1, 1))
+    fn = og.Function([ops.relu(y)], [x])
+    check(cpu, fn, [RNG.standard_normal((1, 9, 11, 24)).astype(np.float32)])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(padding_below=(1, 1), padding_above=(1, 1)),  # padded: the general path
+        dict(groups=2),
+    ],
+)
+def test_other_1x1_convolutions_keep_the_general_path(cpu, kwargs):
+    groups = kwargs.get("groups", 1)
+    x = og.parameter(og.f32, (1, 8, 10, 10))
+    w = og.constant(RNG.standard_normal((16, 8 // groups, 1, 1)).astype(np.float32))
+    y = ops.convolution(x, w, (1, 1), **kwargs)
+    steps = check(
+        cpu, og.Function([y], [x]), [RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)]
+    )
+    assert steps and not any(isinstance(s, PointwiseConvStep) for s in steps)
+
+
+def test_filters_as_a_parameter_keep_the_general_path(cpu):
+    x = og.parameter(og.f32, (1, 8, 10, 10))
+    w = og.parameter(og.f32, (16, 8, 1, 1))
+    fn = og.Function([ops.convolution(x, w, (1, 1))], [x, w])
+    args = [RNG.standard_normal((1, 8, 10, 10)).astype(np.float32),
+            RNG.standard_normal((16, 8, 1, 1)).astype(np.float32)]  # fmt: skip
+    steps = check(cpu, fn, args)
+    assert steps and not any(isinstance(s, PointwiseConvStep) for s in steps)
+
+
+def test_one_dimensional_1x1_convolution(cpu):
+    x = og.parameter(og.f32, (2, 12, 30))
+    w = og.constant(RNG.standard_normal((20, 12, 1)).astype(np.float32))
+    fn = og.Function([ops.convolution(x, w, (1,))], [x])
+    check(cpu, fn, [RNG.standard_normal((2, 12, 30)).astype(np.float32)])
+
+
+@pytest.mark.parametrize(
+    ("pixels", "channels", "inner", "channels_first"),
+    [
+        (49, 192, 1152, True),
+        (196, 256, 1024, True),
+        (196, 480, 80, False),  # few input channels: the transposed stores cost more
+        (196, 112, 672, False),
+        (784, 96, 24, False),
+        (3136, 256, 64, False),
+    ],
+)
+def test_layout_choice(pixels, channels, inner, channels_first):
+    along_pixels, along_channels = layout_waste(pixels, channels, inner)
+    assert (along_channels < along_pixels) is channels_first
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.parametrize("name", ["pixels, tail columns", "channels, a partial panel", "stride 3"])
+def test_pointwise_with_avx2_blocking(name):
+    """``isa="avx2"``: the AVX2 branch of the kernels (8 lanes: one vector per pixel tile,
+    3 pixels x 4 vectors per channel tile, the 16-column tail read as two vectors)."""
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+    (n, c, o, size, stride), _ = SHAPES[name]
+    fn, args = graph(n, c, o, size, stride, epilogue="bias hard-swish")
+    (step,) = check(backend, fn, args)
+    assert type(step) is PointwiseConvStep
