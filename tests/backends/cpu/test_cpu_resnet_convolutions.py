@@ -1,13 +1,14 @@
 """ResNet-style 3x3 convolutions on the CPU backend's faster paths (H52): Winograd
-F(4x4, 3x3) tiles (``WinogradStep.tile == 4``) with their edges, padding, several images
-per unit, output-channel blocks and fused epilogues, against INTERPRETER; and the choice
-between F(2x2, 3x3) and F(4x4, 3x3) by plane size."""
+F(4x4, 3x3) tiles (``WinogradStep.tile == 4``) and F(2x2, 3x3) tiles read from zero-padded
+row copies, with their edges, padding, several images per unit, output-channel blocks and
+fused epilogues, against INTERPRETER; and the choice between the two tiles."""
 
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.fused.lowering.convolution import winograd_layout
 from opgraph.backends.fused.lowering.winograd_tiles import filter_transform, winograd_tile
 from opgraph.backends.fused.program import WinogradStep
 
@@ -33,27 +34,30 @@ def conv_graph(n, c, o, size, pad=1, residual=False, width=None):
     return og.Function([y], params), args
 
 
-CASES = {
-    "one image, row blocks": dict(n=1, c=16, o=24, size=32),
-    "edges: 4 does not divide the plane": dict(n=2, c=16, o=16, size=19),
-    "no padding": dict(n=1, c=16, o=16, size=30, pad=0),
-    "padding 2": dict(n=4, c=16, o=16, size=13, pad=2),
-    "rectangular plane": dict(n=2, c=16, o=32, size=12, width=30),
-    "images per unit (CIFAR 8x8)": dict(n=16, c=64, o=64, size=8),
-    "channel blocks": dict(n=1, c=32, o=256, size=28),
-    "residual epilogue": dict(n=4, c=32, o=32, size=16, residual=True),
-    "many input channels": dict(n=1, c=256, o=32, size=28),
+CASES = {  # name: (graph, the tile the step takes)
+    "one image, row blocks": (dict(n=1, c=16, o=24, size=32), 4),
+    "edges: 4 does not divide the plane": (dict(n=1, c=16, o=16, size=29), 4),
+    "no padding": (dict(n=1, c=16, o=16, size=30, pad=0), 4),
+    "padding 2": (dict(n=1, c=16, o=16, size=27, pad=2), 4),
+    "rectangular plane": (dict(n=1, c=16, o=32, size=28, width=60), 4),
+    "channel blocks": (dict(n=1, c=32, o=256, size=28), 4),
+    "residual epilogue": (dict(n=1, c=32, o=32, size=28, residual=True), 4),
+    "many input channels": (dict(n=1, c=256, o=32, size=28), 4),
+    "2x2 tiles, padded rows, images per unit": (dict(n=8, c=32, o=32, size=16), 2),
+    "2x2 tiles, padding 2, odd plane": (dict(n=2, c=16, o=16, size=19, pad=2), 2),
+    "2x2 tiles, residual, CIFAR 8x8": (dict(n=16, c=64, o=64, size=8, residual=True), 2),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.parametrize("backend_name", ["cpu", "parallel_cpu"])
-def test_winograd_f4_matches_interpreter(name, backend_name, request):
+def test_winograd_matches_interpreter(name, backend_name, request):
     backend = request.getfixturevalue(backend_name)
-    fn, args = conv_graph(**CASES[name])
+    params, tile = CASES[name]
+    fn, args = conv_graph(**params)
     exe = backend.compile(fn)
     steps = [s for s in exe.program.steps if isinstance(s, WinogradStep)]
-    assert [s.tile for s in steps] == [4], exe.program.steps
+    assert [s.tile for s in steps] == [tile], exe.program.steps
     assert steps[0].epilogue is not None  # bias/residual and ReLU fused into the step
     want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
     got = exe(*args)[0].astype(np.float64)
@@ -61,11 +65,21 @@ def test_winograd_f4_matches_interpreter(name, backend_name, request):
     np.testing.assert_allclose(got, want, atol=2e-5 * scale, rtol=1e-4)
 
 
+def test_f4_layout_folds_images_and_splits_channels():
+    """F(4x4) units aim for F4_BLOCK tiles: whole images when a plane has fewer."""
+    assert winograd_layout(1, 64, 56, 56, 2, tile=4) == (4, 1, 1)  # 4 units of 56 tiles
+    assert winograd_layout(1, 256, 28, 28, 2, tile=4) == (7, 1, 4)
+    assert winograd_layout(8, 64, 16, 16, 2, tile=4) == (4, 4, 1)
+    assert winograd_layout(1, 64, 14, 14, 2, tile=4) is None  # 16 tiles: too few
+
+
 @pytest.mark.parametrize(
     ("shape", "tile"),
     [
         ((1, 64, 56, 56), 4),  # ResNet-18 layer 1
-        ((32, 128, 16, 16), 4),  # CIFAR layer 2
+        ((1, 128, 28, 28), 4),  # layer 2
+        ((1, 256, 14, 14), 2),  # layer 3
+        ((32, 64, 32, 32), 2),  # CIFAR batch 32: 2x2 tiles measured faster
         ((32, 512, 4, 4), 2),  # CIFAR layer 4: one 4x4 tile per image
         ((1, 16, 6, 40), 2),  # too short for 4x4 tiles
     ],

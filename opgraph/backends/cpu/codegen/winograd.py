@@ -21,6 +21,7 @@ from opgraph.backends.cpu.codegen import winograd_f4
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
+from opgraph.backends.fused.lowering.winograd_tiles import padded_row, scratch_per_thread
 from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import static, static_all
 from opgraph.core.dim import Dim
@@ -74,7 +75,9 @@ class WinogradEmitter:
         blocks = -(-th // s.block_rows)
         part = -(-o // s.channel_blocks)  # output channels of one unit at most
         tb = s.images * s.block_rows * tw
-        per_thread = taps * (c + part) * tb
+        pl = s.padding[1]
+        row = padded_row(w, pl, ow, m)
+        per_thread = scratch_per_thread(c, part, tb, m, row)
         groups = n if s.images == 1 else -(-static(n) // s.images)
         last = (
             "img0 + 1"
@@ -105,10 +108,11 @@ class WinogradEmitter:
             f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
             f"    float* V = scratch + (long)og_worker_index() * {per_thread}L;",
             f"    float* M = V + {taps * c}L * tb;",
+            f"    float* P = V + {per_thread - self.t * row}L;  /* padded input rows */",
             "    for (long img = img0; img < img1; ++img) {",
             f"      const float* x = x0 + img * {self.x.strides[0]}L;",
             f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"  {line}" for line in self.input_transform(c, h, w, tw)],
+            *[f"  {line}" for line in self.input_transform(c, h, w, tw, row)],
             "    }",
             f"    for (int xi = 0; xi < {taps}; ++xi)",
             f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
@@ -135,7 +139,7 @@ class WinogradEmitter:
             return f"og_parallel({self.name}, T, A, {units}L, 1L, {self.module.num_threads})"
         return f"{self.name}(T, A, 0, {units}L)"
 
-    def input_transform(self, c: int, h: int, w: int, tw: int) -> list[str]:
+    def input_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
         s = self.step
         xs = self.x.strides
         pt, pl = s.padding
@@ -143,6 +147,8 @@ class WinogradEmitter:
         # interior tiles: columns m*tc - pl .. +t-1 all inside [0, w)
         lo = max(0, -(-pl // m))
         hi = max(lo, min(tw, (w - t + pl) // m + 1))
+        if (lo > 0 or hi < tw) and xs[3] == 1:
+            return self.padded_input_transform(c, h, w, tw, row)
         store = [
             f"V[({a * t + b} * {c}L + ch) * tb + col] = v{a}{b};"
             for a in range(t)
@@ -185,11 +191,50 @@ class WinogradEmitter:
             "    }",
         ]
 
+    def padded_input_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
+        """The input transform with tiles past the image's columns: each tile row's input
+        rows are copied into zero-padded rows ``P`` first, so every tile loads without
+        bounds tests (vectorized across tiles)."""
+        xs = self.x.strides
+        pt, pl = self.step.padding
+        m, t = self.m, self.t
+        loads = [f"const float d{a}{b} = p{a}[{m} * tc + {b}];" for a in range(t) for b in range(t)]
+        store = [
+            f"V[({a * t + b} * {c}L + ch) * tb + col] = v{a}{b};"
+            for a in range(t)
+            for b in range(t)
+        ]
+        transform = _transform("v", "d") if m == 2 else winograd_f4.input_transform("v", "d")
+        copies = [
+            f"        long ih{a} = {m} * tr - {pt}L + {a};\n"
+            f"        float* restrict p{a} = P + {a * row}L;\n"
+            f"        if (ih{a} >= 0 && ih{a} < {h}L) "
+            f"__builtin_memcpy(p{a} + {pl}L, xc + ih{a} * {xs[2]}L, {4 * w});\n"
+            f"        else __builtin_memset(p{a} + {pl}L, 0, {4 * w});"
+            for a in range(t)
+        ]
+        return [
+            f"    __builtin_memset(P, 0, {4 * t * row});  /* the padding columns stay zero */",
+            f"    for (long ch = 0; ch < {c}L; ++ch) {{",
+            f"      const float* xc = x + ch * {xs[1]}L;",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            *copies,
+            f"        long base = base0 + (tr - tr0) * {tw}L;",
+            "        #pragma omp simd",
+            f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
+            "          long col = base + tc;",
+            *[f"          {line}" for line in loads + transform + store],
+            "        }",
+            "      }",
+            "    }",
+        ]
+
     def output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
         ys = self.out.strides
         m, t = self.m, self.t
+        # M[ξ][oc - o0][col]: one base pointer per output channel, ξ's planes ss apart
         loads = [
-            f"const float m{a}{b} = M[({a * t + b} * op + oc - o0) * tb + col];"
+            f"const float m{a}{b} = mb[{a * t + b}L * ss + col];"
             for a in range(t)
             for b in range(t)
         ]
@@ -205,21 +250,35 @@ class WinogradEmitter:
             ]
         else:
             transform = winograd_f4.output_transform("m")
-        stores = []
+        stores, full = [], []
         for i in range(m):
             row = [f"if ({m} * tc + {j} < {ow}L) " if j else "" for j in range(m)]
             cells = " ".join(f"{row[j]}y_{i}[{m} * tc + {j}] = y{i}{j};" for j in range(m))
             stores.append(f"          if (rows > {i}) {{ {cells} }}" if i else f"          {cells}")
+            full.append(" ".join(f"y_{i}[{m} * tc + {j}] = y{i}{j};" for j in range(m)))
+        whole = ow // m  # tiles whose columns are all inside the row
+        body = [f"          {line}" for line in loads + transform]
         return [
             "    for (long oc = o0; oc < o1; ++oc) {",
             f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
+            "      const float* mb = M + (oc - o0) * tb;",
+            "      const long ss = op * tb;",
             "      for (long tr = tr0; tr < tr1; ++tr) {",
             f"        long base = base0 + (tr - tr0) * {tw}L;",
             *[f"        float* y_{i} = yc + ({m} * tr + {i}) * {ys[2]}L;" for i in range(m)],
-            f"        long rows = {oh}L - {m} * tr;",
-            f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
+            f"        long rows = {oh}L - {m} * tr, tc0 = 0;",
+            f"        if (rows >= {m}L) {{  /* whole tiles: vectorized across tiles */",
+            f"          tc0 = {whole}L;",
+            "          #pragma omp simd",
+            f"          for (long tc = 0; tc < {whole}L; ++tc) {{",
+            "            long col = base + tc;",
+            *[f"  {line}" for line in body],
+            *[f"            {line}" for line in full],
+            "          }",
+            "        }",
+            f"        for (long tc = tc0; tc < {tw}L; ++tc) {{",
             "          long col = base + tc;",
-            *[f"          {line}" for line in loads + transform],
+            *body,
             *stores,
             "        }",
             "      }",

@@ -22,7 +22,13 @@ import numpy as np
 from opgraph.backends.fused import views
 from opgraph.backends.fused.lowering.conv_panels import panel_conv_step
 from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
-from opgraph.backends.fused.lowering.winograd_tiles import filter_transform, winograd_tile
+from opgraph.backends.fused.lowering.winograd_tiles import (
+    F4_BLOCK,
+    filter_transform,
+    padded_row,
+    scratch_per_thread,
+    winograd_tile,
+)
 from opgraph.backends.fused.program import BufferKind, ConvStep, PoolStep, WinogradStep
 from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core import element_type as et
@@ -318,8 +324,9 @@ def add_winograd_step(
     o, ow = views.static(out.shape[1]), views.static(out.shape[3])
     part = -(-o // channel_blocks)
     tiles = images * rows * -(-ow // tile)
-    taps = (tile + 2) ** 2
-    scratch = builder.scratch(et.f32, (builder.threads, taps * (c + part) * tiles))
+    row = padded_row(views.static(data.shape[3]), padding[1], ow, tile)
+    per_thread = scratch_per_thread(c, part, tiles, tile, row)
+    scratch = builder.scratch(et.f32, (builder.threads, per_thread))
     step = WinogradStep(
         builder.describe(node), (node,), data, u, out, padding, rows, scratch,
         images=images, channel_blocks=channel_blocks, tile=tile,
@@ -341,11 +348,12 @@ def winograd_layout(
     th, tw = -(-oh // tile), -(-ow // tile)
     least = least_batch(n)  # a symbolic batch: blocks sized for its smallest value
     images = 1
-    if type(n) is int and th * tw < WINOGRAD_BLOCK:
-        images = min(n, -(-WINOGRAD_BLOCK // (th * tw)))
+    block = WINOGRAD_BLOCK if tile == 2 else F4_BLOCK
+    if type(n) is int and th * tw < block:
+        images = min(n, -(-block // (th * tw)))
         rows = th
     else:
-        rows = max(1, min(th, -(-WINOGRAD_BLOCK // tw)))
+        rows = max(1, min(th, -(-block // tw)))
         if least * -(-th // rows) < 2 * threads:
             fewer = max(1, -(-th // max(1, -(-2 * threads // least))))
             rows = max(fewer, min(rows, -(-WINOGRAD_ROW_TILES // tw)))

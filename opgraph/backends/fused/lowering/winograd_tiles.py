@@ -30,9 +30,15 @@ _G = {
     ),
 }
 
-#: F(4x4, 3x3) needs output planes at least this wide and tall (smaller ones waste most of
-#: a 4x4 tile, or leave too few tiles per unit).
-F4_MIN_SIZE = 8
+#: F(4x4, 3x3) is taken for one image whose output plane is at least this wide and tall.
+#: Measured (one thread, thread CPU time, Zen 4, against F(2x2) with padded input rows):
+#: faster for ResNet-18's 64 x 56² and 128 x 28² layers at batch 1 (1.19 vs 1.40 ms, 1.03
+#: vs 1.48 ms), even at 256 x 14² (1.79 vs 1.89 ms, within the spread), slower for CIFAR's
+#: batch 32 planes (64 x 32²: 17.1 vs 14.5 ms; 128 x 16²: 20.7 vs 16.6 ms).
+F4_MIN_SIZE = 28
+#: Tiles an F(4x4, 3x3) unit aims for (36 transformed planes per tile: half the F(2x2)
+#: block keeps a unit's scratch about as large; 64 measured faster than 128).
+F4_BLOCK = 64
 
 
 def filter_transform(filters: np.ndarray, tile: int) -> np.ndarray:
@@ -47,5 +53,19 @@ def filter_transform(filters: np.ndarray, tile: int) -> np.ndarray:
 def winograd_tile(n: Dim, o: int, oh: int, ow: int, threads: int) -> int:
     """The output tile size (2 or 4) for a convolution with ``n`` images of ``o`` x ``oh``
     x ``ow`` outputs."""
-    del n, o, threads  # (the choice depends on the plane only, so far)
-    return 4 if min(oh, ow) >= F4_MIN_SIZE else 2
+    del o, threads  # (the choice depends on the batch and the plane only, so far)
+    return 4 if n == 1 and min(oh, ow) >= F4_MIN_SIZE else 2
+
+
+def padded_row(w: int, left: int, ow: int, tile: int) -> int:
+    """Elements of one zero-padded input row a Winograd unit copies rows into when its tiles
+    reach past the image's columns (``left`` padding columns, then the ``w`` columns, then
+    zeros up to the last tile's last input column)."""
+    return max(left + w, tile * -(-ow // tile) + 2)
+
+
+def scratch_per_thread(c: int, part: int, tiles: int, tile: int, row: int) -> int:
+    """f32 elements of one thread's Winograd scratch: the transformed tiles of ``c`` input
+    channels and the products of ``part`` output channels for ``tiles`` tiles, then
+    ``tile + 2`` padded input rows of ``row`` elements (:func:`padded_row`)."""
+    return (tile + 2) ** 2 * (c + part) * tiles + (tile + 2) * row
