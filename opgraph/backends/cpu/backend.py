@@ -19,6 +19,7 @@ from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.rewrites import rewrite_for_cpu
 from opgraph.backends.cpu.staged import StagedCpuExecutable, is_data_dependent
 from opgraph.backends.cpu.symbolic import SymbolicCpuExecutable, arena_buffers, symbol_names
+from opgraph.backends.fused.builder import TargetFeatures
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.pipeline import compile_program, compile_symbolic_program
 from opgraph.backends.fused.program import KKind, LoopStep, Program
@@ -95,7 +96,11 @@ class CpuBackend(Backend):
             return self._compile_symbolic(function, profile, progress)
         started = time.perf_counter()
         fused = compile_program(
-            self._rewritten(function), self.name, self.config.optimize, self.config.num_threads
+            self._rewritten(function),
+            self.name,
+            self.config.optimize,
+            self.config.num_threads,
+            TargetFeatures(winograd_f4=False) if precision == "bf16" else None,
         )
         self._require_compiler()
         program = to_bf16(fused.program) if precision == "bf16" else fused.program

@@ -48,10 +48,14 @@ class TargetFeatures:
             (``GemmStep.panel``: the CPU's generated GEMV/GEMM); else plain strided matrices.
         winograd: 3x3 stride-1 convolutions with constant filters may become a
             ``WinogradStep``; else a ``ConvStep``.
+        winograd_f4: Winograd steps may use F(4x4, 3x3) tiles (``WinogradStep.tile``);
+            else F(2x2, 3x3) only (bf16 products: the larger tile's transforms lose too
+            much in bf16).
     """
 
     panels: bool = True
     winograd: bool = True
+    winograd_f4: bool = True
 
 
 class ProgramBuilder:

@@ -319,13 +319,13 @@ class PoolStep(Step):
 
 @dataclass(eq=False)
 class WinogradStep(Step):
-    """A 3x3 stride-1 convolution by Winograd F(2x2, 3x3) (f32, one group): ``u`` is the
-    transformed filter constant (16, O, C); a unit is a block of ``block_rows`` tile rows of
-    ``images`` consecutive images (more than one only when ``block_rows`` covers the whole
-    plane: small planes fold the batch into the products' columns) and one of
-    ``channel_blocks`` equal blocks of output channels (more than one when there are too few
-    tile blocks to share out: each such unit transforms the same input tiles); ``scratch``
-    holds each thread's transformed tiles and products."""
+    """A 3x3 stride-1 convolution by Winograd F(m x m, 3x3) (f32, one group; ``tile`` m is 2
+    or 4): ``u`` is the transformed filter constant ((m + 2)², O, C); a unit is a block of
+    ``block_rows`` tile rows of ``images`` consecutive images (more than one only when
+    ``block_rows`` covers the whole plane: small planes fold the batch into the products'
+    columns) and one of ``channel_blocks`` equal blocks of output channels (more than one when
+    there are too few tile blocks to share out: each such unit transforms the same input
+    tiles); ``scratch`` holds each thread's transformed tiles and products."""
 
     x: View | None = None
     u: View | None = None
@@ -336,6 +336,7 @@ class WinogradStep(Step):
     epilogue: LoopKernel | None = None
     images: int = 1
     channel_blocks: int = 1
+    tile: int = 2
 
     def reads(self) -> list[View]:
         assert self.x is not None and self.u is not None and self.out is not None

@@ -1,4 +1,5 @@
-"""Generate the C of a Winograd F(2x2, 3x3) convolution step (``WinogradStep``).
+"""Generate the C of a Winograd F(2x2, 3x3) or F(4x4, 3x3) convolution step (``WinogradStep``;
+``tile`` 4: the transforms of ``codegen/winograd_f4.py``, 36 products per 6x6 tile).
 
 Each 2x2 block of outputs is computed from a 4x4 input tile with 16 products instead of 36:
 ``Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A`` (Lavin & Gray). The filter transform ``U = G g Gᵀ`` is done at
@@ -16,9 +17,11 @@ transforms vectorize across tiles; edge tiles test each tap.
 
 from __future__ import annotations
 
+from opgraph.backends.cpu.codegen import winograd_f4
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
+from opgraph.backends.fused.lowering.winograd_tiles import padded_row, scratch_per_thread
 from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import static, static_all
 from opgraph.core.dim import Dim
@@ -58,6 +61,8 @@ class WinogradEmitter:
         self.step, self.name, self.module = step, name, module
         self.checks: list[Check] = checks if checks is not None else []
         self.x, self.u, self.out, self.scratch = step.x, step.u, step.out, step.scratch
+        self.m = step.tile  # outputs per tile side: F(2x2, 3x3) or F(4x4, 3x3)
+        self.t = step.tile + 2  # inputs per tile side
 
     def emit(self) -> str:
         self.module.uses_blas = True
@@ -65,18 +70,22 @@ class WinogradEmitter:
         n = self.x.shape[0]
         c, h, w = static_all(self.x.shape[1:])  # only the batch may be symbolic
         o, oh, ow = static_all(self.out.shape[1:])
-        th, tw = -(-oh // 2), -(-ow // 2)
+        m, taps = self.m, self.t * self.t
+        th, tw = -(-oh // m), -(-ow // m)
         blocks = -(-th // s.block_rows)
         part = -(-o // s.channel_blocks)  # output channels of one unit at most
         tb = s.images * s.block_rows * tw
-        per_thread = 16 * (c + part) * tb
+        pl = s.padding[1]
+        row = padded_row(w, pl, ow, m)
+        per_thread = scratch_per_thread(c, part, tb, m, row)
         groups = n if s.images == 1 else -(-static(n) // s.images)
         last = (
             "img0 + 1"
             if s.images == 1
             else f"img0 + {s.images}L < {n}L ? img0 + {s.images}L : {n}L"
         )
-        head = [f"/* {self.name}: Winograd F(2x2,3x3): {s.label.replace('*/', '* /')} */"]
+        kind = f"F({m}x{m},3x3)"
+        head = [f"/* {self.name}: Winograd {kind}: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None:
             label = "epilogue of " + self.name
             ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
@@ -98,13 +107,14 @@ class WinogradEmitter:
             f"    long tr1 = tr0 + {s.block_rows}L < {th}L ? tr0 + {s.block_rows}L : {th}L;",
             f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
             f"    float* V = scratch + (long)og_worker_index() * {per_thread}L;",
-            f"    float* M = V + {16 * c}L * tb;",
+            f"    float* M = V + {taps * c}L * tb;",
+            f"    float* P = V + {per_thread - self.t * row}L;  /* padded input rows */",
             "    for (long img = img0; img < img1; ++img) {",
             f"      const float* x = x0 + img * {self.x.strides[0]}L;",
             f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"  {line}" for line in self.input_transform(c, h, w, tw)],
+            *[f"  {line}" for line in self.input_transform(c, h, w, tw, row)],
             "    }",
-            "    for (int xi = 0; xi < 16; ++xi)",
+            f"    for (int xi = 0; xi < {taps}; ++xi)",
             f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
             f"u0 + xi * {o * c}L + o0 * {c}L, {c}, V + xi * {c}L * tb, (int)tb, 0, "
             "M + xi * op * tb, (int)tb);",
@@ -129,39 +139,42 @@ class WinogradEmitter:
             return f"og_parallel({self.name}, T, A, {units}L, 1L, {self.module.num_threads})"
         return f"{self.name}(T, A, 0, {units}L)"
 
-    def input_transform(self, c: int, h: int, w: int, tw: int) -> list[str]:
+    def input_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
         s = self.step
         xs = self.x.strides
         pt, pl = s.padding
-        # interior tiles: columns 2*tc - pl .. +3 all inside [0, w)
-        lo = max(0, -(-pl // 2))
-        hi = max(lo, min(tw, (w - 4 + pl) // 2 + 1))
+        m, t = self.m, self.t
+        # interior tiles: columns m*tc - pl .. +t-1 all inside [0, w)
+        lo = max(0, -(-pl // m))
+        hi = max(lo, min(tw, (w - t + pl) // m + 1))
+        if (lo > 0 or hi < tw) and xs[3] == 1:
+            return self.padded_input_transform(c, h, w, tw, row)
         store = [
-            f"V[({a * 4 + b} * {c}L + ch) * tb + col] = v{a}{b};"
-            for a in range(4)
-            for b in range(4)
+            f"V[({a * t + b} * {c}L + ch) * tb + col] = v{a}{b};"
+            for a in range(t)
+            for b in range(t)
         ]
         interior_loads = [
-            f"const float d{a}{b} = r{a}[(2 * tc - {pl}L + {b}) * {xs[3]}L];"
-            for a in range(4)
-            for b in range(4)
+            f"const float d{a}{b} = r{a}[({m} * tc - {pl}L + {b}) * {xs[3]}L];"
+            for a in range(t)
+            for b in range(t)
         ]
         edge_loads = [
             f"const float d{a}{b} = (iw + {b} >= 0 && iw + {b} < {w}L) ? "
             f"r{a}[(iw + {b}) * {xs[3]}L] : 0.0f;"
-            for a in range(4)
-            for b in range(4)
+            for a in range(t)
+            for b in range(t)
         ]
-        transform = _transform("v", "d")
+        transform = _transform("v", "d") if m == 2 else winograd_f4.input_transform("v", "d")
         return [
             f"    for (long ch = 0; ch < {c}L; ++ch) {{",
             f"      const float* xc = x + ch * {xs[1]}L;",
             "      for (long tr = tr0; tr < tr1; ++tr) {",
             *[
-                f"        long ih{a} = 2 * tr - {pt}L + {a};\n"
+                f"        long ih{a} = {m} * tr - {pt}L + {a};\n"
                 f"        const float* r{a} = (ih{a} >= 0 && ih{a} < {h}L) ? xc + ih{a} * {xs[2]}L "
-                f": {self.name}_zero + 4;"
-                for a in range(4)
+                f": {self.name}_zero + {t};"
+                for a in range(t)
             ],
             f"        long base = base0 + (tr - tr0) * {tw}L;",
             "        #pragma omp simd",
@@ -171,8 +184,46 @@ class WinogradEmitter:
             "        }",
             f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
             f"          if (tc >= {lo}L && tc < {hi}L) continue;",
-            f"          long col = base + tc, iw = 2 * tc - {pl}L;",
+            f"          long col = base + tc, iw = {m} * tc - {pl}L;",
             *[f"          {line}" for line in edge_loads + transform + store],
+            "        }",
+            "      }",
+            "    }",
+        ]
+
+    def padded_input_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
+        """The input transform with tiles past the image's columns: each tile row's input
+        rows are copied into zero-padded rows ``P`` first, so every tile loads without
+        bounds tests (vectorized across tiles)."""
+        xs = self.x.strides
+        pt, pl = self.step.padding
+        m, t = self.m, self.t
+        loads = [f"const float d{a}{b} = p{a}[{m} * tc + {b}];" for a in range(t) for b in range(t)]
+        store = [
+            f"V[({a * t + b} * {c}L + ch) * tb + col] = v{a}{b};"
+            for a in range(t)
+            for b in range(t)
+        ]
+        transform = _transform("v", "d") if m == 2 else winograd_f4.input_transform("v", "d")
+        copies = [
+            f"        long ih{a} = {m} * tr - {pt}L + {a};\n"
+            f"        float* restrict p{a} = P + {a * row}L;\n"
+            f"        if (ih{a} >= 0 && ih{a} < {h}L) "
+            f"__builtin_memcpy(p{a} + {pl}L, xc + ih{a} * {xs[2]}L, {4 * w});\n"
+            f"        else __builtin_memset(p{a} + {pl}L, 0, {4 * w});"
+            for a in range(t)
+        ]
+        return [
+            f"    __builtin_memset(P, 0, {4 * t * row});  /* the padding columns stay zero */",
+            f"    for (long ch = 0; ch < {c}L; ++ch) {{",
+            f"      const float* xc = x + ch * {xs[1]}L;",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            *copies,
+            f"        long base = base0 + (tr - tr0) * {tw}L;",
+            "        #pragma omp simd",
+            f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
+            "          long col = base + tc;",
+            *[f"          {line}" for line in loads + transform + store],
             "        }",
             "      }",
             "    }",
@@ -180,34 +231,55 @@ class WinogradEmitter:
 
     def output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
         ys = self.out.strides
+        m, t = self.m, self.t
+        # M[ξ][oc - o0][col]: one base pointer per output channel, ξ's planes ss apart
         loads = [
-            f"const float m{a}{b} = M[({a * 4 + b} * op + oc - o0) * tb + col];"
-            for a in range(4)
-            for b in range(4)
+            f"const float m{a}{b} = mb[{a * t + b}L * ss + col];"
+            for a in range(t)
+            for b in range(t)
         ]
-        rows = [
-            f"const float r0{b} = m0{b} + m1{b} + m2{b}; const float r1{b} = m1{b} - m2{b} - m3{b};"
-            for b in range(4)
-        ]
-        outs = [
-            f"const float y{i}0 = r{i}0 + r{i}1 + r{i}2; const float y{i}1 = r{i}1 - r{i}2 - r{i}3;"
-            for i in range(2)
-        ]
+        if m == 2:
+            transform = [
+                f"const float r0{b} = m0{b} + m1{b} + m2{b}; "
+                f"const float r1{b} = m1{b} - m2{b} - m3{b};"
+                for b in range(4)
+            ] + [
+                f"const float y{i}0 = r{i}0 + r{i}1 + r{i}2; "
+                f"const float y{i}1 = r{i}1 - r{i}2 - r{i}3;"
+                for i in range(2)
+            ]
+        else:
+            transform = winograd_f4.output_transform("m")
+        stores, full = [], []
+        for i in range(m):
+            row = [f"if ({m} * tc + {j} < {ow}L) " if j else "" for j in range(m)]
+            cells = " ".join(f"{row[j]}y_{i}[{m} * tc + {j}] = y{i}{j};" for j in range(m))
+            stores.append(f"          if (rows > {i}) {{ {cells} }}" if i else f"          {cells}")
+            full.append(" ".join(f"y_{i}[{m} * tc + {j}] = y{i}{j};" for j in range(m)))
+        whole = ow // m  # tiles whose columns are all inside the row
+        body = [f"          {line}" for line in loads + transform]
         return [
             "    for (long oc = o0; oc < o1; ++oc) {",
             f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
+            "      const float* mb = M + (oc - o0) * tb;",
+            "      const long ss = op * tb;",
             "      for (long tr = tr0; tr < tr1; ++tr) {",
             f"        long base = base0 + (tr - tr0) * {tw}L;",
-            f"        float* y_0 = yc + (2 * tr) * {ys[2]}L;",
-            f"        float* y_1 = yc + (2 * tr + 1) * {ys[2]}L;",
-            f"        int second = 2 * tr + 1 < {oh}L;",
-            f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
-            "          long col = base + tc;",
-            *[f"          {line}" for line in loads + rows + outs],
-            f"          y_0[2 * tc] = y00; if (2 * tc + 1 < {ow}L) y_0[2 * tc + 1] = y01;",
-            "          if (second) {",
-            f"            y_1[2 * tc] = y10; if (2 * tc + 1 < {ow}L) y_1[2 * tc + 1] = y11;",
+            *[f"        float* y_{i} = yc + ({m} * tr + {i}) * {ys[2]}L;" for i in range(m)],
+            f"        long rows = {oh}L - {m} * tr, tc0 = 0;",
+            f"        if (rows >= {m}L) {{  /* whole tiles: vectorized across tiles */",
+            f"          tc0 = {whole}L;",
+            "          #pragma omp simd",
+            f"          for (long tc = 0; tc < {whole}L; ++tc) {{",
+            "            long col = base + tc;",
+            *[f"  {line}" for line in body],
+            *[f"            {line}" for line in full],
             "          }",
+            "        }",
+            f"        for (long tc = tc0; tc < {tw}L; ++tc) {{",
+            "          long col = base + tc;",
+            *body,
+            *stores,
             "        }",
             "      }",
             "    }",
@@ -216,8 +288,9 @@ class WinogradEmitter:
     def epilogue_calls(self, o: int, oh: int, ow: int) -> list[str]:
         if self.step.epilogue is None:
             return []
+        m = self.m
         return [
-            f"    long row0 = 2 * tr0, row1 = 2 * tr1 < {oh}L ? 2 * tr1 : {oh}L;",
+            f"    long row0 = {m} * tr0, row1 = {m} * tr1 < {oh}L ? {m} * tr1 : {oh}L;",
             "    for (long oc = o0; oc < o1; ++oc) {",
             f"      long at_ = img * {o * oh * ow}L + oc * {oh * ow}L + row0 * {ow}L;",
             f"      err |= {self.name}_ep(T, A, at_, at_ + (row1 - row0) * {ow}L);",

@@ -24,6 +24,13 @@ from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import panel_conv_step
 from opgraph.backends.fused.lowering.pointwise import pointwise_conv_step
 from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
+from opgraph.backends.fused.lowering.winograd_tiles import (
+    F4_BLOCK,
+    filter_transform,
+    padded_row,
+    scratch_per_thread,
+    winograd_tile,
+)
 from opgraph.backends.fused.program import BufferKind, ConvStep, PoolStep, WinogradStep
 from opgraph.backends.fused.views import Literal, Operand, View
 from opgraph.core import element_type as et
@@ -266,9 +273,6 @@ WINOGRAD_ROW_TILES = 48
 #: Output channels of one unit at least, when units split them.
 WINOGRAD_CHANNELS = 64
 
-# F(2x2, 3x3) filter transform: U = G g Gᵀ.
-_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
-
 
 def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> bool:
     """Lower a 3x3 stride-1 single-group f32 convolution with constant filters and enough
@@ -293,24 +297,20 @@ def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> boo
     )
     if not plain:
         return False
-    layout = winograd_layout(n, o, oh, ow, builder.threads)
+    tile = winograd_tile(n, o, oh, ow, builder.threads) if builder.features.winograd_f4 else 2
+    layout = winograd_layout(n, o, oh, ow, builder.threads, tile)
+    if layout is None and tile != 2:  # too few 4x4 tiles per unit: 2x2 tiles
+        tile, layout = 2, winograd_layout(n, o, oh, ow, builder.threads)
     if layout is None:
         return False
     assert isinstance(filters, Constant)
-    u = derived(filters.value, "winograd F(2x2, 3x3)", lambda: _filter_transform(filters.value))
+    u = derived(filters.value, ("winograd", tile), lambda: filter_transform(filters.value, tile))
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, u.shape, len(builder.constants()),
                                 node.inputs[1], u)  # fmt: skip
     transformed = View.dense(buffer.id, et.f32, u.shape)
-    add_winograd_step(builder, node, data, transformed, out, _pair(op.padding_below, 0), layout)
+    padding = _pair(op.padding_below, 0)
+    add_winograd_step(builder, node, data, transformed, out, padding, layout, tile)
     return True
-
-
-def _filter_transform(filters: np.ndarray) -> np.ndarray:
-    """The F(2x2, 3x3) transform of [o, c, 3, 3] filters, as [16, o, c] f32."""
-    o, c = filters.shape[:2]
-    g = filters.astype(np.float64)
-    u = np.einsum("ai,ocij,bj->aboc", _G, g, _G).reshape(16, o, c).astype(np.float32)
-    return np.ascontiguousarray(u)
 
 
 def add_winograd_step(
@@ -321,39 +321,46 @@ def add_winograd_step(
     out: View,
     padding: tuple[int, int],
     layout: tuple[int, int, int],
+    tile: int = 2,
 ) -> None:
     """Add the WinogradStep of ``node``: ``data`` [n, c, h, w] (unit stride along w) by the
-    transformed filters ``u`` [16, o, c] into ``out`` [n, o, oh, ow], in the units ``layout``
-    (tile rows, images, output-channel blocks: :func:`winograd_layout`) says."""
+    transformed filters ``u`` [(tile + 2)², o, c] into ``out`` [n, o, oh, ow], in the units
+    ``layout`` (tile rows, images, output-channel blocks: :func:`winograd_layout`) says."""
     rows, images, channel_blocks = layout
     c = views.static(data.shape[1])
     o, ow = views.static(out.shape[1]), views.static(out.shape[3])
     part = -(-o // channel_blocks)
-    tiles = images * rows * -(-ow // 2)
-    scratch = builder.scratch(et.f32, (builder.threads, 16 * (c + part) * tiles))
+    tiles = images * rows * -(-ow // tile)
+    row = padded_row(views.static(data.shape[3]), padding[1], ow, tile)
+    per_thread = scratch_per_thread(c, part, tiles, tile, row)
+    scratch = builder.scratch(et.f32, (builder.threads, per_thread))
     step = WinogradStep(
         builder.describe(node), (node,), data, u, out, padding, rows, scratch,
-        images=images, channel_blocks=channel_blocks,
+        images=images, channel_blocks=channel_blocks, tile=tile,
     )  # fmt: skip
     builder.add_step(step)
 
 
-def winograd_layout(n: Dim, o: int, oh: int, ow: int, threads: int) -> tuple[int, int, int] | None:
+def winograd_layout(
+    n: Dim, o: int, oh: int, ow: int, threads: int, tile: int = 2
+) -> tuple[int, int, int] | None:
     """(tile rows, images, output-channel blocks) of a Winograd unit for ``n`` images of
-    ``o`` x ``oh`` x ``ow`` outputs, or None when the units would have too few tiles.
+    ``o`` x ``oh`` x ``ow`` outputs in ``tile`` x ``tile`` tiles, or None when the units
+    would have too few tiles.
 
     Planes of fewer than :data:`WINOGRAD_BLOCK` tiles take several whole images per unit (a
     static batch); larger ones blocks of tile rows, made smaller to feed every thread down
     to :data:`WINOGRAD_ROW_TILES` tiles. Still too few units: the output channels are split
     (each unit transforms the same tiles, then multiplies by its block of filters)."""
-    th, tw = -(-oh // 2), -(-ow // 2)
+    th, tw = -(-oh // tile), -(-ow // tile)
     least = least_batch(n)  # a symbolic batch: blocks sized for its smallest value
     images = 1
-    if type(n) is int and th * tw < WINOGRAD_BLOCK:
-        images = min(n, -(-WINOGRAD_BLOCK // (th * tw)))
+    block = WINOGRAD_BLOCK if tile == 2 else F4_BLOCK
+    if type(n) is int and th * tw < block:
+        images = min(n, -(-block // (th * tw)))
         rows = th
     else:
-        rows = max(1, min(th, -(-WINOGRAD_BLOCK // tw)))
+        rows = max(1, min(th, -(-block // tw)))
         if least * -(-th // rows) < 2 * threads:
             fewer = max(1, -(-th // max(1, -(-2 * threads // least))))
             rows = max(fewer, min(rows, -(-WINOGRAD_ROW_TILES // tw)))

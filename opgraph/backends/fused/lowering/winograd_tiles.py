@@ -1,0 +1,71 @@
+"""Which Winograd tile a 3x3 convolution uses, and its filter transform at compile time.
+
+F(2x2, 3x3) computes 4 outputs from a 4x4 input tile with 16 products; F(4x4, 3x3) 16
+outputs from a 6x6 tile with 36 (2.25 products per output instead of 4: the 36 GEMMs of a
+unit do 0.56x the multiply-adds of F(2x2)'s 16), at the price of larger transforms and a
+larger rounding error (points 0, ±1, ±2: still within f32 tolerance of the direct sum on
+ResNet-sized channel counts; ``tests/backends/cpu/test_cpu_resnet_convolutions.py``).
+The codegen side is ``opgraph/backends/cpu/codegen/winograd_f4.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opgraph.core.dim import Dim
+
+# Filter transforms U = G g Gᵀ, by output tile size.
+_G = {
+    2: np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64),
+    4: np.array(
+        [
+            [1 / 4, 0, 0],
+            [-1 / 6, -1 / 6, -1 / 6],
+            [-1 / 6, 1 / 6, -1 / 6],
+            [1 / 24, 1 / 12, 1 / 6],
+            [1 / 24, -1 / 12, 1 / 6],
+            [0, 0, 1],
+        ],
+        np.float64,
+    ),
+}
+
+#: F(4x4, 3x3) is taken for one image whose output plane is at least this wide and tall.
+#: Measured (one thread, thread CPU time, Zen 4, against F(2x2) with padded input rows):
+#: faster for ResNet-18's 64 x 56² and 128 x 28² layers at batch 1 (1.19 vs 1.40 ms, 1.03
+#: vs 1.48 ms), even at 256 x 14² (1.79 vs 1.89 ms, within the spread), slower for CIFAR's
+#: batch 32 planes (64 x 32²: 17.1 vs 14.5 ms; 128 x 16²: 20.7 vs 16.6 ms).
+F4_MIN_SIZE = 28
+#: Tiles an F(4x4, 3x3) unit aims for (36 transformed planes per tile: half the F(2x2)
+#: block keeps a unit's scratch about as large; 64 measured faster than 128).
+F4_BLOCK = 64
+
+
+def filter_transform(filters: np.ndarray, tile: int) -> np.ndarray:
+    """The transformed filters ``U[ξ][o][c]`` ((tile + 2)², O, C) of ``filters`` (O, C, 3, 3)
+    for F(tile x tile, 3x3), in f32 (computed in f64)."""
+    g = _G[tile]
+    o, c = filters.shape[:2]
+    u = np.einsum("ai,ocij,bj->aboc", g, filters.astype(np.float64), g)
+    return np.ascontiguousarray(u.reshape((tile + 2) ** 2, o, c).astype(np.float32))
+
+
+def winograd_tile(n: Dim, o: int, oh: int, ow: int, threads: int) -> int:
+    """The output tile size (2 or 4) for a convolution with ``n`` images of ``o`` x ``oh``
+    x ``ow`` outputs."""
+    del o, threads  # (the choice depends on the batch and the plane only, so far)
+    return 4 if n == 1 and min(oh, ow) >= F4_MIN_SIZE else 2
+
+
+def padded_row(w: int, left: int, ow: int, tile: int) -> int:
+    """Elements of one zero-padded input row a Winograd unit copies rows into when its tiles
+    reach past the image's columns (``left`` padding columns, then the ``w`` columns, then
+    zeros up to the last tile's last input column)."""
+    return max(left + w, tile * -(-ow // tile) + 2)
+
+
+def scratch_per_thread(c: int, part: int, tiles: int, tile: int, row: int) -> int:
+    """f32 elements of one thread's Winograd scratch: the transformed tiles of ``c`` input
+    channels and the products of ``part`` output channels for ``tiles`` tiles, then
+    ``tile + 2`` padded input rows of ``row`` elements (:func:`padded_row`)."""
+    return (tile + 2) ** 2 * (c + part) * tiles + (tile + 2) * row
