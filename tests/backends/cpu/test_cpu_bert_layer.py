@@ -4,6 +4,7 @@ products by constant weights (attention's Q, K, V) are one packed product
 (``packed_products.py``) with the separate products' values; the whole layer agrees with
 INTERPRETER in f32 and within its documented bound in bf16."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -175,3 +176,45 @@ def test_the_layer_in_bf16_stays_within_the_bound(cpu):
     (f32,) = cpu.compile(fn)(data)
     (low,) = cpu.compile(fn, precision="bf16")(data)
     assert np.abs(low - f32).max() / np.abs(f32).max() < 1e-2  # docs/cpu.md's bf16 bound
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    return a.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
+@pytest.mark.parametrize(
+    ("heads", "tokens", "head", "mask"),
+    [(2, 40, 64, False), (3, 37, 33, True), (1, 70, 7, False), (2, 5, 96, True)],
+)
+def test_attention_in_bf16_is_the_product_of_bf16_operands(
+    cpu, parallel_cpu, heads, tokens, head, mask
+):
+    """Both products of the fused step read bf16-rounded operands (q, k; probabilities, v)
+    and accumulate in f32: an oracle with the same roundings agrees to f32 accuracy."""
+    q, k, v = (og.parameter(og.f32, (1, heads, tokens, n)) for n in (head, head, head))
+    scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * 0.125
+    params = [q, k, v]
+    if mask:
+        m = og.parameter(og.f32, (1, heads, tokens, tokens))
+        scores = ops.add(scores, m)
+        params.append(m)
+    fn = og.Function([ops.matmul(ops.softmax(scores, -1), v)], params)
+    arrays = [RNG.standard_normal(p.shape).astype(np.float32) for p in params]
+    qa, ka, va = arrays[:3]
+    s = _bf16(qa) @ _bf16(ka).transpose(0, 1, 3, 2) * 0.125
+    if mask:
+        s = s + arrays[3]
+    e = np.exp(s - s.max(-1, keepdims=True))
+    p = (e / e.sum(-1, keepdims=True)).astype(np.float32)
+    want = _bf16(p) @ _bf16(va)
+    for backend in (cpu, parallel_cpu):
+        exe = backend.compile(fn, precision="bf16")
+        assert [type(s).__name__ for s in exe.program.steps].count("Bf16AttentionStep") == 1
+        (got,) = exe(*arrays)
+        # a probability within a few f32 ulps of the oracle's may round to the other bf16
+        # (2^-9 of it): a few elements move by that, the rest agree to f32 accuracy (f32
+        # products instead would be 2-6e-3 off nearly everywhere)
+        error = np.abs(got - want) / np.abs(want).max()
+        assert np.quantile(error, 0.99) < 1e-5
+        assert error.max() < 2e-3
