@@ -2,6 +2,8 @@
 :func:`rewrite_for_cpu`). They are CPU choices, so they stay out of the shared ``REWRITES``
 table, which the GPU backend runs too:
 
+* products of one activation by several constant matrices (attention's Q, K, V) become one
+  product by the matrices side by side, read as column slices (``packed_products.py``);
 * ``transpose(dot(a, b))`` with one use becomes ``dot(bᵀ, aᵀ)`` (``passes.transpose_products``):
   a ``x @ w.T`` layer's weight gradient lands in the weight's layout;
 * a float sum over leading axes becomes products with a vector of ones (``column_sums.py``);
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from opgraph.backends.cpu.column_sums import column_sum
+from opgraph.backends.cpu.packed_products import pack_sibling_products
 from opgraph.backends.fused.lowering.winograd_gradients import (
     winograd_data_gradient,
     winograd_forward,
@@ -48,7 +51,7 @@ def rewrite_for_cpu(fn: Function) -> Function:
     Needs: nothing. Guarantees: the same parameters and result types; values equal up to the
     order of floating-point sums (see the rules' modules).
     """
-    fn = transpose_products(fn)
+    fn = pack_sibling_products(transpose_products(fn))
 
     def rewrite(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
         rule = CPU_REWRITES.get(type(node.op))

@@ -29,6 +29,7 @@ from opgraph.backends.fused.lowering.attention import (
 )
 from opgraph.backends.fused.views import View, static, static_all
 from opgraph.core import element_type as et
+from opgraph.core.dim import Dim
 
 #: Scores per partial sum: each lane sums at most this many / lanes values in order.
 SUM_BLOCK = 256
@@ -53,7 +54,7 @@ class AttentionEmitter:
 
     def emit(self) -> str:
         s, name, module = self.step, self.name, self.module
-        module.helper("gemm_panels")
+        self.helpers()
         module.uses_pool = True
         module.use_math("exp", et.f32)
         rows, blocks = s.block_rows, -(-self.n // s.block_rows)
@@ -83,20 +84,36 @@ class AttentionEmitter:
             *(f"  {line}" for line in self.pack()),
             "      *packed = b;",
             "    }",
-            f"    og_gemm_panels(q0 + off[0] + r0 * {self.q.strides[0]}L, "
-            f"{self.q.strides[0]}L, kp, s, {self.m}L, rows, {self.d}L, 0, {self.m}L);",
+            "    "
+            + self.product(
+                f"q0 + off[0] + r0 * {self.q.strides[0]}L",
+                self.q.strides[0],
+                "kp",
+                "s",
+                self.m,
+                self.d,
+                self.m,
+            ),
             "    for (long r = 0; r < rows; ++r) {",
             f"      float* x = s + r * {self.m}L;",
             *self.softmax(),
             "    }",
-            f"    og_gemm_panels(s, {self.m}L, vp, o0 + off[3] + r0 * {ldo}L, {ldo}L, rows, "
-            f"{self.m}L, 0, {self.e}L);",
+            "    "
+            + self.product("s", self.m, "vp", f"o0 + off[3] + r0 * {ldo}L", ldo, self.m, self.e),
             "  }",
             "  return 0;",
             "}",
             self.driver(units),
         ]
         return "\n".join(lines)
+
+    def helpers(self) -> None:
+        """The module helpers the products need."""
+        self.module.helper("gemm_panels")
+
+    def product(self, a: str, lda: Dim, panels: str, c: str, ldc: Dim, k: int, n: int) -> str:
+        """``c (rows x n) = a (rows x k, lda) times panels`` (the packed k or v), in C."""
+        return f"og_gemm_panels({a}, {lda}L, {panels}, {c}, {ldc}L, rows, {k}L, 0, {n}L);"
 
     def pack(self) -> list[str]:
         """This entry's k (d x m) and v (m x e) as 32-column panels, zero-padded (what the

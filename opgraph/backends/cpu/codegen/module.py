@@ -16,6 +16,7 @@ from typing import Any
 
 from opgraph.backends.cpu.codegen import (
     attention,
+    attention_bf16,
     bf16,
     conv_backprop,
     conv_panels,
@@ -268,6 +269,7 @@ STEP_EMITTERS.update(selection.EMITTERS)  # ArgMax/ArgMin, TopK, scatters (fused
 STEP_EMITTERS.update(conv_backprop.EMITTERS)  # a convolution's gradients
 STEP_EMITTERS.update(int8.EMITTERS)  # integer products of quantized models (codegen/int8.py)
 STEP_EMITTERS.update(attention.EMITTERS)  # fused attention (codegen/attention.py)
+STEP_EMITTERS.update(attention_bf16.EMITTERS)  # its bf16 mode (codegen/attention_bf16.py)
 STEP_EMITTERS.update(conv_panels.EMITTERS)  # few-pixel convolutions (codegen/conv_panels.py)
 STEP_EMITTERS.update(pointwise.EMITTERS)  # 1x1 convolutions (codegen/pointwise.py)
 

@@ -13,6 +13,7 @@ import numpy as np
 from opgraph.backends.fused import views
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS, SYMBOLIC_STEP_OPS
+from opgraph.backends.fused.lowering.row_padding import unalias_rows
 from opgraph.backends.fused.program import BufferKind, GemmStep
 from opgraph.backends.fused.views import Literal, Operand, View, static
 from opgraph.builders.broadcasting import numpy_broadcast_shape
@@ -118,6 +119,8 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
     packed = _panels(builder, b, left, cols, compute)
     right = packed[0] if packed else as_matrix(builder, builder.operand(b), inner, cols, compute)
     panel = packed[1] if packed else 0
+    if panel == GEMM_PANEL:
+        left = unalias_rows(builder, left)
     step = GemmStep(builder.describe(node), (node,), left, right, result, panel=panel)
     builder.add_step(step)
     if result is not dense:
@@ -225,6 +228,8 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
         left = as_matrix(builder, builder.operand(a), rows, k, compute)
         packed = _panels(builder, b, left, m, compute)
         right = packed[0] if packed else as_matrix(builder, builder.operand(b), k, m, compute)
+        if packed and packed[1] == GEMM_PANEL:
+            left = unalias_rows(builder, left)
         batched: tuple[tuple[Dim, Dim, Dim], ...] = ((0, 0, 0),)
     else:
         av = _operand(builder, a, a_shape, compute)

@@ -1,0 +1,99 @@
+"""Fused attention in bf16 mode (``precision="bf16"``): its two products with bf16 operands.
+
+:class:`Bf16AttentionStep` is the :class:`AttentionStep` that :func:`bf16.to_bf16` makes of
+every fused attention: each thread packs its entry's ``k`` (d x m) and ``v`` (m x e) as bf16
+*pair* panels (two inner-dimension neighbours of a column side by side, the layout of the
+bf16 GEMM's constant weights) instead of f32 panels, and both products go through
+``og_gemm_bf16_panels``, which rounds ``q``'s rows and the probabilities to bf16 as it reads
+them and accumulates in f32 (``vdpbf16ps``). The softmax itself (scale, mask, maximum,
+``exp``, sum, quotient) stays in f32 on the f32 scores.
+
+Error: the scores are sums of ``d`` products of bf16-rounded ``q`` and ``k`` (each rounding
+relative 2^-9), so a score is off by at most about ``2^-8 · Σ|q_i k_i|`` (times the scale);
+a probability's relative error is about that score error (``exp`` turns an absolute error
+into a relative one); the context adds the rounding of ``p`` and ``v`` (2^-8 relative per
+product). On the BERT-base layer (`bench/precision.py`) the whole layer in bf16 stays within
+the bf16 mode's documented bound (docs/cpu.md, "Reduced precision").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.cpu.codegen.attention import AttentionEmitter, _panels
+from opgraph.backends.cpu.codegen.context import ModuleContext
+from opgraph.backends.fused.lowering.attention import AttentionStep
+from opgraph.backends.fused.program import Buffer, Step
+from opgraph.backends.fused.views import static_all
+from opgraph.core.dim import Dim
+
+
+@dataclasses.dataclass(eq=False)
+class Bf16AttentionStep(AttentionStep):
+    """An :class:`AttentionStep` whose two products run on bf16 operands (module doc)."""
+
+
+def _to_bf16(step: AttentionStep, buffers: list[Buffer]) -> Step:
+    return Bf16AttentionStep(**bf16._fields(step))
+
+
+class Bf16AttentionEmitter(AttentionEmitter):
+    """``og_gemm_bf16_panels`` over k and v packed as bf16 pair panels (in the same scratch
+    slices as the f32 panels, which they fill to half)."""
+
+    def helpers(self) -> None:
+        self.module.helper("gemm_bf16")
+
+    def product(self, a: str, lda: Dim, panels: str, c: str, ldc: Dim, k: int, n: int) -> str:
+        return (
+            f"og_gemm_bf16_panels({a}, {lda}L, (const uint16_t*){panels}, {c}, {ldc}L, rows, "
+            f"{k}L, 0, {n}L);"
+        )
+
+    def pack(self) -> list[str]:
+        """k (d x m) and v (m x e) as pair panels: per 32 columns, ``ceil(rows / 2)`` rows of
+        32 (even, odd) bf16 pairs, zero-padded."""
+        (k_rows, k_cols), (v_rows, v_cols) = static_all(self.k.strides), static_all(self.v.strides)
+        d, m, e = self.d, self.m, self.e
+        return [
+            *self._pairs("kp", "k0", "off[1]", d, m, k_rows, k_cols),
+            *self._pairs("vp", "v0", "off[2]", m, e, v_rows, v_cols),
+        ]
+
+    @staticmethod
+    def _pairs(
+        target: str, source: str, offset: str, inner: int, cols: int, rs: int, cs: int
+    ) -> list[str]:
+        pairs = -(-inner // 2)
+        odd = inner % 2 == 1
+        high = (
+            f"(2 * q + 1 < {inner}L ? og_bf16_bits(x[{rs}L + j * {cs}L]) : 0u)"
+            if odd
+            else f"og_bf16_bits(x[{rs}L + j * {cs}L])"
+        )
+        return [
+            f"    for (long p = 0; p < {_panels(cols) // 32}L; ++p)",
+            f"      for (long q = 0; q < {pairs}L; ++q) {{",
+            f"        const float* x = {source} + {offset} + 2 * q * {rs}L;",
+            f"        uint32_t* t = (uint32_t*){target} + (p * {pairs}L + q) * 32L;",
+            "        for (long jj = 0; jj < 32L; ++jj) {",
+            "          const long j = p * 32L + jj;",
+            f"          t[jj] = j < {cols}L ? og_bf16_bits(x[j * {cs}L]) | {high} << 16 : 0u;",
+            "        }",
+            "      }",
+        ]
+
+
+def _emit(step: Bf16AttentionStep, i: int, module: ModuleContext) -> tuple[str, str, tuple[()]]:
+    return Bf16AttentionEmitter(step, f"a{i}", module).emit(), f"a{i}_run(T, A);", ()
+
+
+bf16.CONVERSIONS[AttentionStep] = _to_bf16
+
+#: The C generator of the bf16 attention step (``module.STEP_EMITTERS`` takes it in).
+EMITTERS: dict[type, Callable[[Any, int, ModuleContext], tuple[str, str, tuple[Any, ...]]]] = {
+    Bf16AttentionStep: _emit
+}
