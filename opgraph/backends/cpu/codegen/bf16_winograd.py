@@ -277,11 +277,12 @@ static void og_bf16_wgemm(const uint16_t* restrict A, long lda, const uint32_t* 
                           long pairs, float* restrict C, long ldc, long M, long N, long K) {{
   for (long k0 = 0; k0 < K; k0 += {DEPTH}) {{
     long k1 = k0 + {DEPTH} < K ? k0 + {DEPTH} : K, kp = (k1 - k0 + 1) / 2;
+    long tile = og_bf16_tile(M);
     for (long nb = 0; nb * 32 < N; ++nb) {{
       long valid = N - nb * 32 < 32 ? N - nb * 32 : 32;
       const uint32_t* b = P + (nb * pairs + k0 / 2) * 32;
-      for (long m = 0; m < M; m += {ROWS}) {{
-        int rows = M - m < {ROWS} ? (int)(M - m) : {ROWS};
+      for (long m = 0; m < M; m += tile) {{
+        int rows = M - m < tile ? (int)(M - m) : (int)tile;
 #define OG_WMK(R) og_bf16_mk##R(A + m * lda + k0, lda, b, kp, C + m * ldc + nb * 32, ldc, \\
                                 valid, k0 > 0)
         switch (rows) {{ {cases} default: break; }}
