@@ -322,6 +322,12 @@ static inline uint32_t og_bf16_bits(float f) {{ /* round to nearest even; NaN st
   return (u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r;
 }}
 {kernels}
+/* Rows of the tiles that share out m rows evenly (49: 10, 10, 10, 10, 9 rather than four of
+   12 and one of 1, whose two accumulator chains wait on the instruction's latency). */
+static inline long og_bf16_tile(long m) {{
+  long tiles = (m + {ROWS - 1}) / {ROWS};
+  return tiles > 0 ? (m + tiles - 1) / tiles : 1;
+}}
 #define OG_BMK(R) og_bf16_mk##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0)
 /* C[:, n0:n1] = A (M x K f32, rows lda apart) times P (K x N as bf16 pair panels of 32
    columns); n0 is a multiple of 32. A is rounded to bf16 by chunks of {CHUNK} rows and {DEPTH}
@@ -346,8 +352,9 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
       }}
       for (long nb = first; nb < last; ++nb) {{
         long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
-        for (long m = m0; m < m1; m += {ROWS}) {{
-          int rows = m1 - m < {ROWS} ? (int)(m1 - m) : {ROWS};
+        long tile = og_bf16_tile(m1 - m0);
+        for (long m = m0; m < m1; m += tile) {{
+          int rows = m1 - m < tile ? (int)(m1 - m) : (int)tile;
 #define OG_A (chunk + (m - m0) * {DEPTH})
 #define OG_LDA {DEPTH}
 #define OG_B (panels + (nb * pairs + k0 / 2) * 32)
@@ -391,8 +398,9 @@ static void og_sgemm_bf16(int order, int ta, int tb, int M, int N, int K, float 
             d[j] = j < valid ? og_bf16_bits(lo[j]) | (hi ? og_bf16_bits(hi[j]) << 16 : 0u) : 0u;
         }}
       }}
-      for (long m = 0; m < M; m += {ROWS}) {{
-        int rows = M - m < {ROWS} ? (int)(M - m) : {ROWS};
+      long tile = og_bf16_tile(M);
+      for (long m = 0; m < M; m += tile) {{
+        int rows = M - m < tile ? (int)(M - m) : (int)tile;
         for (long pi = 0; pi < count; ++pi) {{
           long valid = N - n0 - pi * 32 < 32 ? N - n0 - pi * 32 : 32;
 #define OG_A (A + m * (long)lda + k0)

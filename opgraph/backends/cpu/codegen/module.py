@@ -18,6 +18,7 @@ from opgraph.backends.cpu.codegen import (
     attention,
     attention_bf16,
     bf16,
+    bf16_winograd,
     conv_backprop,
     conv_panels,
     dialect,
@@ -265,6 +266,7 @@ STEP_EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
     FallbackStep: _fallback,
 }
 STEP_EMITTERS.update(bf16.EMITTERS)  # precision="bf16" (codegen/bf16.py)
+STEP_EMITTERS.update(bf16_winograd.EMITTERS)  # its Winograd on pair panels
 STEP_EMITTERS.update(selection.EMITTERS)  # ArgMax/ArgMin, TopK, scatters (fused/indexed.py)
 STEP_EMITTERS.update(conv_backprop.EMITTERS)  # a convolution's gradients
 STEP_EMITTERS.update(int8.EMITTERS)  # integer products of quantized models (codegen/int8.py)

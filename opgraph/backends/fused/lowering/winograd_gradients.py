@@ -40,6 +40,7 @@ from opgraph.core.tensor_type import TensorType
 from opgraph.ops.convolution import Convolution, ConvolutionBackpropData
 from opgraph.ops.linalg import dot
 from opgraph.ops.movement import reshape, transpose
+from opgraph.ops.quantization import DequantizeLinear
 
 if TYPE_CHECKING:
     from opgraph.backends.fused.builder import ProgramBuilder
@@ -136,6 +137,10 @@ def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bo
     return (
         _plain_3x3(op, w, out)
         and not isinstance(w.op, Constant)  # constant filters: the inference lowering's own
+        # a QDQ model's convolution (DequantizeLinear on its data or filters) is an integer
+        # one for fuse_quantized_products; in f32 Winograd it was neither exact nor fast
+        and not isinstance(w.op, DequantizeLinear)
+        and not isinstance(x.op, DequantizeLinear)
         and all(d == 1 for d in op.data_dilations or ())
         and min(int(w.shape[0]), int(w.shape[1])) >= MIN_FORWARD_CHANNELS
     )

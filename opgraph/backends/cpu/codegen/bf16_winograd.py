@@ -1,0 +1,306 @@
+"""bf16 Winograd F(2x2, 3x3) whose input transform writes the ``vdpbf16ps`` pair panels.
+
+The plain bf16 Winograd (:class:`~opgraph.backends.cpu.codegen.bf16.Bf16WinogradEmitter`)
+keeps the f32 step's transforms and calls ``og_sgemm_bf16`` for its 16 products: the
+transformed tiles ``V`` are written in f32 (four times the input), then read again and
+rounded to bf16 pairs panel by panel inside every product, and the output transform runs
+scalar (its stores to every other output column kept GCC from vectorizing it). Here:
+
+1. the input transform computes one tile row of two channels (``2q`` and ``2q + 1``) into
+   two small f32 rows (L1), then rounds and interleaves them straight into the layout the
+   micro-kernel reads: per transform position ``ξ``, per 32-tile panel, ``ceil(C/2)`` rows of
+   32 (even, odd) channel pairs. ``V`` is half the bytes and nothing repacks it;
+2. ``og_bf16_wgemm`` runs the shared 12 x 32 ``vdpbf16ps`` micro-kernels on those panels and
+   the bf16 filter rows (``U[ξ]``, packed at compile time by :func:`bf16.to_bf16`);
+3. the output transform computes a tile row's four outputs per tile into four f32 rows
+   (vectorized across tiles), then interleaves them into the two output rows.
+
+The arithmetic is the plain bf16 Winograd's: the transformed tiles and filters are rounded
+to bf16 once each, products are exact in f32 and summed in f32, so its results are the
+same up to the order of the f32 sums. ``V``'s panels need ``ceil(C/2) * ceil(tiles/32) * 32``
+words where the f32 step's scratch holds ``C * tiles``: a step whose units have too few
+tiles for that (fewer than 16) keeps the plain emitter (:func:`fits`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.bf16 import (
+    DEPTH,
+    ROWS,
+    Bf16WinogradEmitter,
+    Bf16WinogradStep,
+    Emitted,
+)
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.cpu.codegen.windows import _pointer
+from opgraph.backends.cpu.codegen.winograd import _transform
+from opgraph.backends.fused.views import static_all
+
+
+def _unit_tiles(step: Bf16WinogradStep) -> set[int]:
+    """Every tile count a unit of ``step`` can have (full and last image groups and row
+    blocks); empty when the batch is symbolic."""
+    assert step.x is not None and step.out is not None
+    n = step.x.shape[0]
+    if type(n) is not int:
+        return set()
+    oh, ow = static_all(step.out.shape[2:])
+    th, tw = -(-oh // 2), -(-ow // 2)
+    images = {step.images, n - (-(-n // step.images) - 1) * step.images}
+    rows = {step.block_rows, th - (-(-th // step.block_rows) - 1) * step.block_rows}
+    return {i * r * tw for i in images for r in rows}
+
+
+def fits(step: Bf16WinogradStep) -> bool:
+    """Whether ``step``'s scratch holds its transformed tiles as pair panels in every unit:
+    ``ceil(C/2) * ceil(tiles/32) * 32 <= C * tiles`` (the f32 layout's size)."""
+    assert step.x is not None
+    c = static_all(step.x.shape[1:2])[0]
+    tiles = _unit_tiles(step)
+    pairs = -(-c // 2)
+    return bool(tiles) and all(pairs * -(-t // 32) * 32 <= c * t for t in tiles)
+
+
+class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
+    """A :class:`Bf16WinogradStep` whose transformed tiles are written as bf16 pair panels
+    (see the module docstring)."""
+
+    def emit(self) -> str:
+        self.module.helper("gemm_bf16")
+        self.module.helper("bf16_wgemm")
+        s = self.step
+        n = self.x.shape[0]
+        c, h, w = static_all(self.x.shape[1:])
+        o, oh, ow = static_all(self.out.shape[1:])
+        th, tw = -(-oh // 2), -(-ow // 2)
+        blocks = -(-th // s.block_rows)
+        part = -(-o // s.channel_blocks)
+        per_thread = 16 * (c + part) * s.images * s.block_rows * tw
+        groups = -(-n // s.images) if type(n) is int else n
+        head = [f"/* {self.name}: bf16 Winograd F(2x2,3x3), pair panels: "]
+        head[0] += s.label.replace("*/", "* /") + " */"
+        if s.epilogue is not None:
+            label = "epilogue of " + self.name
+            ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
+            head.append(ep.emit())
+        head.append(f"static const float {self.name}_zero[{w + 16}];")
+        body = [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, self.u, "u0", True),
+            _pointer(self.module, self.out, "y0", False),
+            _pointer(self.module, self.scratch, "scratch", False),
+            f"  float t0[{16 * tw}], t1[{16 * tw}];",
+            f"  float e00[{tw}], e01[{tw}], e10[{tw}], e11[{tw}];",
+            "  for (long unit = lo; unit < hi; ++unit) {",
+            *self._unit_head(n, o, th, blocks, part, tw),
+            f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
+            "    uint32_t* V = (uint32_t*)V0;",
+            f"    float* M = V0 + {16 * c}L * tb;",
+            f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"    {line}" for line in self.pair_transform(c, h, w, tw)],
+            "    }",
+            "    for (int xi = 0; xi < 16; ++xi)",
+            f"      og_bf16_wgemm(u0 + xi * {o * c}L + o0 * {c}L, {c}L, V + xi * pairs * tbp, "
+            f"pairs, M + xi * op * tb, tb, op, tb, {c}L);",
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"  {line}" for line in self.output_transform(oh, ow, tw)],
+            *[f"  {line}" for line in self.epilogue_calls(o, oh, ow)],
+            "    }",
+            "  }",
+            "  return err;",
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            f"  return {self.dispatch(groups * blocks * s.channel_blocks)};",
+            "}",
+        ]
+        return "\n".join(head + body)
+
+    def _unit_head(self, n: Any, o: int, th: int, blocks: int, part: int, tw: int) -> list[str]:
+        """The unit's images, tile rows and output channels (as the f32 step's)."""
+        s = self.step
+        last = (
+            "img0 + 1"
+            if s.images == 1
+            else f"img0 + {s.images}L < {n}L ? img0 + {s.images}L : {n}L"
+        )
+        return [
+            f"    long cb = unit % {s.channel_blocks}L, rest = unit / {s.channel_blocks}L;",
+            f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
+            f"    long img1 = {last};",
+            f"    long o0 = cb * {part}L, o1 = o0 + {part}L < {o}L ? o0 + {part}L : {o}L;",
+            f"    long tr0 = blk * {s.block_rows}L;",
+            f"    long tr1 = tr0 + {s.block_rows}L < {th}L ? tr0 + {s.block_rows}L : {th}L;",
+            f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
+        ]
+
+    def _row(self, h: int, w: int, tw: int, dest: str) -> list[str]:
+        """One tile row of channel ``ch`` transformed into ``dest[ab * tw + tc]``."""
+        s = self.step
+        xs = self.x.strides
+        pt, pl = s.padding
+        lo = max(0, -(-pl // 2))
+        hi = max(lo, min(tw, (w - 4 + pl) // 2 + 1))
+        store = [f"{dest}[{a * 4 + b} * {tw}L + tc] = v{a}{b};" for a in range(4) for b in range(4)]
+        interior = [
+            f"const float d{a}{b} = r{a}[(2 * tc - {pl}L + {b}) * {xs[3]}L];"
+            for a in range(4)
+            for b in range(4)
+        ]
+        edge = [
+            f"const float d{a}{b} = (iw + {b} >= 0 && iw + {b} < {w}L) ? "
+            f"r{a}[(iw + {b}) * {xs[3]}L] : 0.0f;"
+            for a in range(4)
+            for b in range(4)
+        ]
+        transform = _transform("v", "d")
+        return [
+            f"const float* xc = x + ch * {xs[1]}L;",
+            *[
+                f"long ih{a} = 2 * tr - {pt}L + {a};\n"
+                f"const float* r{a} = (ih{a} >= 0 && ih{a} < {h}L) ? xc + ih{a} * {xs[2]}L "
+                f": {self.name}_zero + 4;"
+                for a in range(4)
+            ],
+            "#pragma omp simd",
+            f"for (long tc = {lo}L; tc < {hi}L; ++tc) {{",
+            *[f"  {line}" for line in interior + transform + store],
+            "}",
+            f"for (long tc = 0; tc < {tw}L; ++tc) {{",
+            f"  if (tc >= {lo}L && tc < {hi}L) continue;",
+            f"  long iw = 2 * tc - {pl}L;",
+            *[f"  {line}" for line in edge + transform + store],
+            "}",
+        ]
+
+    def pair_transform(self, c: int, h: int, w: int, tw: int) -> list[str]:
+        """The image's tiles of channels ``2q``, ``2q + 1`` into ``V``'s pair panels."""
+        second = [f"  {line}" for line in self._row(h, w, tw, "t1")]
+        return [
+            "  for (long q = 0; q < pairs; ++q) {",
+            "    for (long tr = tr0; tr < tr1; ++tr) {",
+            f"      long base = base0 + (tr - tr0) * {tw}L;",
+            "      {",
+            "        long ch = 2 * q;",
+            *[f"        {line}" for line in self._row(h, w, tw, "t0")],
+            "      }",
+            f"      if (2 * q + 1 < {c}L) {{",
+            "        long ch = 2 * q + 1;",
+            *[f"      {line}" for line in second],
+            "      } else {",
+            f"        for (long j = 0; j < {16 * tw}L; ++j) t1[j] = 0.0f;",
+            "      }",
+            f"      for (long s0 = 0; s0 < {tw}L;) {{",
+            "        long col = base + s0, room = 32L - (col & 31L);",
+            f"        long len = {tw}L - s0 < room ? {tw}L - s0 : room;",
+            "        uint32_t* d = V + (col >> 5) * pairs * 32L + q * 32L + (col & 31L);",
+            "        for (int ab = 0; ab < 16; ++ab) {",
+            "          uint32_t* dd = d + ab * pairs * tbp;",
+            f"          const float* a0 = t0 + ab * {tw}L + s0;",
+            f"          const float* a1 = t1 + ab * {tw}L + s0;",
+            "          #pragma omp simd",
+            "          for (long j = 0; j < len; ++j)",
+            "            dd[j] = og_bf16_bits(a0[j]) | og_bf16_bits(a1[j]) << 16;",
+            "        }",
+            "        s0 += len;",
+            "      }",
+            "    }",
+            "  }",
+        ]
+
+    def output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
+        """``Aᵀ M A`` of a tile row into four f32 rows (vectorized across tiles), then
+        interleaved into the two output rows."""
+        ys = self.out.strides
+        loads = [
+            f"const float m{a}{b} = M[({a * 4 + b} * op + oc - o0) * tb + col];"
+            for a in range(4)
+            for b in range(4)
+        ]
+        rows = [
+            f"const float r0{b} = m0{b} + m1{b} + m2{b}; const float r1{b} = m1{b} - m2{b} - m3{b};"
+            for b in range(4)
+        ]
+        outs = [
+            f"e{i}0[tc] = r{i}0 + r{i}1 + r{i}2; e{i}1[tc] = r{i}1 - r{i}2 - r{i}3;"
+            for i in range(2)
+        ]
+        full = ow // 2
+
+        def interleave(i: int) -> list[str]:
+            tail = [f"y_{i}[{ow - 1}L] = e{i}0[{tw - 1}L];"] if ow % 2 else []
+            return [
+                f"for (long tc = 0; tc < {full}L; ++tc) {{",
+                f"  y_{i}[2 * tc] = e{i}0[tc]; y_{i}[2 * tc + 1] = e{i}1[tc];",
+                "}",
+                *tail,
+            ]
+
+        return [
+            "    for (long oc = o0; oc < o1; ++oc) {",
+            f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            f"        long base = base0 + (tr - tr0) * {tw}L;",
+            f"        float* y_0 = yc + (2 * tr) * {ys[2]}L;",
+            f"        float* y_1 = yc + (2 * tr + 1) * {ys[2]}L;",
+            "        #pragma omp simd",
+            f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
+            "          long col = base + tc;",
+            *[f"          {line}" for line in loads + rows + outs],
+            "        }",
+            *[f"        {line}" for line in interleave(0)],
+            f"        if (2 * tr + 1 < {oh}L) {{",
+            *[f"          {line}" for line in interleave(1)],
+            "        }",
+            "      }",
+            "    }",
+        ]
+
+
+@dialect.helper("bf16_wgemm")
+def _bf16_wgemm() -> str:
+    cases = " ".join(f"case {r}: OG_WMK({r}); break;" for r in range(ROWS, 0, -1))
+    return f"""/* C (M x N f32, rows ldc apart) = A (M x K bf16 rows, lda apart, one readable
+   element after the last) times P (K x N as pair panels: per 32 columns, `pairs` rows of
+   32 pairs). */
+static void og_bf16_wgemm(const uint16_t* restrict A, long lda, const uint32_t* restrict P,
+                          long pairs, float* restrict C, long ldc, long M, long N, long K) {{
+  for (long k0 = 0; k0 < K; k0 += {DEPTH}) {{
+    long k1 = k0 + {DEPTH} < K ? k0 + {DEPTH} : K, kp = (k1 - k0 + 1) / 2;
+    long tile = og_bf16_tile(M);
+    for (long nb = 0; nb * 32 < N; ++nb) {{
+      long valid = N - nb * 32 < 32 ? N - nb * 32 : 32;
+      const uint32_t* b = P + (nb * pairs + k0 / 2) * 32;
+      for (long m = 0; m < M; m += tile) {{
+        int rows = M - m < tile ? (int)(M - m) : (int)tile;
+#define OG_WMK(R) og_bf16_mk##R(A + m * lda + k0, lda, b, kp, C + m * ldc + nb * 32, ldc, \\
+                                valid, k0 > 0)
+        switch (rows) {{ {cases} default: break; }}
+#undef OG_WMK
+      }}
+    }}
+  }}
+}}"""
+
+
+def _emit(step: Bf16WinogradStep, i: int, module: ModuleContext) -> Emitted:
+    checks: list[Check] = []
+    cls = Bf16PairWinogradEmitter if fits(step) else Bf16WinogradEmitter
+    text = cls(step, f"g{i}", module, checks).emit()
+    return text, f"if ((e = g{i}_run(T, A))) return OG_FAIL({i}, e);", tuple(checks)
+
+
+#: Replaces bf16.EMITTERS' entry for the Winograd step (``module.STEP_EMITTERS``).
+EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
+    Bf16WinogradStep: _emit,
+}
