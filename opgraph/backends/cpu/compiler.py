@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from opgraph.backends.cpu import host_team
 from opgraph.backends.cpu.cache import ModuleCache, module_cache
 from opgraph.backends.cpu.codegen import kernels, runtime
 from opgraph.backends.cpu.config import CpuConfig, resolve_compiler
@@ -179,6 +180,7 @@ class Toolchain:
             found = _RUNTIMES.get(key)
             if found is None:
                 found = self._build_runtime()
+                host_team.attach(found)  # a host framework's OpenMP team, once declared
                 _RUNTIMES[key] = found
             return found
 
