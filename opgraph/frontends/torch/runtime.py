@@ -24,7 +24,6 @@ import torch
 from opgraph.core.errors import GraphError, UnsupportedOpError
 from opgraph.core.function import Function
 from opgraph.core.tensor_type import TensorType
-from opgraph.frontends.torch.threads import share_torch_threads
 from opgraph.frontends.torch.types import as_numpy, to_torch
 from opgraph.passes.specialize_shapes import is_symbolic
 from opgraph.runtime.backend import Backend, Executable
@@ -114,7 +113,6 @@ class ExecutableModule(torch.nn.Module):
         )
 
     def forward(self, *args: Any) -> Any:
-        share_torch_threads()  # torch's ops run between these calls: one OpenMP team for both
         if self.orders is not None:
             args = tuple(
                 a.permute(o) if o is not None and isinstance(a, torch.Tensor) else a

@@ -3,8 +3,9 @@
 torch's CPU wheels run ATen's parallel ops on GNU OpenMP, whose idle workers spin for
 milliseconds after each parallel region. Between opgraph's calls in a ``torch.compile``d
 training step, torch's own ops run (the loss, AOTAutograd's glue, the optimizer), and a second
-pool (opgraph's) would then fight torch's spinning workers for the cores. Before each opgraph
-call of a ``torch.compile``d graph the bridge declares torch's libgomp
+pool (opgraph's) would then fight torch's spinning workers for the cores. Before each call of
+a compiled forward or backward graph of a ``torch.compile``d training step (autograd.py) the
+bridge declares torch's libgomp
 (:func:`opgraph.runtime.host_threads.declare_host_openmp`), and the CPU backend runs its
 parallel kernels on that team (docs/torch.md, "Threads"). ``compile_train_step`` has no torch
 op inside its step and withdraws the declaration

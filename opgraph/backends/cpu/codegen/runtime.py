@@ -29,15 +29,30 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   ms MLP call, taken from the caller's own share of the machine.) A spinner that notices it
   was preempted (a gap in its clock) sleeps at once: another thread wants that core, perhaps
   the caller.
+* **Waking sleepers.** Publishing a job wakes nobody: spinning workers see it at once, and the
+  caller wakes sleeping ones after its first block only when the blocks left would take it
+  longer than a wake-up (about 50 µs at its first block's pace; ``og_set_wake_worth``). A
+  worker woken for less arrives when the caller has finished and costs it a system call: the
+  W3 MLP batch 1 (two jobs of 8 blocks per 35 µs call) had its worker run 3 of 16 blocks
+  while burning 17-31 µs of CPU per call on a loaded machine.
 * A caller that finds the pool busy (another Python thread is running a job) runs its range
   serially.
+* **A host's OpenMP team.** ``og_set_team(GOMP_parallel)`` (``backends/cpu/host_team.py``,
+  when a frontend declares its framework's libgomp: ``opgraph.runtime.host_threads``) makes
+  later jobs run on that OpenMP team instead of the pool's workers: the same homes and
+  claims, the caller participant 0 and the team's other threads joining as workers do; the
+  team's closing barrier is the wait (so a descheduled team thread that joined delays the
+  caller, as it delays the framework's own parallel regions). Two pools that both spin for
+  work take the cores from each other on a machine with few cores; one team used in turn
+  does not.
 
-``og_pool_counters(long out[4])`` reads four counts kept since the library was loaded: jobs
+``og_pool_counters(long out[6])`` reads counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
-run by callers and blocks run by pool workers (a worker adds one per block on its home's
-cache line, which it writes for every claim anyway, before marking the block finished: a
-job's counts are complete when ``og_parallel`` returns). Tests use them to check that a
-kernel really is split between threads (``runtime_counters`` below reads them from Python).
+run by callers, blocks run by the other participants (a worker adds one per block on its
+home's cache line, which it writes for every claim anyway, before marking the block finished:
+a job's counts are complete when ``og_parallel`` returns), jobs run on a host team, and
+wake-ups of sleeping workers. Tests use them to check that a kernel really is split between
+threads and where (``runtime_counters`` below reads them from Python).
 
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
 ``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
