@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from opgraph.runtime.host_threads import declare_host_openmp
+from opgraph.runtime.host_threads import declare_host_openmp, withdraw_host_openmp
 
 
 @functools.cache
@@ -36,9 +36,24 @@ def torch_openmp_library() -> str | None:
     return str(bundled[0]) if bundled else "libgomp.so.1"
 
 
+_enabled = True
+
+
+def share_torch_team(enabled: bool) -> None:
+    """Whether ``torch.compile``d training steps run opgraph's parallel kernels on torch's
+    OpenMP team (the default) or on opgraph's own thread pool (``False``: on a machine whose
+    cores are shared with other busy processes the own pool measured faster, docs/torch.md,
+    "Threads")."""
+    global _enabled
+    _enabled = enabled
+    if not enabled:
+        withdraw_host_openmp()
+
+
 def share_torch_threads() -> None:
-    """Declare torch's OpenMP team to opgraph's backends (cheap when it already is: the
-    bridge calls this before each opgraph call of a ``torch.compile``d graph)."""
-    library = torch_openmp_library()
+    """Declare torch's OpenMP team to opgraph's backends, unless :func:`share_torch_team`
+    turned that off (cheap when nothing changes: the bridge calls this before each compiled
+    forward and backward of a training step)."""
+    library = torch_openmp_library() if _enabled else None
     if library is not None:
         declare_host_openmp(library)

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
 import opgraph as og  # noqa: E402
 from opgraph.backends.cpu.codegen.runtime import runtime_counters  # noqa: E402
-from opgraph.frontends.torch import compile_train_step  # noqa: E402
+from opgraph.frontends.torch import compile_train_step, share_torch_team  # noqa: E402
 from opgraph.frontends.torch.threads import torch_openmp_library  # noqa: E402
 from opgraph.runtime import host_threads  # noqa: E402
 
@@ -40,24 +40,30 @@ def _sgd(model: torch.nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
 
-def test_torch_compile_step_runs_on_torchs_team_and_matches_eager(runtime):
+@pytest.mark.parametrize("team", [True, False], ids=["torch-team", "own-pool"])
+def test_torch_compile_step_runs_on_torchs_team_and_matches_eager(runtime, team):
     model, x, y = _mlp()
     reference = copy.deepcopy(model)
     compiled = torch.compile(model, backend="opgraph")
     optimizer, eager = _sgd(model), _sgd(reference)
     loss = torch.nn.functional.cross_entropy
-    before = runtime_counters(runtime)
-    for _ in range(5):
-        for run, opt in ((compiled, optimizer), (reference, eager)):
-            opt.zero_grad()
-            loss(run(x), y).backward()
-            opt.step()
-    after = runtime_counters(runtime)
-    assert host_threads.host_openmp() == torch_openmp_library()
-    assert runtime.og_team_set() == 1
+    share_torch_team(team)
+    try:
+        before = runtime_counters(runtime)
+        for _ in range(5):
+            for run, opt in ((compiled, optimizer), (reference, eager)):
+                opt.zero_grad()
+                loss(run(x), y).backward()
+                opt.step()
+        after = runtime_counters(runtime)
+        assert host_threads.host_openmp() == (torch_openmp_library() if team else None)
+        assert runtime.og_team_set() == int(team)
+    finally:
+        share_torch_team(True)
     if og.backend("CPU").config.num_threads > 1:
-        assert after.team_jobs > before.team_jobs, "no opgraph job ran on torch's team"
-        assert after.team_jobs - before.team_jobs == after.jobs - before.jobs
+        team_jobs = after.team_jobs - before.team_jobs
+        assert after.jobs > before.jobs
+        assert team_jobs == (after.jobs - before.jobs if team else 0)
     want = reference.state_dict()
     for name, got in model.state_dict().items():
         torch.testing.assert_close(got, want[name], rtol=1e-5, atol=1e-6, msg=name)
