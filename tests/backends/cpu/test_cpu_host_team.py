@@ -143,8 +143,11 @@ def test_team_runs_every_element_once_on_a_valid_participant(team, threads, n, g
         call(team, n, threads, grain).check(threads)
     after = runtime_counters(team)
     shared = after.jobs - before.jobs
-    assert after.team_jobs - before.team_jobs == shared  # every shared job ran on the team
     assert shared == (20 if n > grain else 0)
+    if after.team_late == before.team_late:  # no team thread was late: all on the team
+        assert after.team_jobs - before.team_jobs == shared
+    else:
+        assert 0 < after.team_jobs - before.team_jobs < shared
 
 
 def test_team_threads_take_part(team):
@@ -174,6 +177,28 @@ def test_team_blocks_a_stalled_thread_has_not_started_are_taken_over(team):
             assert (run.who[2048:] == 0).sum() == 2048 - 32
             return
     pytest.fail("the stall hook never caught a team thread after its first block")
+
+
+def test_after_a_late_team_thread_the_next_jobs_run_on_the_own_workers(team):
+    """A team thread stalls 0.3 s after its first block: the caller waits for it at the
+    team's closing barrier, so the next jobs run on the pool's own workers, exactly."""
+    for _ in range(ATTEMPTS):
+        team.og_test_stall(3, 300_000)
+        before = runtime_counters(team)
+        call(team, 4096, 2, grain=16, block_usec=200).check(2)
+        late = runtime_counters(team)
+        if late.team_late > before.team_late:
+            break
+    else:
+        pytest.fail("the stall hook never caught a team thread after its first block")
+    for _ in range(10):
+        call(team, 4096, 2, grain=16).check(2)
+    after = runtime_counters(team)
+    assert after.jobs - late.jobs == 10
+    assert after.team_jobs == late.team_jobs  # the next 64 jobs: the own workers
+    team.og_set_team(_gnu_openmp())  # a new declaration tries the team again at once
+    call(team, 4096, 2, grain=16).check(2)
+    assert runtime_counters(team).team_jobs == after.team_jobs + 1
 
 
 def test_pool_back_on_its_own_workers_after_the_team(pool):

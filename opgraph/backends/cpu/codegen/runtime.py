@@ -41,18 +41,20 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   when a frontend declares its framework's libgomp: ``opgraph.runtime.host_threads``) makes
   later jobs run on that OpenMP team instead of the pool's workers: the same homes and
   claims, the caller participant 0 and the team's other threads joining as workers do; the
-  team's closing barrier is the wait (so a descheduled team thread that joined delays the
-  caller, as it delays the framework's own parallel regions). Two pools that both spin for
-  work take the cores from each other on a machine with few cores; one team used in turn
-  does not.
+  team's closing barrier is the wait. Two pools that both spin for work take the cores from
+  each other on a machine with few cores; one team used in turn does not. But that barrier
+  waits for every team thread, so a descheduled one delays the caller: when it held the
+  caller longer than the job's own work (and over ~100 µs), the next 64 jobs run on the own
+  workers (other processes want the cores, and there the own pool measured faster).
 
-``og_pool_counters(long out[6])`` reads counts kept since the library was loaded: jobs
+``og_pool_counters(long out[7])`` reads counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
 run by callers, blocks run by the other participants (a worker adds one per block on its
 home's cache line, which it writes for every claim anyway, before marking the block finished:
-a job's counts are complete when ``og_parallel`` returns), jobs run on a host team, and
-wake-ups of sleeping workers. Tests use them to check that a kernel really is split between
-threads and where (``runtime_counters`` below reads them from Python).
+a job's counts are complete when ``og_parallel`` returns), jobs run on a host team,
+wake-ups of sleeping workers, and host-team jobs that waited for a late team thread. Tests
+use them to check that a kernel really is split between threads and where
+(``runtime_counters`` below reads them from Python).
 
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
 ``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
@@ -98,6 +100,7 @@ typedef struct {
   char* A;
   long total, chunk, nblocks;
   uint32_t gen;  /* the job's generation (read by a host team's threads, og_team_body) */
+  uint64_t caller_done;  /* on a host team: when the caller ran out of blocks to claim */
   _Alignas(64) _Atomic uint64_t joined;   /* generation | participants | limit */
   _Alignas(64) _Atomic uint32_t finished; /* blocks done: the waiting caller's futex word */
   _Atomic int waiting;
@@ -120,11 +123,14 @@ static __thread int og_calling;  /* this thread called og_parallel and runs a ho
    or 0 for the pool's own workers. */
 typedef void (*og_team_fn)(void (*)(void*), void*, unsigned, unsigned);
 static og_team_fn og_team;
+static int og_team_rest;  /* jobs to run on the own workers after a late team (og_run_on_team) */
+#define OG_TEAM_LATE 250000ull  /* about 100 microseconds of closing barrier: a late thread */
+#define OG_TEAM_REST 64
 
 /* Counters since the library was loaded (og_pool_counters): jobs shared out, calls run
    serially, blocks run by callers (the workers' blocks are counted in their homes). Tests
    read them to check that a product really is split between threads. */
-static _Atomic long og_counters[5];
+static _Atomic long og_counters[6];
 
 #if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
@@ -192,10 +198,11 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
-/* out[0..4] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
-   blocks run by the other participants (pool workers or a host team's threads), and of the
-   jobs shared out those run on a host team, and futex wake-ups of sleeping workers (a job's
-   counts are complete when its og_parallel returns). */
+/* out[0..6] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+   blocks run by the other participants (pool workers or a host team's threads), of the jobs
+   shared out those run on a host team, futex wake-ups of sleeping workers, and host-team
+   jobs whose closing barrier waited for a late thread (a job's counts are complete when its
+   og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
   out[3] = 0;
@@ -203,11 +210,13 @@ void og_pool_counters(long* out) {
     out[3] += __atomic_load_n(&og_the_job.home[p].ran, __ATOMIC_RELAXED);
   out[4] = __atomic_load_n(&og_counters[3], __ATOMIC_RELAXED);
   out[5] = __atomic_load_n(&og_counters[4], __ATOMIC_RELAXED);
+  out[6] = __atomic_load_n(&og_counters[5], __ATOMIC_RELAXED);
 }
 
 /* Run the blocks of later jobs on a host's OpenMP team: ``gomp_parallel`` is the address of
    GOMP_parallel in the libgomp already loaded in the process (0: back to the own workers). */
 void og_set_team(void* gomp_parallel) {
+  og_team_rest = 0;
   __atomic_store_n(&og_team, (og_team_fn)gomp_parallel, __ATOMIC_RELEASE);
 }
 
@@ -327,7 +336,10 @@ static void og_team_body(void* data) {
   og_self = self;
   long ran = og_work(job, job->gen, self, homes);
   og_self = outer;
-  if (og_calling) __atomic_fetch_add(&og_counters[2], ran, __ATOMIC_RELAXED);
+  if (og_calling) {
+    job->caller_done = og_ticks();
+    __atomic_fetch_add(&og_counters[2], ran, __ATOMIC_RELAXED);
+  }
 }
 
 static void og_ensure_workers(int wanted, uint32_t gen) {
@@ -404,8 +416,19 @@ static int og_run_on_team(og_team_fn team, og_job* job, uint32_t gen, int thread
   __atomic_fetch_add(&og_counters[3], 1, __ATOMIC_RELAXED);
   og_homes(job, gen, threads);
   og_calling = 1;
+  uint64_t started = og_ticks();
+  job->caller_done = started;
   team(og_team_body, job, (unsigned)threads, 0);
   og_calling = 0;
+  /* The closing barrier waits for every team thread, run or not: one that held the caller
+     there for longer than the job's own work was descheduled (other processes want the
+     cores), and then the own pool, which never waits for a thread that has not joined, runs
+     the next OG_TEAM_REST jobs. */
+  uint64_t barrier = og_ticks() - job->caller_done, work = job->caller_done - started;
+  if (barrier > OG_TEAM_LATE && barrier > work) {
+    og_team_rest = OG_TEAM_REST;
+    __atomic_fetch_add(&og_counters[5], 1, __ATOMIC_RELAXED);
+  }
   int err = __atomic_load_n(&job->err, __ATOMIC_RELAXED);
   __atomic_store_n(&og_busy, 0, __ATOMIC_RELEASE);
   return err;
@@ -437,7 +460,8 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   __atomic_store_n(&job->waiting, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&job->err, 0, __ATOMIC_RELAXED);
   og_team_fn team = __atomic_load_n(&og_team, __ATOMIC_ACQUIRE);
-  if (team) return og_run_on_team(team, job, gen, threads);
+  if (team && !og_team_rest) return og_run_on_team(team, job, gen, threads);
+  if (team) --og_team_rest;
   og_ensure_workers(threads - 1, __atomic_load_n(&og_generation, __ATOMIC_RELAXED));
   og_publish(job, gen, threads);
   uint64_t started = og_ticks();
@@ -463,11 +487,12 @@ class PoolCounters(NamedTuple):
     worker_blocks: int  #: blocks run by the other participants (pool workers or a host team)
     team_jobs: int  #: of the jobs shared out, those run on a host OpenMP team (og_set_team)
     wakes: int  #: futex wake-ups of sleeping workers (og_wake_if_worth)
+    team_late: int  #: host-team jobs whose closing barrier waited for a late thread
 
 
 def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
     """``og_pool_counters`` of a loaded runtime library (``Toolchain.runtime()``)."""
-    out = (ctypes.c_long * 6)()
+    out = (ctypes.c_long * 7)()
     library.og_pool_counters(out)
     return PoolCounters(*out)
 
