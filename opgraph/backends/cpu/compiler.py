@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from opgraph.backends.cpu import host_team
 from opgraph.backends.cpu.cache import ModuleCache, module_cache
 from opgraph.backends.cpu.codegen import kernels, runtime
 from opgraph.backends.cpu.config import CpuConfig, resolve_compiler
@@ -195,7 +196,12 @@ class Toolchain:
         """The runtime library (thread pool), built once per cache and loaded globally so
         that modules resolve ``og_parallel`` against it."""
         identity = ("runtime", str(self.config.cache_dir), self.compiler or "")
-        return _load_once(identity, self._build_runtime)
+        return _load_once(identity, self._build_attached_runtime)
+
+    def _build_attached_runtime(self) -> ctypes.CDLL:
+        runtime = self._build_runtime()
+        host_team.attach(runtime)  # a host framework's OpenMP team, once declared
+        return runtime
 
     @property
     def cache(self) -> ModuleCache:

@@ -25,6 +25,7 @@ from importlib.metadata import entry_points
 from opgraph.frontends.torch.dynamo import BackendOptions, FallbackWarning, backend
 from opgraph.frontends.torch.importer import import_exported
 from opgraph.frontends.torch.registry import aten_op, registered
+from opgraph.frontends.torch.threads import share_torch_team
 from opgraph.frontends.torch.train_step import TrainStep, compile_train_step
 
 BACKEND_NAME = "opgraph"
@@ -52,4 +53,5 @@ __all__ = [
     "compile_train_step",
     "import_exported",
     "registered",
+    "share_torch_team",
 ]

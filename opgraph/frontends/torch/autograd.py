@@ -35,6 +35,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from opgraph.core.errors import ConversionError
 from opgraph.frontends.torch.partition import compile_graph
+from opgraph.frontends.torch.threads import share_torch_threads
 from opgraph.runtime.backend import Backend
 from opgraph.runtime.cache import LruCache
 
@@ -238,6 +239,7 @@ class AtenGraph:
         self._cache: LruCache[tuple[Any, ...], Callable[..., Any]] = LruCache(cache_size)
 
     def __call__(self, args: list[Any]) -> Any:
+        share_torch_threads()  # torch's loss, glue and optimizer run between: one OpenMP team
         run = self._static or self._specialised(args)
         arguments = list(args)
         args.clear()  # the boxed convention: let the caller's references go early

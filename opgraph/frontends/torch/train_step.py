@@ -32,6 +32,7 @@ from opgraph.frontends.torch.types import as_numpy, from_torch, to_torch
 from opgraph.passes.transpose_products import transpose_products
 from opgraph.runtime.backend import Backend, Executable
 from opgraph.runtime.backend import backend as get_backend
+from opgraph.runtime.host_threads import withdraw_host_openmp
 from opgraph.runtime.tensor import Tensor
 
 _MUTATION = (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION)
@@ -124,6 +125,7 @@ class TrainStep:
         flat = [*(inputs if isinstance(inputs, tuple) else (inputs,)), target]
         if not all(isinstance(t, torch.Tensor) for t in flat):
             raise ConversionError("compile_train_step: inputs and target must be tensors")
+        withdraw_host_openmp()  # no torch op inside the step: opgraph's own pool (threads.py)
         key = (self.model.training, *((t.shape, t.dtype) for t in flat))
         program = self._programs.get(key)
         if program is None:

@@ -39,7 +39,8 @@ pytestmark = pytest.mark.timeout(300, method="thread")
 KERNEL = r"""
 #include <time.h>
 /* T[0] in, T[1] out, T[2] hits, T[3] who (per element), T[4] flags:
-   flags[0]: block 0 waits (up to 10 s) until a worker is stalled; flags[1]: element whose
+   flags[0]: block 0 waits (up to 10 s, waking the pool's workers) until a worker is
+   stalled; flags[1]: element whose
    block fails with code 4 (-1: none). */
 static _Atomic int og_test_in_use[OG_MAX_THREADS];
 static _Atomic int og_test_collisions;
@@ -54,8 +55,11 @@ int og_test_kernel(void* const* T, char* A, long lo, long hi) {
   if (__atomic_exchange_n(&og_test_in_use[me], 1, __ATOMIC_SEQ_CST))
     __atomic_fetch_add(&og_test_collisions, 1, __ATOMIC_SEQ_CST);
   struct timespec ms = {0, 1000000};
-  if (lo == 0 && flags[0])
-    for (int i = 0; i < 10000 && !og_test_stalled(); ++i) nanosleep(&ms, 0);
+  if (lo == 0 && flags[0])  /* the caller wakes sleepers only after its first block: now */
+    for (int i = 0; i < 10000 && !og_test_stalled(); ++i) {
+      og_futex_wake(&og_generation, OG_MAX_THREADS);
+      nanosleep(&ms, 0);
+    }
   for (long i = lo; i < hi; ++i) {
     out[i] = in[i] * 3.0f + 1.0f;
     hits[i] += 1;

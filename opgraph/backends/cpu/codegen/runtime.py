@@ -29,15 +29,32 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   ms MLP call, taken from the caller's own share of the machine.) A spinner that notices it
   was preempted (a gap in its clock) sleeps at once: another thread wants that core, perhaps
   the caller.
+* **Waking sleepers.** Publishing a job wakes nobody: spinning workers see it at once, and the
+  caller wakes sleeping ones after its first block only when the blocks left would take it
+  longer than a wake-up (about 50 µs at its first block's pace; ``og_set_wake_worth``). A
+  worker woken for less arrives when the caller has finished and costs it a system call: the
+  W3 MLP batch 1 (two jobs of 8 blocks per 35 µs call) had its worker run 3 of 16 blocks
+  while burning 17-31 µs of CPU per call on a loaded machine.
 * A caller that finds the pool busy (another Python thread is running a job) runs its range
   serially.
+* **A host's OpenMP team.** ``og_set_team(GOMP_parallel)`` (``backends/cpu/host_team.py``,
+  when a frontend declares its framework's libgomp: ``opgraph.runtime.host_threads``) makes
+  later jobs run on that OpenMP team instead of the pool's workers: the same homes and
+  claims, the caller participant 0 and the team's other threads joining as workers do; the
+  team's closing barrier is the wait. Two pools that both spin for work take the cores from
+  each other on a machine with few cores; one team used in turn does not. But that barrier
+  waits for every team thread, so a descheduled one delays the caller: when it held the
+  caller longer than the job's own work (and over ~100 µs), the next 64 jobs run on the own
+  workers (other processes want the cores, and there the own pool measured faster).
 
-``og_pool_counters(long out[4])`` reads four counts kept since the library was loaded: jobs
+``og_pool_counters(long out[7])`` reads counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
-run by callers and blocks run by pool workers (a worker adds one per block on its home's
-cache line, which it writes for every claim anyway, before marking the block finished: a
-job's counts are complete when ``og_parallel`` returns). Tests use them to check that a
-kernel really is split between threads (``runtime_counters`` below reads them from Python).
+run by callers, blocks run by the other participants (a worker adds one per block on its
+home's cache line, which it writes for every claim anyway, before marking the block finished:
+a job's counts are complete when ``og_parallel`` returns), jobs run on a host team,
+wake-ups of sleeping workers, and host-team jobs that waited for a late team thread. Tests
+use them to check that a kernel really is split between threads and where
+(``runtime_counters`` below reads them from Python).
 
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
 ``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
@@ -46,6 +63,7 @@ stops there for ``usec`` microseconds, or until ``og_test_release()`` when ``use
 """
 
 import ctypes
+from typing import NamedTuple
 
 SOURCE = r"""
 #define _GNU_SOURCE
@@ -81,6 +99,8 @@ typedef struct {
   void* const* T;
   char* A;
   long total, chunk, nblocks;
+  uint32_t gen;  /* the job's generation (read by a host team's threads, og_team_body) */
+  uint64_t caller_done;  /* on a host team: when the caller ran out of blocks to claim */
   _Alignas(64) _Atomic uint64_t joined;   /* generation | participants | limit */
   _Alignas(64) _Atomic uint32_t finished; /* blocks done: the waiting caller's futex word */
   _Atomic int waiting;
@@ -90,17 +110,27 @@ typedef struct {
 
 static og_job og_the_job;
 static _Atomic uint32_t og_generation;  /* the workers' futex word */
+static uint32_t og_last_gen;             /* the last job's generation (written under og_busy) */
 static _Atomic int og_sleepers;
 static _Atomic int og_busy;
 static int og_workers;
 static pthread_mutex_t og_grow = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int og_self;  /* participant index in the running job: 0 for callers */
+static __thread int og_calling;  /* this thread called og_parallel and runs a host team */
+
+/* The host's OpenMP team (og_set_team): libgomp's GOMP_parallel(fn, data, threads, flags),
+   or 0 for the pool's own workers. */
+typedef void (*og_team_fn)(void (*)(void*), void*, unsigned, unsigned);
+static og_team_fn og_team;
+static int og_team_rest;  /* jobs to run on the own workers after a late team (og_run_on_team) */
+#define OG_TEAM_LATE 250000ull  /* about 100 microseconds of closing barrier: a late thread */
+#define OG_TEAM_REST 64
 
 /* Counters since the library was loaded (og_pool_counters): jobs shared out, calls run
    serially, blocks run by callers (the workers' blocks are counted in their homes). Tests
    read them to check that a product really is split between threads. */
-static _Atomic long og_counters[3];
+static _Atomic long og_counters[6];
 
 #if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
@@ -118,6 +148,14 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 #define OG_MIN_WAIT 25000ull     /* about 10 microseconds */
 #define OG_MAX_WAIT 500000ull    /* about 200 microseconds */
 #define OG_PREEMPTED 50000ull    /* a gap this long in a spin loop: the thread was descheduled */
+#define OG_WAKE_WORTH 125000ull  /* about 50 microseconds: work left that pays a futex wake-up */
+static _Atomic uint64_t og_wake_worth = OG_WAKE_WORTH;
+
+/* Set the work left (TSC ticks at the caller's pace) for which a caller wakes sleeping
+   workers; 0 wakes them for every job (measurements compare the two). */
+void og_set_wake_worth(long ticks) {
+  __atomic_store_n(&og_wake_worth, (uint64_t)(ticks < 0 ? 0 : ticks), __ATOMIC_RELAXED);
+}
 
 static void og_futex_wait(_Atomic uint32_t* word, uint32_t value) {
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, 0, 0, 0);
@@ -160,14 +198,30 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
-/* out[0..3] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
-   blocks run by pool workers (a job's counts are complete when its og_parallel returns). */
+/* out[0..6] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+   blocks run by the other participants (pool workers or a host team's threads), of the jobs
+   shared out those run on a host team, futex wake-ups of sleeping workers, and host-team
+   jobs whose closing barrier waited for a late thread (a job's counts are complete when its
+   og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
   out[3] = 0;
   for (int p = 1; p < OG_MAX_THREADS; ++p)
     out[3] += __atomic_load_n(&og_the_job.home[p].ran, __ATOMIC_RELAXED);
+  out[4] = __atomic_load_n(&og_counters[3], __ATOMIC_RELAXED);
+  out[5] = __atomic_load_n(&og_counters[4], __ATOMIC_RELAXED);
+  out[6] = __atomic_load_n(&og_counters[5], __ATOMIC_RELAXED);
 }
+
+/* Run the blocks of later jobs on a host's OpenMP team: ``gomp_parallel`` is the address of
+   GOMP_parallel in the libgomp already loaded in the process (0: back to the own workers). */
+void og_set_team(void* gomp_parallel) {
+  og_team_rest = 0;
+  __atomic_store_n(&og_team, (og_team_fn)gomp_parallel, __ATOMIC_RELEASE);
+}
+
+/* Whether jobs run on a host team (og_set_team). */
+int og_team_set(void) { return __atomic_load_n(&og_team, __ATOMIC_ACQUIRE) != 0; }
 
 /* The calling thread's participant index in the running job (< the job's thread count):
    kernels use it to pick their private slice of a scratch buffer. */
@@ -192,10 +246,16 @@ static long og_claim(og_job* job, uint32_t gen, int self, int homes) {
   return -1;
 }
 
-/* Run blocks until none is left to claim; returns how many this thread ran. */
+static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t block_ticks);
+
+/* Run blocks until none is left to claim; returns how many this thread ran. The caller
+   (``self`` 0, not on a host team) wakes sleeping workers after its first block only when
+   the blocks left are worth a wake-up (og_wake_if_worth). */
 static long og_work(og_job* job, uint32_t gen, int self, int homes) {
   long ran = 0;
+  uint64_t started = self || og_calling ? 0 : og_ticks();
   for (long block; (block = og_claim(job, gen, self, homes)) >= 0; ++ran) {
+    if (started && ran == 1) og_wake_if_worth(job, gen, homes, og_ticks() - started);
     OG_HOOK(2);
     /* The job is fixed while this block is unfinished: read it now, not after. */
     long lo = block * job->chunk, hi = lo + job->chunk, nblocks = job->nblocks;
@@ -265,6 +325,23 @@ static void* og_worker(void* start) {
   return 0;
 }
 
+/* One host team thread's part of a job: the caller is participant 0 (its home first), the
+   team's other threads join as the pool's workers do. The team's closing barrier is the wait:
+   a thread finishes the blocks it claimed before it reaches it. */
+static void og_team_body(void* data) {
+  og_job* job = data;
+  int homes = (int)OG_END(__atomic_load_n(&job->joined, __ATOMIC_ACQUIRE)), self = 0;
+  if (!og_calling && (self = og_join(job, job->gen, &homes)) < 0) return;
+  int outer = og_self;
+  og_self = self;
+  long ran = og_work(job, job->gen, self, homes);
+  og_self = outer;
+  if (og_calling) {
+    job->caller_done = og_ticks();
+    __atomic_fetch_add(&og_counters[2], ran, __ATOMIC_RELAXED);
+  }
+}
+
 static void og_ensure_workers(int wanted, uint32_t gen) {
   if (wanted > OG_MAX_THREADS - 1) wanted = OG_MAX_THREADS - 1;
   if (__atomic_load_n(&og_workers, __ATOMIC_ACQUIRE) >= wanted) return;
@@ -300,16 +377,61 @@ static void og_wait_done(og_job* job, uint32_t nblocks, uint64_t spin) {
   }
 }
 
-/* Publish generation ``gen``: participant p's home is the p-th run of blocks. */
-static void og_publish(og_job* job, uint32_t gen, int threads) {
+/* Set up generation ``gen``: participant p's home is the p-th run of blocks. */
+static void og_homes(og_job* job, uint32_t gen, int threads) {
+  job->gen = gen;
   for (int p = 0; p < threads; ++p)
     __atomic_store_n(&job->home[p].word,
                      OG_WORD(gen, job->nblocks * p / threads, job->nblocks * (p + 1) / threads),
                      __ATOMIC_RELEASE);
   __atomic_store_n(&job->joined, OG_WORD(gen, 1, threads), __ATOMIC_RELEASE);  /* caller: 0 */
+}
+
+/* Publish generation ``gen`` to the pool's workers: spinning ones join at once; sleeping ones
+   are woken by the caller after its first block, if at all (og_wake_if_worth). */
+static void og_publish(og_job* job, uint32_t gen, int threads) {
+  og_homes(job, gen, threads);
   __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST))
-    og_futex_wake(&og_generation, threads - 1);
+}
+
+/* Wake sleeping workers when the blocks of generation ``gen`` not claimed yet would take the
+   caller (at its first block's pace) longer than a wake-up: a worker woken for less arrives
+   when the caller has finished, and its wake-up costs the caller a system call. A job left
+   to the caller is still claimable by any worker that wakes or spins meanwhile. */
+static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t block_ticks) {
+  if (!__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;
+  long left = 0;
+  for (int p = 0; p < homes; ++p) {
+    uint64_t w = __atomic_load_n(&job->home[p].word, __ATOMIC_ACQUIRE);
+    if (OG_GEN(w) == gen && OG_NEXT(w) < OG_END(w)) left += OG_END(w) - OG_NEXT(w);
+  }
+  if (left && (uint64_t)left * block_ticks >= __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED)) {
+    __atomic_fetch_add(&og_counters[4], 1, __ATOMIC_RELAXED);
+    og_futex_wake(&og_generation, homes - 1);
+  }
+}
+
+/* Run a set-up job on the host's team (og_set_team); returns its error. */
+static int og_run_on_team(og_team_fn team, og_job* job, uint32_t gen, int threads) {
+  __atomic_fetch_add(&og_counters[3], 1, __ATOMIC_RELAXED);
+  og_homes(job, gen, threads);
+  og_calling = 1;
+  uint64_t started = og_ticks();
+  job->caller_done = started;
+  team(og_team_body, job, (unsigned)threads, 0);
+  og_calling = 0;
+  /* The closing barrier waits for every team thread, run or not: one that held the caller
+     there for longer than the job's own work was descheduled (other processes want the
+     cores), and then the own pool, which never waits for a thread that has not joined, runs
+     the next OG_TEAM_REST jobs. */
+  uint64_t barrier = og_ticks() - job->caller_done, work = job->caller_done - started;
+  if (barrier > OG_TEAM_LATE && barrier > work) {
+    og_team_rest = OG_TEAM_REST;
+    __atomic_fetch_add(&og_counters[5], 1, __ATOMIC_RELAXED);
+  }
+  int err = __atomic_load_n(&job->err, __ATOMIC_RELAXED);
+  __atomic_store_n(&og_busy, 0, __ATOMIC_RELEASE);
+  return err;
 }
 
 int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain, int threads) {
@@ -328,14 +450,19 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   if (chunk % 16 && chunk > 16) chunk += 16 - chunk % 16;  /* whole vectors per block */
   nblocks = (total + chunk - 1) / chunk;
   if (threads > nblocks) threads = (int)nblocks;
-  uint32_t gen = __atomic_load_n(&og_generation, __ATOMIC_RELAXED) + 1;
-  og_ensure_workers(threads - 1, gen - 1);
+  /* a new generation for every job, host team or own workers: no late thread of an earlier
+     job can claim a block of this one */
+  uint32_t gen = ++og_last_gen;
   og_job* job = &og_the_job;
   job->fn = fn; job->T = T; job->A = A;
   job->total = total; job->chunk = chunk; job->nblocks = nblocks;
   __atomic_store_n(&job->finished, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&job->waiting, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&job->err, 0, __ATOMIC_RELAXED);
+  og_team_fn team = __atomic_load_n(&og_team, __ATOMIC_ACQUIRE);
+  if (team && !og_team_rest) return og_run_on_team(team, job, gen, threads);
+  if (team) --og_team_rest;
+  og_ensure_workers(threads - 1, __atomic_load_n(&og_generation, __ATOMIC_RELAXED));
   og_publish(job, gen, threads);
   uint64_t started = og_ticks();
   long ran = og_work(job, gen, 0, threads);
@@ -351,12 +478,23 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
 """
 
 
-def runtime_counters(library: ctypes.CDLL) -> tuple[int, int, int, int]:
-    """``og_pool_counters`` of a loaded runtime library (``Toolchain.runtime()``): jobs shared
-    out, calls run serially, blocks run by callers, blocks run by pool workers."""
-    out = (ctypes.c_long * 4)()
+class PoolCounters(NamedTuple):
+    """``og_pool_counters``: counts since the runtime library was loaded."""
+
+    jobs: int  #: jobs shared out
+    serial: int  #: og_parallel calls run serially (one block, one thread, or the pool busy)
+    caller_blocks: int  #: blocks run by callers
+    worker_blocks: int  #: blocks run by the other participants (pool workers or a host team)
+    team_jobs: int  #: of the jobs shared out, those run on a host OpenMP team (og_set_team)
+    wakes: int  #: futex wake-ups of sleeping workers (og_wake_if_worth)
+    team_late: int  #: host-team jobs whose closing barrier waited for a late thread
+
+
+def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
+    """``og_pool_counters`` of a loaded runtime library (``Toolchain.runtime()``)."""
+    out = (ctypes.c_long * 7)()
     library.og_pool_counters(out)
-    return (out[0], out[1], out[2], out[3])
+    return PoolCounters(*out)
 
 
 #: The declaration generated modules use.
