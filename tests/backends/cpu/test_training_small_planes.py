@@ -1,7 +1,8 @@
 """A training step's 3x3 stride-1 convolutions on small planes (CIFAR ResNet-18's 8x8 layers)
 on the CPU: forward by computed filters and data gradient run by Winograd once a unit of
 ``WINOGRAD_TILES`` tiles can be made of whole images; 4x4 planes, and batches too small for a
-unit, keep the im2col GEMM. Every path agrees with INTERPRETER."""
+unit, keep the im2col GEMM. Filter gradients with few output channels accumulate dWᵀ. Every
+path agrees with INTERPRETER."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.autodiff import gradients
-from opgraph.backends.fused.conv_backprop import ConvDataGradientStep
+from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
 from opgraph.backends.fused.program import WinogradStep
 from opgraph.core import element_type as et
 from opgraph.core.literals import parameter
@@ -68,3 +69,31 @@ def test_smaller_planes_keep_the_gemm(name):
     kinds = _compare(data_gradient)
     assert WinogradStep not in kinds
     assert ConvDataGradientStep in kinds
+
+
+#: (N, C, O, plane, groups, transposed): filter gradients with few output channels per group
+#: accumulate dWᵀ and transpose it at the end; more keep the dW order. "blocks" splits the
+#: patch rows into several units (576 rows of 1024 pixels), "chunked" reads a small plane's
+#: cotangent through the transposed copy (several images per product).
+FILTER_GRADIENTS = {
+    "blocks": (2, 64, 64, 32, 1, True),
+    "chunked": (8, 32, 128, 8, 1, True),
+    "grouped": (2, 64, 96, 16, 2, True),
+    "wide": (2, 16, 160, 12, 1, False),
+    "wide-chunked": (6, 16, 192, 6, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILTER_GRADIENTS))
+def test_filter_gradients_in_either_order(name):
+    n, c, o, h, groups, transposed = FILTER_GRADIENTS[name]
+    x = parameter(et.f32, (n, c, h, h))
+    w = parameter(et.f32, (o, c // groups, 3, 3))
+    y = ops.convolution(x, w, (1, 1), (1, 1), (1, 1), (1, 1), None, groups)
+    ct = parameter(et.f32, y.shape)
+    (dw,) = gradients([y], [w], [ct])
+    fn = og.Function([dw], [x, ct])
+    _compare(fn)
+    exe = og.backend("CPU").compile(fn)
+    steps = [s for s in exe.program.steps if isinstance(s, ConvFilterGradientStep)]
+    assert [s.transposed for s in steps] == [transposed]
