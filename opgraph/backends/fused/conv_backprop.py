@@ -42,7 +42,8 @@ class ConvGradientStep(Step):
         block: rows of a unit's block: input channels (data gradient) or patch rows
             (filter gradient).
         scratch: ``(threads, block rows · kh·kw or block, chunk · OH·OW)``: each thread's
-            patch or column block.
+            patch or column block (for a transposed filter gradient, followed by its
+            ``block · O/groups`` accumulator).
     """
 
     ct: View | None = None
@@ -105,6 +106,9 @@ class ConvFilterGradientStep(ConvGradientStep):
     (N, C, H, W), read through its strides."""
 
     x: View | None = None
+    #: Accumulate ``dWᵀ`` (patch rows by output channels) in the unit's scratch and write it
+    #: transposed at the end: BLAS's faster operand order when the output channels are few.
+    transposed: bool = False
 
     def reads(self) -> list[View]:
         assert self.ct is not None and self.x is not None

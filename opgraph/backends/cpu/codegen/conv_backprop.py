@@ -142,9 +142,11 @@ class FilterGradientEmitter(_GradientEmitter):
         ct = self.ctype
         patches = patch_row(s.x, s.kernel, s.strides, s.dilations, s.padding, ow)
         last_row = f"r0 + {s.block}L < {k}L ? r0 + {s.block}L : {k}L"
+        accumulator = f"  {ct}* acc = col + {s.block * s.chunk * pixels}L;"
         lines = [
             *self.head(),
             _pointer(self.module, s.x, "x0", True),
+            *([accumulator] if s.transposed else []),
             "  for (long u = lo; u < hi; ++u) {",
             f"    long grp = u / {blocks}L, blk = u % {blocks}L;",
             f"    long r0 = blk * {s.block}L, r1 = {last_row};",
@@ -159,13 +161,41 @@ class FilterGradientEmitter(_GradientEmitter):
             *[f"        {line}" for line in patches],
             "        }",
             "      }",
-            f"      {self.gemm}(101, 111, 112, {og}, (int)(r1 - r0), (int)cols, 1, "
-            f"{self.cotangent('i0')}, {self.ct.strides[1]}, col, (int)cols, i0 == 0 ? 0 : 1, "
-            f"y0 + grp * {og * k}L + r0, {k});",
+            *self.product(og, k),
             "    }",
+            *self.write_transposed(og, k),
             *self.tail(g * blocks),
         ]
         return "\n".join(lines)
+
+    def product(self, og: int, k: int) -> list[str]:
+        """``dW[:, r0:r1] (+)= ct · patchesᵀ``, or its transpose into the accumulator."""
+        s = self.step
+        assert isinstance(s, ConvFilterGradientStep)
+        first = "i0 == 0 ? 0 : 1"
+        ct, ld = self.cotangent("i0"), self.ct.strides[1]
+        if not s.transposed:
+            return [
+                f"      {self.gemm}(101, 111, 112, {og}, (int)(r1 - r0), (int)cols, 1, "
+                f"{ct}, {ld}, col, (int)cols, {first}, y0 + grp * {og * k}L + r0, {k});"
+            ]
+        return [
+            f"      {self.gemm}(101, 111, 112, (int)(r1 - r0), {og}, (int)cols, 1, "
+            f"col, (int)cols, {ct}, {ld}, {first}, acc, {og});"
+        ]
+
+    def write_transposed(self, og: int, k: int) -> list[str]:
+        """The accumulated ``dWᵀ`` block written into ``dW``'s columns ``r0 .. r1``."""
+        s = self.step
+        assert isinstance(s, ConvFilterGradientStep)
+        if not s.transposed:
+            return []
+        return [
+            f"    for (long o = 0; o < {og}L; ++o) {{",
+            f"      {self.ctype}* dst = y0 + grp * {og * k}L + o * {k}L;",
+            f"      for (long r = r0; r < r1; ++r) dst[r] = acc[(r - r0) * {og}L + o];",
+            "    }",
+        ]
 
 
 def _emit(emitter: type[DataGradientEmitter | FilterGradientEmitter]) -> Callable[..., Emitted]:

@@ -14,8 +14,9 @@ is the CPU backend's (``backends/cpu/rewrites.py``); the lowering of the node is
 the other lowerings.
 
 Only shapes where Winograd measured faster qualify: f32, one group, at least 16 channels in and
-out, and output planes of at least ``MIN_TILES`` 2x2 tiles per image (CIFAR ResNet's 32x32 and
-16x16 layers; the 8x8 and 4x4 ones keep the GEMM).
+out, output planes of at least ``MIN_TILES`` 2x2 tiles per image (CIFAR ResNet's 32x32, 16x16
+and 8x8 layers; the 4x4 ones keep the GEMM), and enough images for a unit of
+``WINOGRAD_TILES`` tiles (``winograd_layout``).
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ if TYPE_CHECKING:
 #: and 128; smaller layers keep the im2col step, as ``test_cpu_convolution`` expects of
 #: parameter filters).
 MIN_FORWARD_CHANNELS = 32
-#: 2x2 tiles an output plane needs for the data gradient to run by Winograd (16x16 planes
-#: have 64).
-MIN_TILES = 64
+#: 2x2 tiles an output plane needs for the data gradient to run by Winograd (8x8 planes have
+#: 16: at batch 32 and 256 channels, one thread, forward 0.77x and data gradient 0.82x the
+#: im2col GEMM's time; 4x4 planes, 4 tiles, measured 1.0x and 1.3x, so they keep the GEMM).
+MIN_TILES = 16
 
 # F(2x2, 3x3) filter transform G; applied to reversed taps, G[:, ::-1].
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
@@ -91,19 +93,22 @@ class WinogradConvolution(Op):
 
 def _plain_3x3(op: Convolution | ConvolutionBackpropData, w: Output, out: Output) -> bool:
     """What both rewrites need: a static f32 4-D output, one group, 3x3 filters, unit strides
-    and dilations, paddings 0-2, and at least ``MIN_TILES`` output tiles per image."""
+    and dilations, paddings 0-2, at least ``MIN_TILES`` output tiles per image, and enough
+    images for a Winograd unit."""
     padding = (*(op.padding_below or ()), *(op.padding_above or ()))
+    if not (out.rank == 4 and is_static(out.shape)):
+        return False
+    n, o, oh, ow = (int(d) for d in out.shape)
     return (
         out.element_type is et.f32
-        and out.rank == 4
-        and is_static(out.shape)
         and is_static(w.shape)
         and op.groups == 1
         and tuple(w.shape[2:]) == (3, 3)
         and all(s == 1 for s in op.strides or ())
         and all(d == 1 for d in op.dilations or ())
         and all(0 <= p <= 2 for p in padding)
-        and -(-int(out.shape[2]) // 2) * -(-int(out.shape[3]) // 2) >= MIN_TILES
+        and -(-oh // 2) * -(-ow // 2) >= MIN_TILES
+        and winograd_layout(n, o, oh, ow, 1) is not None  # the layout ignores threads here
     )
 
 
@@ -180,7 +185,7 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
     n = views.static(data.shape[0])
     o, oh, ow = views.static_all(node.outputs[0].shape[1:])
     layout = winograd_layout(n, o, oh, ow, builder.threads)
-    assert layout is not None, "MIN_TILES tiles per image always make a layout"
+    assert layout is not None, "the rewrites checked that the shapes make a layout"
     out = View(target.buffer, et.f32, (n, o, oh, ow), views.row_major_strides((n, o, oh, ow)),
                target.offset)  # fmt: skip
     add_winograd_step(builder, node, data, u, out, op.padding_below, layout)

@@ -1,0 +1,99 @@
+"""A training step's 3x3 stride-1 convolutions on small planes (CIFAR ResNet-18's 8x8 layers)
+on the CPU: forward by computed filters and data gradient run by Winograd once a unit of
+``WINOGRAD_TILES`` tiles can be made of whole images; 4x4 planes, and batches too small for a
+unit, keep the im2col GEMM. Filter gradients with few output channels accumulate dWᵀ. Every
+path agrees with INTERPRETER."""
+
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.autodiff import gradients
+from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
+from opgraph.backends.fused.program import WinogradStep
+from opgraph.core import element_type as et
+from opgraph.core.literals import parameter
+
+
+def _compare(fn, seed=0):
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(p.shape).astype(np.float32) for p in fn.parameters]
+    exe = og.backend("CPU").compile(fn)
+    got = exe(*args)
+    want = og.backend("INTERPRETER").compile(fn)(*args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
+    return [type(s) for s in exe.program.steps]
+
+
+def _layer(n, c, o, h):
+    """Forward (computed filters) and data gradient of one 3x3 stride-1 padding-1 layer."""
+    x = parameter(et.f32, (n, c, h, h))
+    w = parameter(et.f32, (o, c, 3, 3))
+    y = ops.convolution(x, w, (1, 1), (1, 1), (1, 1), (1, 1))
+    ct = parameter(et.f32, y.shape)
+    (dx,) = gradients([y], [x], [ct])
+    return og.Function([y], [x, w]), og.Function([dx], [ct, w, x])
+
+
+#: (N, C, O, plane): 8x8 planes with at least three images (48 tiles) run by Winograd.
+WINOGRAD_8X8 = {
+    "three-images": (3, 32, 48, 8),
+    "cifar-batch": (8, 64, 32, 8),
+    "odd-batch": (5, 40, 32, 8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINOGRAD_8X8))
+def test_8x8_planes_run_by_winograd(name):
+    forward, data_gradient = _layer(*WINOGRAD_8X8[name])
+    assert WinogradStep in _compare(forward)
+    kinds = _compare(data_gradient)
+    assert WinogradStep in kinds
+    assert ConvDataGradientStep not in kinds
+
+
+#: (N, C, O, plane): shapes that keep the im2col GEMM.
+KEEP_GEMM = {
+    "4x4-plane": (16, 32, 32, 4),
+    "8x8-two-images": (2, 32, 32, 8),
+    "6x6-plane": (8, 32, 32, 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEEP_GEMM))
+def test_smaller_planes_keep_the_gemm(name):
+    forward, data_gradient = _layer(*KEEP_GEMM[name])
+    assert WinogradStep not in _compare(forward)
+    kinds = _compare(data_gradient)
+    assert WinogradStep not in kinds
+    assert ConvDataGradientStep in kinds
+
+
+#: (N, C, O, plane, groups, transposed): filter gradients with few output channels per group
+#: accumulate dWᵀ and transpose it at the end; more keep the dW order. "blocks" splits the
+#: patch rows into several units (576 rows of 1024 pixels), "chunked" reads a small plane's
+#: cotangent through the transposed copy (several images per product).
+FILTER_GRADIENTS = {
+    "blocks": (2, 64, 64, 32, 1, True),
+    "chunked": (8, 32, 128, 8, 1, True),
+    "grouped": (2, 64, 96, 16, 2, True),
+    "wide": (2, 16, 160, 12, 1, False),
+    "wide-chunked": (6, 16, 192, 6, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILTER_GRADIENTS))
+def test_filter_gradients_in_either_order(name):
+    n, c, o, h, groups, transposed = FILTER_GRADIENTS[name]
+    x = parameter(et.f32, (n, c, h, h))
+    w = parameter(et.f32, (o, c // groups, 3, 3))
+    y = ops.convolution(x, w, (1, 1), (1, 1), (1, 1), (1, 1), None, groups)
+    ct = parameter(et.f32, y.shape)
+    (dw,) = gradients([y], [w], [ct])
+    fn = og.Function([dw], [x, ct])
+    _compare(fn)
+    exe = og.backend("CPU").compile(fn)
+    steps = [s for s in exe.program.steps if isinstance(s, ConvFilterGradientStep)]
+    assert [s.transposed for s in steps] == [transposed]
