@@ -17,8 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from opgraph.backends.fused import views
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import panel_conv_step
