@@ -285,10 +285,7 @@ class Toolchain:
         first = self._libraries(needs)
         with ThreadPoolExecutor(len(first), thread_name_prefix="opgraph-libraries") as beside:
             ready = [beside.submit(make) for make in first]
-
-            def loaded() -> None:
-                for future in ready:
-                    future.result()  # the first failure is raised
+            loaded = functools.partial(_settle, ready)  # before the module is mapped
 
             def build(work: Path, name: str) -> Path:
                 log.info("compile cache miss: %s", name)
