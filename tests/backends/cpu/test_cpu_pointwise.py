@@ -102,7 +102,8 @@ def test_pointwise_reads_a_strided_image(cpu):
     w = og.constant(RNG.standard_normal((40, 24, 1, 1)).astype(np.float32))
     y = ops.convolution(ops.transpose(x, (0, 3, 1, 2)), w, (1, 1))
     fn = og.Function([ops.relu(y)], [x])
-    check(cpu, fn, [RNG.standard_normal((1, 9, 11, 24)).astype(np.float32)])
+    (step,) = check(cpu, fn, [RNG.standard_normal((1, 9, 11, 24)).astype(np.float32)])
+    assert type(step) is PointwiseConvStep and step.compact
 
 
 @pytest.mark.parametrize(
