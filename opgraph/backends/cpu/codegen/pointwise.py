@@ -35,12 +35,14 @@ from opgraph.core import element_type as et
 
 #: (preprocessor test, lanes, vectors of pixels per ``pixels`` tile, pixels per ``channels``
 #: tile): 8 x 3 x 16 and 12 x 2 x 16 accumulators with AVX-512 (32 registers), 8 x 1 x 8
-#: and 3 x 4 x 8 with AVX2 (16 registers). The C harness of this work (AVX-512, one thread)
-#: ran both at 110-116 GFLOP/s on the zoo's shapes against OpenBLAS's 90-103.
+#: and 6 x 2 x 8 with AVX2 (16 registers; a ``channels`` tile covers its 32-channel panel in
+#: passes of two vectors: with 3 pixels x 4 vectors GCC kept the accumulators on the stack,
+#: 6x slower). The C harness of this work (AVX-512, one thread) ran both at 110-116
+#: GFLOP/s on the zoo's shapes against OpenBLAS's 90-103.
 BLOCKING = (
     ("defined(__AVX512F__)", 16, 3, 12),
-    ("defined(__AVX__)", 8, 1, 3),
-    ("1", 4, 1, 1),
+    ("defined(__AVX__)", 8, 1, 6),
+    ("1", 4, 1, 6),
 )
 #: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
 #: a quarter of an L2 cache).
@@ -52,7 +54,9 @@ BLOCK_STEP = 48
 
 def _kernels(lanes: int, nv: int, rb: int) -> str:
     """The two micro-kernels and their dispatchers for one instruction set."""
-    pv = PANEL // lanes
+    pp = min(2, PANEL // lanes)  # vectors of one pass over a panel (more: GCC spilled them)
+    wp = pp * lanes  # channels of one pass
+    passes = PANEL // wp
     size = 4 * lanes
     rows_cases = " ".join(
         f"case {r}: og_pw_px_mk({r}, 1, wp, x + o, ldx, K, y + o, ldy, c); break;"
@@ -63,7 +67,7 @@ def _kernels(lanes: int, nv: int, rb: int) -> str:
         for v in range(nv, 0, -1)
     )
     ch_cases = " ".join(
-        f"case {r}: og_pw_ch_mk({r}, wt, xa, ldx, K, ya, ldy, valid); break;"
+        f"case {r}: og_pw_ch_mk({r}, h, wt, xa, ldx, K, ya, ldy, valid); break;"
         for r in range(rb, 0, -1)
     )
     return f"""#define OG_PW_TILE {nv * lanes}
@@ -108,28 +112,32 @@ static void og_pw_px(const float* restrict wp, const float* restrict x, long ldx
     switch (R) {{ {rows_cases} default: break; }}
   }}
 }}
-/* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, j < valid. */
+/* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels
+   j of pass h ({wp} of the panel's {PANEL}) below valid. */
 static inline __attribute__((always_inline)) void og_pw_ch_mk(
-    const int R, const float* restrict wt, const float* restrict x, long ldx, long K,
+    const int R, long h, const float* restrict wt, const float* restrict x, long ldx, long K,
     float* restrict y, long ldy, long valid) {{
-  og_pwv acc[{rb}][{pv}];
+  og_pwv acc[{rb}][{pp}];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < {pv}; ++v) acc[r][v] = (og_pwv){{0}};
+    for (int v = 0; v < {pp}; ++v) acc[r][v] = (og_pwv){{0}};
+  wt += h * {wp};
   for (long k = 0; k < K; ++k) {{
-    og_pwv b[{pv}];
-    for (int v = 0; v < {pv}; ++v) __builtin_memcpy(&b[v], wt + k * {PANEL} + v * {lanes}, {size});
+    og_pwv b[{pp}];
+    for (int v = 0; v < {pp}; ++v) __builtin_memcpy(&b[v], wt + k * {PANEL} + v * {lanes}, {size});
     for (int r = 0; r < R; ++r) {{
       const float s = x[k * ldx + r];
-      for (int v = 0; v < {pv}; ++v) acc[r][v] += s * b[v];
+      for (int v = 0; v < {pp}; ++v) acc[r][v] += s * b[v];
     }}
   }}
-  float t[{rb}][{PANEL}];
+  float t[{rb}][{wp}];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < {pv}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
-  for (long j = 0; j < valid; ++j)
-    for (int r = 0; r < R; ++r) y[j * ldy + r] = t[r][j];
+    for (int v = 0; v < {pp}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
+  long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};
+  for (long j = 0; j < last; ++j)
+    for (int r = 0; r < R; ++r) y[(h * {wp} + j) * ldy + r] = t[r][j];
 }}
-/* Pixels p0 .. p1 of one {PANEL}-channel panel, in balanced tiles of at most {rb}. */
+/* Pixels p0 .. p1 of one {PANEL}-channel panel, in balanced tiles of at most {rb}, {passes}
+   pass(es) of {wp} channels each. */
 static void og_pw_ch(const float* restrict wt, const float* restrict x, long ldx, long K,
                      float* restrict y, long ldy, long p0, long p1, long valid) {{
   long tiles = (p1 - p0 + {rb - 1}) / {rb};
@@ -137,7 +145,8 @@ static void og_pw_ch(const float* restrict wt, const float* restrict x, long ldx
     long a = p0 + (p1 - p0) * t / tiles, b = p0 + (p1 - p0) * (t + 1) / tiles;
     const float* xa = x + a;
     float* ya = y + a;
-    switch (b - a) {{ {ch_cases} default: break; }}
+    for (long h = 0; h * {wp} < valid; ++h)
+      switch (b - a) {{ {ch_cases} default: break; }}
   }}
 }}"""
 
