@@ -161,7 +161,7 @@ def test_layout_choice(pixels, channels, inner, channels_first):
 @pytest.mark.parametrize("name", ["pixels, tail columns", "channels, a partial panel", "stride 3"])
 def test_pointwise_with_avx2_blocking(name):
     """``isa="avx2"``: the AVX2 branch of the kernels (8 lanes: one vector per pixel tile,
-    3 pixels x 4 vectors per channel tile, the 16-column tail read as two vectors)."""
+    6 pixels x 2 vectors per pass over a channel panel, the 16-column tail read as two vectors)."""
     backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
     (n, c, o, size, stride), _ = SHAPES[name]
     fn, args = graph(n, c, o, size, stride, epilogue="bias hard-swish")
