@@ -102,7 +102,8 @@ def test_pointwise_reads_a_strided_image(cpu):
     w = og.constant(RNG.standard_normal((40, 24, 1, 1)).astype(np.float32))
     y = ops.convolution(ops.transpose(x, (0, 3, 1, 2)), w, (1, 1))
     fn = og.Function([ops.relu(y)], [x])
-    check(cpu, fn, [RNG.standard_normal((1, 9, 11, 24)).astype(np.float32)])
+    (step,) = check(cpu, fn, [RNG.standard_normal((1, 9, 11, 24)).astype(np.float32)])
+    assert type(step) is PointwiseConvStep and step.compact
 
 
 @pytest.mark.parametrize(
@@ -160,7 +161,7 @@ def test_layout_choice(pixels, channels, inner, channels_first):
 @pytest.mark.parametrize("name", ["pixels, tail columns", "channels, a partial panel", "stride 3"])
 def test_pointwise_with_avx2_blocking(name):
     """``isa="avx2"``: the AVX2 branch of the kernels (8 lanes: one vector per pixel tile,
-    3 pixels x 4 vectors per channel tile, the 16-column tail read as two vectors)."""
+    6 pixels x 2 vectors per pass over a channel panel, the 16-column tail read as two vectors)."""
     backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
     (n, c, o, size, stride), _ = SHAPES[name]
     fn, args = graph(n, c, o, size, stride, epilogue="bias hard-swish")

@@ -1,14 +1,9 @@
 """Generate the C of a :class:`PointwiseConvStep` (a 1x1 convolution by filters packed at
 compile time; see ``fused/lowering/pointwise.py``).
 
-Two register-blocked micro-kernels (the ``pw_conv`` helper, blocked per instruction set):
-
-* ``og_pw_px`` (``pixels`` layout): 8 output channels x ``OG_PW_NV`` vectors of output
-  pixels; per input channel it loads the vectors of one input row and broadcasts the 8
-  packed filter values (AVX-512: 24 accumulators).
-* ``og_pw_ch`` (``channels`` layout): ``OG_PW_RB`` output pixels x one 32-channel panel;
-  per input channel it loads the panel row and broadcasts the pixels' values, then writes
-  the tile transposed into the (channel, pixel) output.
+The products run in two register-blocked micro-kernels (``og_pw_px`` along the pixels,
+``og_pw_ch`` along 32-channel panels: ``codegen/pointwise_kernels.py``); this module writes
+the units around them.
 
 Units are (image, block of output channels, block of pixels), sized so that a unit's input
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
@@ -23,132 +18,23 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen import bf16, dialect
+from opgraph.backends.cpu.codegen import bf16
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.cpu.codegen.pointwise_kernels import RB_MAX
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.pointwise import PANEL, ROWS, TAIL, PointwiseConvStep
 from opgraph.backends.fused.program import Buffer, BufferKind, ConvStep, Step
 from opgraph.backends.fused.views import View, static_all
 from opgraph.core import element_type as et
 
-#: (preprocessor test, lanes, vectors of pixels per ``pixels`` tile, pixels per ``channels``
-#: tile): 8 x 3 x 16 and 12 x 2 x 16 accumulators with AVX-512 (32 registers), 8 x 1 x 8
-#: and 3 x 4 x 8 with AVX2 (16 registers). The C harness of this work (AVX-512, one thread)
-#: ran both at 110-116 GFLOP/s on the zoo's shapes against OpenBLAS's 90-103.
-BLOCKING = (
-    ("defined(__AVX512F__)", 16, 3, 12),
-    ("defined(__AVX__)", 8, 1, 3),
-    ("1", 4, 1, 1),
-)
 #: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
 #: a quarter of an L2 cache).
 UNIT_FLOATS = 1 << 16
 #: Pixels per block of the ``pixels`` layout are a multiple of this (whole tiles on every
 #: instruction set: 3 x 16, 6 x 8, 12 x 4).
 BLOCK_STEP = 48
-
-
-def _kernels(lanes: int, nv: int, rb: int) -> str:
-    """The two micro-kernels and their dispatchers for one instruction set."""
-    pv = PANEL // lanes
-    size = 4 * lanes
-    rows_cases = " ".join(
-        f"case {r}: og_pw_px_mk({r}, 1, wp, x + o, ldx, K, y + o, ldy, c); break;"
-        for r in range(ROWS, 0, -1)
-    )
-    full_cases = " ".join(
-        f"case {v}: og_pw_px_mk({ROWS}, {v}, wp, x, ldx, K, y, ldy, cols); return;"
-        for v in range(nv, 0, -1)
-    )
-    ch_cases = " ".join(
-        f"case {r}: og_pw_ch_mk({r}, wt, xa, ldx, K, ya, ldy, valid); break;"
-        for r in range(rb, 0, -1)
-    )
-    return f"""#define OG_PW_TILE {nv * lanes}
-#define OG_PW_RB {rb}
-typedef float og_pwv __attribute__((vector_size({size})));
-/* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j], r < R, j < cols <= nv * {lanes};
-   x is readable for whole vectors. */
-static inline __attribute__((always_inline)) void og_pw_px_mk(
-    const int R, const int nv, const float* restrict wp, const float* restrict x, long ldx,
-    long K, float* restrict y, long ldy, long cols) {{
-  og_pwv acc[{ROWS}][{nv}];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < nv; ++v) acc[r][v] = (og_pwv){{0}};
-  for (long k = 0; k < K; ++k) {{
-    og_pwv xv[{nv}];
-    for (int v = 0; v < nv; ++v) __builtin_memcpy(&xv[v], x + k * ldx + v * {lanes}, {size});
-    for (int r = 0; r < R; ++r) {{
-      const float s = wp[k * {ROWS} + r];
-      for (int v = 0; v < nv; ++v) acc[r][v] += s * xv[v];
-    }}
-  }}
-  if (cols == nv * {lanes}) {{
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < nv; ++v) __builtin_memcpy(y + r * ldy + v * {lanes}, &acc[r][v], {size});
-    return;
-  }}
-  float t[{nv * lanes}];
-  for (int r = 0; r < R; ++r) {{
-    for (int v = 0; v < nv; ++v) __builtin_memcpy(t + v * {lanes}, &acc[r][v], {size});
-    for (long j = 0; j < cols; ++j) y[r * ldy + j] = t[j];
-  }}
-}}
-/* R (<= {ROWS}) output channels of a packed panel wp, cols (<= {TAIL} or a whole tile)
-   pixels. */
-static void og_pw_px(const float* restrict wp, const float* restrict x, long ldx, long K,
-                     float* restrict y, long ldy, long R, long cols) {{
-  if (R == {ROWS} && cols <= OG_PW_TILE) {{
-    switch ((cols + {lanes - 1}) / {lanes}) {{ {full_cases} default: break; }}
-  }}
-  for (long o = 0; o < cols; o += {lanes}) {{
-    long c = cols - o < {lanes} ? cols - o : {lanes};
-    switch (R) {{ {rows_cases} default: break; }}
-  }}
-}}
-/* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, j < valid. */
-static inline __attribute__((always_inline)) void og_pw_ch_mk(
-    const int R, const float* restrict wt, const float* restrict x, long ldx, long K,
-    float* restrict y, long ldy, long valid) {{
-  og_pwv acc[{rb}][{pv}];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < {pv}; ++v) acc[r][v] = (og_pwv){{0}};
-  for (long k = 0; k < K; ++k) {{
-    og_pwv b[{pv}];
-    for (int v = 0; v < {pv}; ++v) __builtin_memcpy(&b[v], wt + k * {PANEL} + v * {lanes}, {size});
-    for (int r = 0; r < R; ++r) {{
-      const float s = x[k * ldx + r];
-      for (int v = 0; v < {pv}; ++v) acc[r][v] += s * b[v];
-    }}
-  }}
-  float t[{rb}][{PANEL}];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < {pv}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
-  for (long j = 0; j < valid; ++j)
-    for (int r = 0; r < R; ++r) y[j * ldy + r] = t[r][j];
-}}
-/* Pixels p0 .. p1 of one {PANEL}-channel panel, in balanced tiles of at most {rb}. */
-static void og_pw_ch(const float* restrict wt, const float* restrict x, long ldx, long K,
-                     float* restrict y, long ldy, long p0, long p1, long valid) {{
-  long tiles = (p1 - p0 + {rb - 1}) / {rb};
-  for (long t = 0; t < tiles; ++t) {{
-    long a = p0 + (p1 - p0) * t / tiles, b = p0 + (p1 - p0) * (t + 1) / tiles;
-    const float* xa = x + a;
-    float* ya = y + a;
-    switch (b - a) {{ {ch_cases} default: break; }}
-  }}
-}}"""
-
-
-@dialect.helper("pw_conv")
-def _pw_conv() -> str:
-    branches = []
-    for i, (test, lanes, nv, rb) in enumerate(BLOCKING):
-        keyword = "#if" if i == 0 else "#elif"
-        branches.append(f"{keyword} {test}\n{_kernels(lanes, nv, rb)}")
-    return "\n".join(branches) + "\n#endif"
 
 
 def _ceil(a: int, b: int) -> int:
@@ -174,7 +60,8 @@ class PointwiseConvEmitter:
         self.per = BLOCK_STEP
 
     def emit(self) -> str:
-        self.module.helper("pw_conv")
+        for helper in ("pw_tile", "pw_px", "pw_ch"):
+            self.module.helper(helper)
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None:
@@ -218,7 +105,7 @@ class PointwiseConvEmitter:
 
     def channel_layout(self) -> tuple[int, int]:
         """(channel blocks, pixel blocks) of the ``channels`` layout."""
-        per = max(OG_RB_MAX, UNIT_FLOATS // (self.c + PANEL))
+        per = max(RB_MAX, UNIT_FLOATS // (self.c + PANEL))
         pixel_blocks = -(-self.pixels // per)
         panels = -(-self.o // PANEL)
         want = 4 * self.threads if self.parallel else 1
@@ -355,10 +242,6 @@ class PointwiseConvEmitter:
             "  return 0;",
             "}",
         ]
-
-
-#: Pixels of the largest ``channels`` tile on any instruction set (the blocking's ``rb``).
-OG_RB_MAX = max(rb for _, _, _, rb in BLOCKING)
 
 
 def _emit(

@@ -3,11 +3,13 @@
 A convolution runs by blocks of output rows: each block's im2col patch matrix is built in a
 per-thread scratch slice small enough to stay in L2, then multiplied by the group's filter
 matrix with BLAS straight into the output. A 1x1 stride-1 unpadded convolution needs no
-patches: the image itself is the right operand. Depthwise convolutions and grouped ones with
-few channels per group are *direct* steps (``ConvStep.direct``, laid out by
-:class:`DirectPlan`): thin per-group GEMMs waste most of their time, so the target sums each
-output straight from a padded copy of the image. Other shapes (3-D, data dilation, integer
-types) run their reference kernels.
+patches: the image itself is the right operand. 1x1 convolutions with constant f32 filters
+and a static batch are :class:`~opgraph.backends.fused.lowering.pointwise.PointwiseConvStep`
+products by filters packed at compile time (``lowering/pointwise.py``). Depthwise
+convolutions and grouped ones with few channels per group are *direct* steps
+(``ConvStep.direct``, laid out by :class:`DirectPlan`): thin per-group GEMMs waste most of
+their time, so the target sums each output straight from a padded copy of the image. Other
+shapes (3-D, data dilation, integer types) run their reference kernels.
 """
 
 from __future__ import annotations
