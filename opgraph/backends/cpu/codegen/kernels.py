@@ -24,11 +24,17 @@ from __future__ import annotations
 import functools
 import hashlib
 
-from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen import dialect, winograd_f4
 from opgraph.backends.cpu.codegen import int8 as _int8  # noqa: F401 - registers q8_* helpers
 
 #: Helpers (``dialect.HELPERS`` names) served by the library instead of each module's code.
-LIBRARY_HELPERS: tuple[str, ...] = ("gemm_panels", "q8_gemm", "q8_conv_gemm")
+LIBRARY_HELPERS: tuple[str, ...] = (
+    "gemm_panels",
+    "q8_gemm",
+    "q8_conv_gemm",
+    "wino4_in",
+    "wino4_out",
+)
 
 #: Their C prototypes, ``{name}`` standing for the exported symbol.
 _PROTOTYPES = {
@@ -46,6 +52,7 @@ _PROTOTYPES = {
         "int32_t* restrict Y, long ldy, long O, long quads, long cols, "
         "const int32_t* restrict row);"
     ),
+    **winograd_f4.PROTOTYPES,  # Winograd F(4x4, 3x3) transforms
 }
 
 
