@@ -258,23 +258,28 @@ class WinogradEmitter:
             "    }",
         ]
 
+    def f4_output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
+        """F(4x4, 3x3): ``og_wino4_out`` per tile row of each output channel."""
+        ys = self.out.strides
+        self.module.helper("wino4_out")
+        return [
+            "    for (long oc = o0; oc < o1; ++oc) {",
+            f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
+            "      const float* mb = M + (oc - o0) * tb;",
+            "      float* y[4];",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            f"        for (int i = 0; i < 4; ++i) y[i] = yc + (4 * tr + i) * {ys[2]}L;",
+            f"        og_wino4_out(mb + base0 + (tr - tr0) * {tw}L, op * tb, y, {tw}L, "
+            f"{ow}L, {oh}L - 4 * tr);",
+            "      }",
+            "    }",
+        ]
+
     def output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
         ys = self.out.strides
         m, t = self.m, self.t
         if m == 4:
-            self.module.helper("wino4_out")
-            return [
-                "    for (long oc = o0; oc < o1; ++oc) {",
-                f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
-                "      const float* mb = M + (oc - o0) * tb;",
-                "      float* y[4];",
-                "      for (long tr = tr0; tr < tr1; ++tr) {",
-                f"        for (int i = 0; i < 4; ++i) y[i] = yc + (4 * tr + i) * {ys[2]}L;",
-                f"        og_wino4_out(mb + base0 + (tr - tr0) * {tw}L, op * tb, y, {tw}L, "
-                f"{ow}L, {oh}L - 4 * tr);",
-                "      }",
-                "    }",
-            ]
+            return self.f4_output_transform(oh, ow, tw)
         # M[ξ][oc - o0][col]: one base pointer per output channel, ξ's planes ss apart
         loads = [
             f"const float m{a}{b} = mb[{a * t + b}L * ss + col];"
