@@ -125,3 +125,20 @@ def test_filter_transform_reproduces_the_correlation(tile):
     y = at_ @ (u * (bt_ @ d @ bt_.T)) @ at_.T
     want = [[np.sum(d[i : i + 3, j : j + 3] * g[0, 0]) for j in range(tile)] for i in range(tile)]
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_batch_keeps_2x2_tiles_with_padded_rows(cpu):
+    """A symbolic batch (one compile for every batch size) takes F(2x2) tiles, its edge
+    tiles read from padded row copies; correct at two batch sizes."""
+    batch = og.dim("batch", max=8)
+    x = og.parameter(og.f32, (batch, 32, 30, 30))
+    weights = (RNG.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    y = ops.relu(ops.convolution(x, og.constant(weights), (1, 1), None, (1, 1), (1, 1)))
+    fn = og.Function([y], [x])
+    exe = cpu.compile(fn)
+    assert [s.tile for s in exe.program.steps if isinstance(s, WinogradStep)] == [2]
+    reference = og.backend("INTERPRETER").compile(fn)
+    for n in (1, 3):
+        data = RNG.standard_normal((n, 32, 30, 30)).astype(np.float32)
+        want = reference(data)[0]
+        np.testing.assert_allclose(exe(data)[0], want, rtol=1e-5, atol=1e-5 * np.max(np.abs(want)))

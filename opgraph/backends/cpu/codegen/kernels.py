@@ -32,7 +32,7 @@ import functools
 import hashlib
 from collections.abc import Iterable
 
-from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen import dialect, winograd_f4
 from opgraph.backends.cpu.codegen import int8 as _int8  # noqa: F401 - registers q8_* helpers
 from opgraph.core.errors import RegistryError
 
@@ -80,6 +80,8 @@ library_helper(
 # Not the bf16 GEMMs (``gemm_bf16``: og_gemm_bf16_panels and og_sgemm_bf16, 1.8 s of gcc per
 # bf16 module): served from a unit they ran 0.5-2 % slower than compiled into the module
 # (BERT layer and ResNet-18 in bf16, one thread, alternating, 2026-11-26).
+for _helper, _prototype in winograd_f4.PROTOTYPES.items():  # F(4x4, 3x3) transforms
+    library_helper(_helper, _prototype)
 
 
 @functools.cache

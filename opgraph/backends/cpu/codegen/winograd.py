@@ -147,6 +147,8 @@ class WinogradEmitter:
         # interior tiles: columns m*tc - pl .. +t-1 all inside [0, w)
         lo = max(0, -(-pl // m))
         hi = max(lo, min(tw, (w - t + pl) // m + 1))
+        if m == 4:
+            return self.f4_input_transform(c, h, w, tw, row)
         if (lo > 0 or hi < tw) and xs[3] == 1:
             return self.padded_input_transform(c, h, w, tw, row)
         store = [
@@ -191,6 +193,33 @@ class WinogradEmitter:
             "    }",
         ]
 
+    def f4_input_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
+        """F(4x4, 3x3): ``og_wino4_in`` per tile row of each channel, from zero-padded row
+        copies."""
+        self.module.helper("wino4_in")
+        xs = self.x.strides
+        pt, pl = self.step.padding
+        rows = []
+        for a in range(6):
+            rows += [
+                f"        long ih{a} = 4 * tr - {pt}L + {a};",
+                f"        if (ih{a} >= 0 && ih{a} < {h}L) "
+                f"__builtin_memcpy(P + {a * row + pl}L, xc + ih{a} * {xs[2]}L, {4 * w});",
+                f"        else __builtin_memset(P + {a * row + pl}L, 0, {4 * w});",
+            ]
+        return [
+            f"    __builtin_memset(P, 0, {4 * 6 * row});  /* the padding columns stay zero */",
+            f"    const float* r[6] = {{{', '.join(f'P + {a * row}L' for a in range(6))}}};",
+            f"    for (long ch = 0; ch < {c}L; ++ch) {{",
+            f"      const float* xc = x + ch * {xs[1]}L;",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            *rows,
+            f"        long base = base0 + (tr - tr0) * {tw}L;",
+            f"        og_wino4_in(r, V + ch * tb + base, {c}L * tb, {tw}L);",
+            "      }",
+            "    }",
+        ]
+
     def padded_input_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
         """The input transform with tiles past the image's columns: each tile row's input
         rows are copied into zero-padded rows ``P`` first, so every tile loads without
@@ -229,9 +258,28 @@ class WinogradEmitter:
             "    }",
         ]
 
+    def f4_output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
+        """F(4x4, 3x3): ``og_wino4_out`` per tile row of each output channel."""
+        ys = self.out.strides
+        self.module.helper("wino4_out")
+        return [
+            "    for (long oc = o0; oc < o1; ++oc) {",
+            f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
+            "      const float* mb = M + (oc - o0) * tb;",
+            "      float* y[4];",
+            "      for (long tr = tr0; tr < tr1; ++tr) {",
+            f"        for (int i = 0; i < 4; ++i) y[i] = yc + (4 * tr + i) * {ys[2]}L;",
+            f"        og_wino4_out(mb + base0 + (tr - tr0) * {tw}L, op * tb, y, {tw}L, "
+            f"{ow}L, {oh}L - 4 * tr);",
+            "      }",
+            "    }",
+        ]
+
     def output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
         ys = self.out.strides
         m, t = self.m, self.t
+        if m == 4:
+            return self.f4_output_transform(oh, ow, tw)
         # M[ξ][oc - o0][col]: one base pointer per output channel, ξ's planes ss apart
         loads = [
             f"const float m{a}{b} = mb[{a * t + b}L * ss + col];"

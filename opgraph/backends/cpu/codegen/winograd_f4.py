@@ -5,10 +5,15 @@ Each 4x4 block of outputs comes from a 6x6 input tile with 36 products instead o
 4/2.25 = 1.78x at the price of larger transforms. Interpolation points 0, ±1, ±2 (Lavin &
 Gray); the filter transform ``G`` is applied at compile time
 (``opgraph.backends.fused.lowering.winograd_tiles``). The input transform ``Bᵀ d B`` and the
-output transform ``Aᵀ m A`` are written with their shared sums factored out.
+output transform ``Aᵀ m A`` are written with their shared sums factored out, once, as two
+generic helpers of the shared kernel library (``og_wino4_in``, ``og_wino4_out``:
+``codegen/kernels.py``) that every F(4x4) step calls per tile row, so a model's modules do
+not each carry the straight-line transforms.
 """
 
 from __future__ import annotations
+
+from opgraph.backends.cpu.codegen.dialect import HELPERS
 
 
 def _bt(d: list[str], name: str) -> list[str]:
@@ -64,3 +69,70 @@ def output_transform(source: str) -> list[str]:
             for j, line in enumerate(out[-4:])
         ]
     return lines
+
+
+def _input_helper() -> str:
+    """``og_wino4_in``: the input transform of ``tw`` adjacent tiles of one tile row of one
+    channel, from the six input rows ``r`` (zero-padded copies: every tap in bounds) into
+    ``V[ξ * plane + tc]``, vectorized across tiles."""
+    loads = [f"const float d{a}{b} = r{a}[4 * tc + {b}];" for a in range(6) for b in range(6)]
+    stores = [f"V[{a * 6 + b}L * plane + tc] = v{a}{b};" for a in range(6) for b in range(6)]
+    body = loads + input_transform("v", "d") + stores
+    return "\n".join(
+        [
+            "static void og_wino4_in(const float* const* r, float* restrict V, long plane, "
+            "long tw) {",
+            *[f"  const float* restrict r{a} = r[{a}];" for a in range(6)],
+            "  #pragma omp simd",
+            "  for (long tc = 0; tc < tw; ++tc) {",
+            *[f"    {line}" for line in body],
+            "  }",
+            "}",
+        ]
+    )
+
+
+def _output_helper() -> str:
+    """``og_wino4_out``: the output transform of ``tw`` adjacent tiles of one tile row of one
+    output channel, from the products ``mb[ξ * ss + tc]`` into the four output rows ``y``
+    (``rows`` of them and ``ow`` columns inside the plane): whole tiles vectorized across
+    tiles, the last ones with bounds tests."""
+    loads = [
+        f"const float m{a}{b} = mb[{a * 6 + b}L * ss + tc];" for a in range(6) for b in range(6)
+    ]
+    body = loads + output_transform("m")
+    full = [f"y{i}_[4 * tc + {j}] = y{i}{j};" for i in range(4) for j in range(4)]
+    guarded = [
+        f"if ({i} < rows && 4 * tc + {j} < ow) y{i}_[4 * tc + {j}] = y{i}{j};"
+        for i in range(4)
+        for j in range(4)
+    ]
+    return "\n".join(
+        [
+            "static void og_wino4_out(const float* restrict mb, long ss, float* const* y, "
+            "long tw, long ow, long rows) {",
+            *[f"  float* restrict y{i}_ = y[{i}];" for i in range(4)],
+            "  long whole = rows >= 4 ? ow / 4 : 0;",
+            "  #pragma omp simd",
+            "  for (long tc = 0; tc < whole; ++tc) {",
+            *[f"    {line}" for line in body + full],
+            "  }",
+            "  for (long tc = whole; tc < tw; ++tc) {",
+            *[f"    {line}" for line in body + guarded],
+            "  }",
+            "}",
+        ]
+    )
+
+
+HELPERS["wino4_in"] = _input_helper
+HELPERS["wino4_out"] = _output_helper
+
+#: The helpers' prototypes (``{name}``: the exported symbol; ``codegen/kernels.py``).
+PROTOTYPES = {
+    "wino4_in": "void {name}(const float* const* r, float* restrict V, long plane, long tw);",
+    "wino4_out": (
+        "void {name}(const float* restrict mb, long ss, float* const* y, long tw, long ow, "
+        "long rows);"
+    ),
+}
