@@ -19,9 +19,11 @@ right (``vdpbf16ps`` with an embedded broadcast). Products of two bf16 values ar
 f32, so the error is the rounding of both operands to bf16 (8 significant bits, relative
 2^-9) plus f32 accumulation; ``vdpbf16ps`` treats subnormal inputs as zero.
 
-Everything else (elementwise kernels, reductions, products of two activations, one-row
-GEMVs, depthwise convolutions) stays f32. The instruction is written as inline assembly, so
-the module needs no header and compiles with any GCC or Clang whose assembler knows it.
+The fused attention step's two products run in bf16 too (``codegen/attention_bf16.py``
+registers its conversion here). Everything else (elementwise kernels, reductions, other
+products of two activations, one-row GEMVs, depthwise convolutions) stays f32. The
+instruction is written as inline assembly, so the module needs no header and compiles with
+any GCC or Clang whose assembler knows it.
 """
 
 from __future__ import annotations
