@@ -214,6 +214,13 @@ def to_bf16(program: Program) -> Program:
 class Bf16GemmEmitter(GemmEmitter):
     """A :class:`Bf16GemmStep`: ``og_gemm_bf16_panels`` instead of ``og_gemm_panels``."""
 
+    def blocks_per_thread(self) -> int:
+        """Two column blocks per thread, not the f32 kernel's four: every block rounds all
+        of ``a`` to bf16 again (a C harness, 128 x 3072 x 768 on one thread: 8 blocks 3.15-3.18
+        ms, 4 blocks 3.01, 2 blocks 2.98-2.99); two per thread still leave a block that a
+        descheduled thread has not started to the others."""
+        return 2
+
     def panel_gemm(self) -> tuple[int, Call]:
         self.module.helper("gemm_bf16")
         lda = self.a.strides[0] if self.rows > 1 else self.inner
