@@ -7,6 +7,7 @@ INTERPRETER in f32 and within its documented bound in bf16."""
 import ml_dtypes
 import numpy as np
 import pytest
+import scipy.special
 
 import opgraph as og
 from opgraph import ops
@@ -218,3 +219,30 @@ def test_attention_in_bf16_is_the_product_of_bf16_operands(
         error = np.abs(got - want) / np.abs(want).max()
         assert np.quantile(error, 0.99) < 1e-5
         assert error.max() < 2e-3
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
+def test_erf_in_a_bf16_product_epilogue_is_the_fast_form(cpu):
+    """bf16 mode's product epilogues compute erf by ``og_erf_fast`` (erf_bf16.py: within
+    3.8e-7 absolute); f32 compiles keep libmvec's ``erff``."""
+    x = og.parameter(og.f32, (24, 64))
+    w = (RNG.standard_normal((64, 96)) * 0.4).astype(np.float32)
+    fn = og.Function([ops.erf(ops.matmul(x, og.constant(w)))], [x])
+    data = RNG.standard_normal((24, 64)).astype(np.float32)
+    data[0, :] = np.inf * np.sign(w[:, 0])  # row 0: +inf in column 0, NaN or ±inf elsewhere
+    data[1, :] = np.nan
+    exe = cpu.compile(fn, precision="bf16")
+    assert "og_erf_fast(" in exe.source() and "erff(" not in exe.source()
+    assert "og_erf_fast(" not in cpu.compile(fn).source()
+    (got,) = exe(data)
+    product = _bf16(data[2:]) @ _bf16(w)
+    np.testing.assert_allclose(got[2:], scipy.special.erf(product), rtol=0, atol=2e-6)
+    assert np.isnan(got[1]).all()
+    assert got[0, 0] == 1.0
+    spread = np.linspace(-6, 6, 24 * 96, dtype=np.float32).reshape(24, 96)
+    (back,) = cpu.compile(
+        og.Function([ops.erf(ops.matmul(x, og.constant(np.eye(64, 96, dtype=np.float32))))], [x]),
+        precision="bf16",
+    )(spread[:, :64])
+    want = scipy.special.erf(_bf16(spread[:, :64]))
+    np.testing.assert_allclose(back[:, :64], want, rtol=0, atol=4e-7)
