@@ -71,8 +71,9 @@ def _classify(per: dict[str, list[float]], calls: int) -> dict[str, float]:
 
 def _opgraph_classes(counters: list[PerformanceCounter]) -> dict[str, float]:
     """opgraph's steps (labelled ``index: node …``) in the classes; a step whose first node is
-    a MatMul is a weight product (counted in order), an Attention step is attention, and the
-    rest are the norms with their adds."""
+    a MatMul is a weight product, counted in order (one of ``3 x HIDDEN`` columns is Q, K and
+    V packed: three), an Attention step is attention, a copy (FFN 2's padded rows) is
+    "other", and the rest are the norms with their adds."""
     out: dict[str, float] = defaultdict(float)
     products = 0
     for c in sorted(counters, key=lambda c: int(c.node.split(":", 1)[0])):
@@ -81,7 +82,9 @@ def _opgraph_classes(counters: list[PerformanceCounter]) -> dict[str, float]:
             cls = "attention"
         elif "MatMul" in head:
             cls = PRODUCTS[min(products, len(PRODUCTS) - 1)]
-            products += 1
+            products += 3 if head.endswith(f",{3 * bert.HIDDEN}]") else 1
+        elif head.endswith(": copy"):
+            cls = "other"
         else:
             cls = "norms + adds"
         out[cls] += c.total_seconds

@@ -11,7 +11,12 @@ so the values are bitwise those of the separate products.
 
 A group is every ``MatMul(x, W)`` with the same ``x`` (static f32, rank >= 2) and a constant
 f32 ``W`` of rank 2 and the same inner size, two or more of them. When each member's only
-use is ``Add`` of a constant vector broadcast along the rows, the adds are packed too.
+use is ``Add`` of a constant vector broadcast along the rows, the adds are packed too. Each
+member's value (after its add) must be read only by movement views (``Reshape``,
+``Transpose``, ``Slice``: attention's split into heads) and not be a result: an activation
+of its own after a member would otherwise lose its place in the product's epilogue and cost
+a pass of its own over the slice (measured: ``relu(x @ W_i + b_i)`` for three siblings became
+one product and three ReLU steps).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Node, Output
 from opgraph.ops import elementwise as ew
 from opgraph.ops.linalg import MatMul, matmul
-from opgraph.ops.movement import Broadcast, broadcast
+from opgraph.ops.movement import Broadcast, Reshape, Slice, Transpose, broadcast
 from opgraph.ops.movement import slice as slice_
 
 #: Columns above which a group is not packed further (the packed weights stay one L3-sized
@@ -79,6 +84,14 @@ def _bias_add(node: Node, uses: dict[Output, list[Node]], results: set[Output]) 
     return add if _vector(other, rows, int(out.shape[-1])) is not None else None
 
 
+#: What may read a packed member's value: views of the packed output (no work lost).
+VIEWS = (Reshape, Transpose, Slice)
+
+
+def _read_as_views(x: Output, uses: dict[Output, list[Node]], results: set[Output]) -> bool:
+    return x not in results and bool(uses[x]) and all(type(u.op) in VIEWS for u in uses[x])
+
+
 def _groups(fn: Function) -> dict[Node, _Group]:
     uses: dict[Output, list[Node]] = defaultdict(list)
     for node in fn.nodes:
@@ -102,6 +115,9 @@ def _groups(fn: Function) -> dict[Node, _Group]:
             continue
         adds = [_bias_add(m, uses, results) for m in members]
         group = _Group(x, members, None if None in adds else [a for a in adds if a])
+        tails = group.adds if group.adds is not None else members
+        if not all(_read_as_views(t.outputs[0], uses, results) for t in tails):
+            continue
         for node in [*members, *(group.adds or [])]:
             groups[node] = group
     return groups
@@ -162,4 +178,4 @@ def pack_sibling_products(fn: Function) -> Function:
     return fn.with_outputs(mapping) if mapping else fn
 
 
-__all__ = ["MAX_COLUMNS", "pack_sibling_products"]
+__all__ = ["MAX_COLUMNS", "VIEWS", "pack_sibling_products"]

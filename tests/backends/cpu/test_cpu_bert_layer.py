@@ -7,6 +7,7 @@ INTERPRETER in f32 and within its documented bound in bf16."""
 import ml_dtypes
 import numpy as np
 import pytest
+import scipy.special
 
 import opgraph as og
 from opgraph import ops
@@ -72,12 +73,18 @@ def _gemms(exe: object) -> list[GemmStep]:
     return [s for s in exe.program.steps if isinstance(s, GemmStep)]  # type: ignore[attr-defined]
 
 
+def _split(y: og.Output) -> og.Output:
+    """Attention's split into heads: views of ``y`` (1, 40, n) as (1, 2, 40, n / 2)."""
+    n = y.shape[-1]
+    return ops.transpose(ops.reshape(y, (1, 40, 2, n // 2)), (0, 2, 1, 3))
+
+
 @pytest.mark.parametrize("biases", [True, False])
 def test_sibling_products_are_one_product(cpu, parallel_cpu, biases):
     x = og.parameter(og.f32, (1, 40, 96))
     ws = [_weights(96, n) for n in (64, 64, 48)]
     bs = [RNG.standard_normal(w.shape[1]).astype(np.float32) if biases else None for w in ws]
-    outs = [ops.relu(_linear(x, w, b)) for w, b in zip(ws, bs, strict=True)]
+    outs = [_split(_linear(x, w, b)) for w, b in zip(ws, bs, strict=True)]
     fn = og.Function(outs, [x])
     packed = pack_sibling_products(fn)
     assert sum(type(n.op) is MatMul for n in packed.nodes) == 1
@@ -91,7 +98,7 @@ def test_sibling_products_are_one_product(cpu, parallel_cpu, biases):
         got = exe(data)
         for i, (w, b) in enumerate(zip(ws, bs, strict=True)):
             xi = og.parameter(og.f32, (1, 40, 96))
-            (single,) = backend.compile(og.Function([ops.relu(_linear(xi, w, b))], [xi]))(data)
+            (single,) = backend.compile(og.Function([_split(_linear(xi, w, b))], [xi]))(data)
             np.testing.assert_array_equal(got[i], single)  # each column computed as before
             np.testing.assert_allclose(got[i], reference[i], rtol=1e-5, atol=1e-5)
 
@@ -105,24 +112,27 @@ def test_products_that_differ_are_not_packed(cpu):
         ops.matmul(x, other),  # weights not constant
         ops.matmul(y, og.constant(_weights(32, 16))),  # another input
     ]
-    fn = og.Function(outs, [x, other, y])
+    fn = og.Function([ops.reshape(o, (-1,)) for o in outs], [x, other, y])
     assert pack_sibling_products(fn) is fn
 
 
-def test_a_product_used_twice_keeps_its_add_apart(cpu):
+def test_products_with_work_after_them_stay_apart(cpu):
+    """An activation per sibling, or a sibling that is a result, keeps the products apart
+    (each keeps its epilogue)."""
     x = og.parameter(og.f32, (24, 32))
     w1, w2 = _weights(32, 40), _weights(32, 40)
     b = RNG.standard_normal(40).astype(np.float32)
-    first = ops.matmul(x, og.constant(w1))
-    wide = ops.broadcast(og.constant(b), (24, 40), (0,))
-    outs = [ops.add(first, wide), first, ops.add(ops.matmul(x, og.constant(w2)), wide)]
-    fn = og.Function(outs, [x])
-    packed = pack_sibling_products(fn)
-    assert sum(type(n.op) is MatMul for n in packed.nodes) == 1
+    activated = og.Function([ops.relu(_linear(x, w, b)) for w in (w1, w2)], [x])
+    assert pack_sibling_products(activated) is activated
+    first = _linear(x, w1, b)
+    results = og.Function([first, ops.reshape(_linear(x, w2, b), (-1,))], [x])
+    assert pack_sibling_products(results) is results
     data = RNG.standard_normal((24, 32)).astype(np.float32)
-    got = cpu.compile(fn)(data)
-    for g, want in zip(got, og.backend("INTERPRETER").compile(fn)(data), strict=True):
-        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    exe = cpu.compile(activated)
+    assert all(g.epilogue is not None for g in _gemms(exe)) and len(_gemms(exe)) == 2
+    want = og.backend("INTERPRETER").compile(activated)(data)
+    for got, expected in zip(exe(data), want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
 HAS_BF16 = "avx512_bf16" in cpu_config.cpu_flags()
@@ -218,3 +228,30 @@ def test_attention_in_bf16_is_the_product_of_bf16_operands(
         error = np.abs(got - want) / np.abs(want).max()
         assert np.quantile(error, 0.99) < 1e-5
         assert error.max() < 2e-3
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
+def test_erf_in_a_bf16_product_epilogue_is_the_fast_form(cpu):
+    """bf16 mode's product epilogues compute erf by ``og_erf_fast`` (erf_bf16.py: within
+    3.8e-7 absolute); f32 compiles keep libmvec's ``erff``."""
+    x = og.parameter(og.f32, (24, 64))
+    w = (RNG.standard_normal((64, 96)) * 0.4).astype(np.float32)
+    fn = og.Function([ops.erf(ops.matmul(x, og.constant(w)))], [x])
+    data = RNG.standard_normal((24, 64)).astype(np.float32)
+    data[0, :] = np.inf * np.sign(w[:, 0])  # row 0: +inf in column 0, NaN or ±inf elsewhere
+    data[1, :] = np.nan
+    exe = cpu.compile(fn, precision="bf16")
+    assert "og_erf_fast(" in exe.source() and "erff(" not in exe.source()
+    assert "og_erf_fast(" not in cpu.compile(fn).source()
+    (got,) = exe(data)
+    product = _bf16(data[2:]) @ _bf16(w)
+    np.testing.assert_allclose(got[2:], scipy.special.erf(product), rtol=0, atol=2e-6)
+    assert np.isnan(got[1]).all()
+    assert got[0, 0] == 1.0
+    spread = np.linspace(-6, 6, 24 * 96, dtype=np.float32).reshape(24, 96)
+    (back,) = cpu.compile(
+        og.Function([ops.erf(ops.matmul(x, og.constant(np.eye(64, 96, dtype=np.float32))))], [x]),
+        precision="bf16",
+    )(spread[:, :64])
+    want = scipy.special.erf(_bf16(spread[:, :64]))
+    np.testing.assert_allclose(back[:, :64], want, rtol=0, atol=4e-7)

@@ -19,9 +19,11 @@ right (``vdpbf16ps`` with an embedded broadcast). Products of two bf16 values ar
 f32, so the error is the rounding of both operands to bf16 (8 significant bits, relative
 2^-9) plus f32 accumulation; ``vdpbf16ps`` treats subnormal inputs as zero.
 
-Everything else (elementwise kernels, reductions, products of two activations, one-row
-GEMVs, depthwise convolutions) stays f32. The instruction is written as inline assembly, so
-the module needs no header and compiles with any GCC or Clang whose assembler knows it.
+The fused attention step's two products run in bf16 too (``codegen/attention_bf16.py``
+registers its conversion here). Everything else (elementwise kernels, reductions, other
+products of two activations, one-row GEMVs, depthwise convolutions) stays f32. The
+instruction is written as inline assembly, so the module needs no header and compiles with
+any GCC or Clang whose assembler knows it.
 """
 
 from __future__ import annotations
@@ -211,6 +213,13 @@ def to_bf16(program: Program) -> Program:
 # ------------------------------------------------------------------------------ emitters
 class Bf16GemmEmitter(GemmEmitter):
     """A :class:`Bf16GemmStep`: ``og_gemm_bf16_panels`` instead of ``og_gemm_panels``."""
+
+    def blocks_per_thread(self) -> int:
+        """Two column blocks per thread, not the f32 kernel's four: every block rounds all
+        of ``a`` to bf16 again (a C harness, 128 x 3072 x 768 on one thread: 8 blocks 3.15-3.18
+        ms, 4 blocks 3.01, 2 blocks 2.98-2.99); two per thread still leave a block that a
+        descheduled thread has not started to the others."""
+        return 2
 
     def panel_gemm(self) -> tuple[int, Call]:
         self.module.helper("gemm_bf16")

@@ -22,6 +22,7 @@ from opgraph.backends.cpu.codegen import (
     conv_backprop,
     conv_panels,
     dialect,
+    erf_bf16,  # noqa: F401  (registers bf16 mode's fast erf: codegen/erf_bf16.py)
     int8,
     kernels,
     pointwise,

@@ -1,0 +1,72 @@
+"""Per-core comparison on one thread: thread CPU time per call, interleaved.
+
+    python bench/per_core.py [--workload w5] [--precision f32|bf16] [--rounds 25]
+
+opgraph (``exe(x)``), onnxruntime and OpenVINO (``INFERENCE_PRECISION_HINT`` = the precision)
+each on one thread, called three times per round in turn; prints each one's median thread CPU
+time per call (``time.thread_time``: time descheduled is not counted, so the figures hold on
+a loaded machine where wall-clock ones do not) and the ratios, with the load average. To
+compare two builds, run it from each checkout alternately (``PYTHONPATH=<checkout>``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from bench import runners  # noqa: E402
+from bench.workloads import build  # noqa: E402
+from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config  # noqa: E402
+
+
+def _caller(exe: Callable[..., object], inputs: list[object]) -> Callable[[], object]:
+    return lambda: exe(*inputs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workload", default="w5")
+    parser.add_argument("--precision", choices=("f32", "bf16"), default="f32")
+    parser.add_argument("--rounds", type=int, default=25)
+    args = parser.parse_args()
+    cache = Path(os.environ.get("OPGRAPH_CACHE_DIR", tempfile.mkdtemp()))
+    for case in build(args.workload):
+        config = CpuConfig(cache, default_config().compiler, num_threads=1)
+        exe = CpuBackend(config).compile(case.function, precision=args.precision)
+        inputs = [a.copy() for a in case.inputs]
+        runs: dict[str, Callable[[], object]] = {"opgraph": _caller(exe, inputs)}
+        runs["onnxruntime"] = runners.onnxruntime(case, 1).run
+        runs["openvino"] = runners.openvino(case, 1, args.precision).run
+        for run in runs.values():
+            for _ in range(5):
+                run()
+        samples: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(args.rounds):
+            for name, run in runs.items():
+                for _ in range(3):
+                    started = time.thread_time()
+                    run()
+                    samples[name].append(time.thread_time() - started)
+        med = {name: statistics.median(s) for name, s in samples.items()}
+        cells = ", ".join(f"{name} {m * 1e3:.2f} ms" for name, m in med.items())
+        print(
+            f"{case.name} ({args.precision}, one thread, thread CPU per call): {cells}; "
+            f"opgraph / onnxruntime {med['opgraph'] / med['onnxruntime']:.3f}, "
+            f"opgraph / openvino {med['opgraph'] / med['openvino']:.3f}; "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
