@@ -125,7 +125,7 @@ static __thread int og_calling;  /* this thread called og_parallel and runs a ho
    or 0 for the pool's own workers. */
 typedef void (*og_team_fn)(void (*)(void*), void*, unsigned, unsigned);
 static og_team_fn og_team;
-static int og_team_rest;  /* jobs to run on the own workers after a late team (og_run_on_team) */
+static _Atomic int og_team_rest;  /* jobs for the own workers after a late team (og_run_on_team) */
 #define OG_TEAM_LATE 250000ull  /* about 100 microseconds of closing barrier: a late thread */
 #define OG_TEAM_REST 64
 
