@@ -229,6 +229,11 @@ def test_caller_wakes_sleeping_workers_only_for_work_worth_it(pool):
         run = call(pool, 4096, 2, grain=16, block_usec=20)
         run.check(2)
         assert runtime_counters(pool).wakes == before.wakes
+        # ... except a job of a few large blocks (one per thread): woken when published
+        _asleep(pool, 1)
+        before = runtime_counters(pool)
+        call(pool, 4096, 2, grain=2048).check(2)
+        assert runtime_counters(pool).wakes == before.wakes + 1
         pool.og_set_wake_worth(0)  # every job is
         _asleep(pool, 1)
         before = runtime_counters(pool)

@@ -31,7 +31,9 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   the caller.
 * **Waking sleepers.** Publishing a job wakes nobody: spinning workers see it at once, and the
   caller wakes sleeping ones after its first block only when the blocks left would take it
-  longer than a wake-up (about 50 µs at its first block's pace; ``og_set_wake_worth``). A
+  longer than a wake-up (about 50 µs at its first block's pace; ``og_set_wake_worth``). A job
+  of fewer than 4 blocks per thread (a BLAS product split once per thread: the caller's first
+  block is its whole share) wakes them when it is published, as every job did before. A
   worker woken for less arrives when the caller has finished and costs it a system call: the
   W3 MLP batch 1 (two jobs of 8 blocks per 35 µs call) had its worker run 3 of 16 blocks
   while burning 17-31 µs of CPU per call on a loaded machine.
@@ -123,7 +125,7 @@ static __thread int og_calling;  /* this thread called og_parallel and runs a ho
    or 0 for the pool's own workers. */
 typedef void (*og_team_fn)(void (*)(void*), void*, unsigned, unsigned);
 static og_team_fn og_team;
-static int og_team_rest;  /* jobs to run on the own workers after a late team (og_run_on_team) */
+static _Atomic int og_team_rest;  /* jobs for the own workers after a late team (og_run_on_team) */
 #define OG_TEAM_LATE 250000ull  /* about 100 microseconds of closing barrier: a late thread */
 #define OG_TEAM_REST 64
 
@@ -149,6 +151,7 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 #define OG_MAX_WAIT 500000ull    /* about 200 microseconds */
 #define OG_PREEMPTED 50000ull    /* a gap this long in a spin loop: the thread was descheduled */
 #define OG_WAKE_WORTH 125000ull  /* about 50 microseconds: work left that pays a futex wake-up */
+#define OG_COARSE_BLOCKS 4       /* fewer blocks per thread: sleeping workers are woken at once */
 static _Atomic uint64_t og_wake_worth = OG_WAKE_WORTH;
 
 /* Set the work left (TSC ticks at the caller's pace) for which a caller wakes sleeping
@@ -388,10 +391,17 @@ static void og_homes(og_job* job, uint32_t gen, int threads) {
 }
 
 /* Publish generation ``gen`` to the pool's workers: spinning ones join at once; sleeping ones
-   are woken by the caller after its first block, if at all (og_wake_if_worth). */
+   are woken by the caller after its first block, if at all (og_wake_if_worth), except for a
+   job of a few large blocks (a BLAS product split once per thread), where the caller's first
+   block is a whole share: those wake now. */
 static void og_publish(og_job* job, uint32_t gen, int threads) {
   og_homes(job, gen, threads);
   __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
+  if (job->nblocks < OG_COARSE_BLOCKS * threads &&
+      __atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) {
+    __atomic_fetch_add(&og_counters[4], 1, __ATOMIC_RELAXED);
+    og_futex_wake(&og_generation, threads - 1);
+  }
 }
 
 /* Wake sleeping workers when the blocks of generation ``gen`` not claimed yet would take the
