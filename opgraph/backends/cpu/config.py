@@ -91,6 +91,13 @@ class CpuConfig:
     isa: str = "native"
 
     def __post_init__(self) -> None:
+        if isinstance(self.cache_dir, (str, os.PathLike)) and not isinstance(self.cache_dir, Path):
+            object.__setattr__(self, "cache_dir", Path(self.cache_dir))  # a str is a path too
+        if not isinstance(self.cache_dir, Path):
+            raise CpuConfigError(
+                "CpuConfig: cache_dir must be a path (str or os.PathLike), got "
+                f"{type(self.cache_dir).__name__} {self.cache_dir!r}"
+            )
         if self.isa not in ISA_FLAGS:
             raise CpuConfigError(
                 f"CpuConfig: isa must be one of {', '.join(ISA_FLAGS)}, got {self.isa!r}"
