@@ -1,9 +1,13 @@
+import ctypes
 import dataclasses
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from opgraph.backends.cpu import CpuBackend, compiler, default_config
+from opgraph.backends.cpu.codegen import runtime
+from opgraph.backends.cpu.config import resolve_compiler
 from opgraph.backends.fused import pipeline
 
 
@@ -50,3 +54,36 @@ def compile_counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[CompileCounts]:
     monkeypatch.setattr(compiler.Toolchain, "build", build)
     monkeypatch.setattr(pipeline, "lower", lower)
     yield counts
+
+
+@pytest.fixture(scope="session")
+def hooked_runtime(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], ctypes.CDLL]:
+    """``build(name, kernel)``: the runtime built with its test hooks (``-DOG_TEST_HOOKS``)
+    plus the C of ``kernel``, loaded with private symbols (``-Bsymbolic``, so the backend's
+    own runtime in this process is not interposed); ``og_parallel`` and ``og_test_stall``
+    declared. Skips where there is no C compiler."""
+
+    def build(name: str, kernel: str) -> ctypes.CDLL:
+        compiler = resolve_compiler(default_config().compiler)
+        if compiler is None:
+            pytest.skip("no C compiler to build the runtime's test build")
+        work = tmp_path_factory.mktemp(name)
+        source = work / f"{name}.c"
+        source.write_text(runtime.SOURCE + kernel)
+        library = work / f"lib{name}.so"
+        subprocess.run(
+            [compiler, "-O2", "-fPIC", "-shared", "-pthread", "-DOG_TEST_HOOKS",
+             "-Wl,-Bsymbolic", str(source), "-o", str(library)],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        lib = ctypes.CDLL(str(library))
+        lib.og_parallel.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long,
+            ctypes.c_int,
+        ]  # fmt: skip
+        lib.og_parallel.restype = ctypes.c_int
+        lib.og_test_stall.argtypes = [ctypes.c_int, ctypes.c_long]
+        return lib
+
+    return build

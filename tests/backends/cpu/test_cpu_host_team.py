@@ -17,9 +17,8 @@ Nothing is timed; the timeout turns a hang into a failure.
 import ctypes
 import dataclasses
 import os
-import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +27,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen import runtime
 from opgraph.backends.cpu.codegen.runtime import runtime_counters
-from opgraph.backends.cpu.config import resolve_compiler
 from opgraph.backends.cpu.host_team import gomp_parallel
 from opgraph.runtime import host_threads
 
@@ -77,27 +74,8 @@ def _gnu_openmp() -> int:
 
 
 @pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    compiler = resolve_compiler(default_config().compiler)
-    if compiler is None:
-        pytest.skip("no C compiler to build the runtime's test build")
-    work = tmp_path_factory.mktemp("team")
-    source = work / "team.c"
-    source.write_text(runtime.SOURCE + KERNEL)
-    library = work / "libteam.so"
-    subprocess.run(
-        [compiler, "-O2", "-fPIC", "-shared", "-pthread", "-DOG_TEST_HOOKS",
-         "-Wl,-Bsymbolic", str(source), "-o", str(library)],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    lib = ctypes.CDLL(str(library))
-    lib.og_parallel.argtypes = [
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long,
-        ctypes.c_int,
-    ]  # fmt: skip
-    lib.og_parallel.restype = ctypes.c_int
-    lib.og_test_stall.argtypes = [ctypes.c_int, ctypes.c_long]
+def pool(hooked_runtime: Callable[[str, str], ctypes.CDLL]) -> ctypes.CDLL:
+    lib = hooked_runtime("team", KERNEL)
     lib.og_set_team.argtypes = [ctypes.c_void_p]
     lib.og_set_wake_worth.argtypes = [ctypes.c_long]
     return lib

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -30,8 +30,6 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen import runtime
-from opgraph.backends.cpu.config import resolve_compiler
 
 # "thread": a call stuck in C never returns to the interpreter, where a signal would act.
 pytestmark = pytest.mark.timeout(300, method="thread")
@@ -74,30 +72,9 @@ int og_test_collision_count(void) { return og_test_collisions; }
 
 
 @pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    """The runtime built with its test hooks, plus the recording kernel (private symbols:
-    ``-Bsymbolic``, so the backend's own runtime in this process is not interposed)."""
-    compiler = resolve_compiler(default_config().compiler)
-    if compiler is None:
-        pytest.skip("no C compiler to build the runtime's test build")
-    work = tmp_path_factory.mktemp("pool")
-    source = work / "pool.c"
-    source.write_text(runtime.SOURCE + KERNEL)
-    library = work / "libpool.so"
-    subprocess.run(
-        [compiler, "-O2", "-fPIC", "-shared", "-pthread", "-DOG_TEST_HOOKS",
-         "-Wl,-Bsymbolic", str(source), "-o", str(library)],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    lib = ctypes.CDLL(str(library))
-    lib.og_parallel.argtypes = [
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long,
-        ctypes.c_int,
-    ]  # fmt: skip
-    lib.og_parallel.restype = ctypes.c_int
-    lib.og_test_stall.argtypes = [ctypes.c_int, ctypes.c_long]
-    return lib
+def pool(hooked_runtime: Callable[[str, str], ctypes.CDLL]) -> ctypes.CDLL:
+    """The runtime built with its test hooks, plus the recording kernel."""
+    return hooked_runtime("pool", KERNEL)
 
 
 @dataclasses.dataclass
