@@ -112,17 +112,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             "    for (int xi = 0; xi < 16; ++xi)",
             f"      og_bf16_wgemm(u0 + xi * {o * c}L + o0 * {c}L, {c}L, V + xi * pairs * tbp, "
             f"pairs, M + xi * op * tb, tb, op, tb, {c}L);",
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"  {line}" for line in self.output_transform(oh, ow, tw)],
-            *[f"  {line}" for line in self.epilogue_calls(o, oh, ow)],
-            "    }",
-            "  }",
-            "  return err;",
-            "}",
-            f"static int {self.name}_run(void* const* T, char* A) {{",
-            f"  return {self.dispatch(groups * blocks * s.channel_blocks)};",
-            "}",
+            *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
         ]
         return "\n".join(head + body)
 

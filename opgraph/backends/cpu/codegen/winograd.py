@@ -118,6 +118,14 @@ class WinogradEmitter:
             f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
             f"u0 + xi * {o * c}L + o0 * {c}L, {c}, V + xi * {c}L * tb, (int)tb, 0, "
             "M + xi * op * tb, (int)tb);",
+            *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
+        ]
+        return "\n".join(head + body)
+
+    def unit_tail(self, o: int, oh: int, ow: int, tw: int, units: Dim) -> list[str]:
+        """The end of a unit after its products (the output transform and the fused
+        epilogue per image, the unit's close) and the step's run function over ``units``."""
+        return [
             "    for (long img = img0; img < img1; ++img) {",
             f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
             *[f"  {line}" for line in self.output_transform(oh, ow, tw)],
@@ -127,10 +135,9 @@ class WinogradEmitter:
             "  return err;",
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
-            f"  return {self.dispatch(groups * blocks * s.channel_blocks)};",
+            f"  return {self.dispatch(units)};",
             "}",
         ]
-        return "\n".join(head + body)
 
     def dispatch(self, units: Dim) -> str:
         units = static(units)  # a static module (SymbolicWinogradEmitter takes the batch)
