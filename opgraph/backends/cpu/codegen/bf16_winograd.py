@@ -36,8 +36,6 @@ from opgraph.backends.cpu.codegen.bf16 import (
     Emitted,
 )
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.loops import CLoopEmitter
-from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.cpu.codegen.winograd import _transform
 from opgraph.backends.fused.views import static_all
 
@@ -84,18 +82,9 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
         groups = -(-n // s.images) if type(n) is int else n
         head = [f"/* {self.name}: bf16 Winograd F(2x2,3x3), pair panels: "]
         head[0] += s.label.replace("*/", "* /") + " */"
-        if s.epilogue is not None:
-            label = "epilogue of " + self.name
-            ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
-            head.append(ep.emit())
-        head.append(f"static const float {self.name}_zero[{w + 16}];")
+        head += self.step_head(w)
         body = [
-            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
-            "  int err = 0;",
-            _pointer(self.module, self.x, "x0", True),
-            _pointer(self.module, self.u, "u0", True),
-            _pointer(self.module, self.out, "y0", False),
-            _pointer(self.module, self.scratch, "scratch", False),
+            *self.unit_opening(),
             f"  float t0[{16 * tw}], t1[{16 * tw}];",
             f"  float e00[{tw}], e01[{tw}], e10[{tw}], e11[{tw}];",
             "  for (long unit = lo; unit < hi; ++unit) {",

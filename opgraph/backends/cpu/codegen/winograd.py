@@ -86,18 +86,9 @@ class WinogradEmitter:
         )
         kind = f"F({m}x{m},3x3)"
         head = [f"/* {self.name}: Winograd {kind}: {s.label.replace('*/', '* /')} */"]
-        if s.epilogue is not None:
-            label = "epilogue of " + self.name
-            ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
-            head.append(ep.emit())
-        head.append(f"static const float {self.name}_zero[{w + 16}];")
+        head += self.step_head(w)
         body = [
-            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
-            "  int err = 0;",
-            _pointer(self.module, self.x, "x0", True),
-            _pointer(self.module, self.u, "u0", True),
-            _pointer(self.module, self.out, "y0", False),
-            _pointer(self.module, self.scratch, "scratch", False),
+            *self.unit_opening(),
             "  for (long unit = lo; unit < hi; ++unit) {",
             f"    long cb = unit % {s.channel_blocks}L, rest = unit / {s.channel_blocks}L;",
             f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
@@ -121,6 +112,30 @@ class WinogradEmitter:
             *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
         ]
         return "\n".join(head + body)
+
+    def step_head(self, w: int) -> list[str]:
+        """What precedes the unit function: the fused epilogue's loop (when there is one)
+        and the zero row the padded input rows copy from (``w`` input columns)."""
+        head = []
+        if self.step.epilogue is not None:
+            label = "epilogue of " + self.name
+            ep = CLoopEmitter(
+                self.step.epilogue, f"{self.name}_ep", self.module, label, self.checks
+            )
+            head.append(ep.emit())
+        head.append(f"static const float {self.name}_zero[{w + 16}];")
+        return head
+
+    def unit_opening(self) -> list[str]:
+        """The unit function's signature and its operand pointers."""
+        return [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, self.u, "u0", True),
+            _pointer(self.module, self.out, "y0", False),
+            _pointer(self.module, self.scratch, "scratch", False),
+        ]
 
     def unit_tail(self, o: int, oh: int, ow: int, tw: int, units: Dim) -> list[str]:
         """The end of a unit after its products (the output transform and the fused
