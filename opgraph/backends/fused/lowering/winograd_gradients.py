@@ -129,13 +129,20 @@ def winograd_data_gradient(node: Node, inputs: tuple[Output, ...]) -> Sequence[O
     ct, w = inputs
     if not _qualifies(op, ct, w, node.outputs[0]):
         return None
-    o, c = int(w.shape[0]), int(w.shape[1])
-    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(True), et.f32), 1)
-    u = transpose(products, (2, 1, 0))  # (16, C, O): the reversed, swapped filters
+    u = _transformed_filters(w, True)  # (16, C, O): the reversed, swapped filters
     assert op.padding_below is not None and op.padding_above is not None
     below = (2 - op.padding_below[0], 2 - op.padding_below[1])
     above = (2 - op.padding_above[0], 2 - op.padding_above[1])
     return [WinogradConvolution(below, above)(ct, u)]
+
+
+def _transformed_filters(w: Output, reverse: bool) -> Output:
+    """The F(2x2, 3x3) transform of the (O, C, 3, 3) filters ``w`` as graph ops: (16, O, C),
+    or (16, C, O) of the spatially reversed filters with their channels swapped (the data
+    gradient's) when ``reverse``."""
+    o, c = int(w.shape[0]), int(w.shape[1])
+    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(reverse), et.f32), 1)
+    return transpose(products, (2, 1, 0) if reverse else (2, 0, 1))
 
 
 def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bool:
@@ -161,9 +168,7 @@ def winograd_forward(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output]
     x, w = inputs
     if not _forward_qualifies(op, x, w, node.outputs[0]):
         return None
-    o, c = int(w.shape[0]), int(w.shape[1])
-    products = dot(reshape(w, (o, c, 9)), constant(_transform_matrix(False), et.f32), 1)
-    u = transpose(products, (2, 0, 1))  # (16, O, C)
+    u = _transformed_filters(w, False)  # (16, O, C)
     assert op.padding_below is not None and op.padding_above is not None
     below = (int(op.padding_below[0]), int(op.padding_below[1]))
     above = (int(op.padding_above[0]), int(op.padding_above[1]))
