@@ -72,6 +72,16 @@ def rebuild_nodes(
     return mapping
 
 
+def readers(nodes: Iterable[Node]) -> dict[Output, list[Node]]:
+    """The nodes among ``nodes`` that read each value, in the order given (a node reading a
+    value twice is listed twice); a value nothing reads has no entry."""
+    found: dict[Output, list[Node]] = {}
+    for node in nodes:
+        for x in node.inputs:
+            found.setdefault(x, []).append(node)
+    return found
+
+
 def copy_node(node: Node, inputs: tuple[Output, ...]) -> Node:
     """A fresh node with the same op, name and provenance (used by ``Function.clone``)."""
     return node.op.build(*inputs, name=node.name, provenance=node.provenance)

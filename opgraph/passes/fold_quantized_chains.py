@@ -34,6 +34,7 @@ import numpy as np
 from opgraph.core import element_type as et
 from opgraph.core.errors import OpgraphError
 from opgraph.core.function import Function
+from opgraph.core.graph import readers
 from opgraph.core.kernels import REFERENCE_KERNELS
 from opgraph.core.literals import constant
 from opgraph.core.node import Node, Output
@@ -233,22 +234,14 @@ def fold_quantized_chains(fn: Function) -> Function:
                 plans[node] = plan
     if not plans:
         return fn
-    users = _users(fn)
+    users = readers(fn.nodes)
     inside = set().union(*(p.cone - {root} for root, p in plans.items()))
     kept = {
         root: plan
         for root, plan in plans.items()
-        if not (root in inside and users.get(root.outputs[0], set()) <= inside)
+        if not (root in inside and set(users.get(root.outputs[0], ())) <= inside)
     }
     return _rebuild(fn, kept)
-
-
-def _users(fn: Function) -> dict[Output, set[Node]]:
-    users: dict[Output, set[Node]] = {}
-    for node in fn.nodes:
-        for x in node.inputs:
-            users.setdefault(x, set()).add(node)
-    return users
 
 
 def _rebuild(fn: Function, plans: dict[Node, _Plan]) -> Function:

@@ -29,7 +29,7 @@ import numpy as np
 
 from opgraph.core import element_type as et
 from opgraph.core.function import Function
-from opgraph.core.graph import rebuild_nodes
+from opgraph.core.graph import readers, rebuild_nodes
 from opgraph.core.literals import Constant, constant
 from opgraph.core.node import Node, Output
 from opgraph.ops import elementwise as ew
@@ -93,10 +93,7 @@ def _read_as_views(x: Output, uses: dict[Output, list[Node]], results: set[Outpu
 
 
 def _groups(fn: Function) -> dict[Node, _Group]:
-    uses: dict[Output, list[Node]] = defaultdict(list)
-    for node in fn.nodes:
-        for i in node.inputs:
-            uses[i].append(node)
+    uses = defaultdict(list, readers(fn.nodes))
     results = set(fn.results)
     by_input: dict[Output, list[Node]] = defaultdict(list)
     for node in fn.nodes:

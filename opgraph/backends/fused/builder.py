@@ -31,6 +31,7 @@ from opgraph.backends.fused.program import (
 from opgraph.backends.fused.views import Literal, Operand, View, shape_size
 from opgraph.core.element_type import ElementType
 from opgraph.core.function import Function
+from opgraph.core.graph import readers
 from opgraph.core.literals import Constant, Parameter
 from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
@@ -74,10 +75,7 @@ class ProgramBuilder:
         self.buffers: list[Buffer] = []
         self.steps: list[Step] = []
         self.operands: dict[Output, Operand] = {}
-        self.consumers: dict[Output, list[Node]] = {}
-        for node in fn.nodes:
-            for x in node.inputs:
-                self.consumers.setdefault(x, []).append(node)
+        self.consumers: dict[Output, list[Node]] = readers(fn.nodes)
         self.result_slot: dict[Output, int] = {}
         for j, r in enumerate(fn.results):
             self.result_slot.setdefault(r, j)
