@@ -45,6 +45,7 @@ from opgraph.backends.fused.program import (
     BufferKind,
     ConvStep,
     GemmStep,
+    LoopKernel,
     Program,
     Step,
     WinogradStep,
@@ -154,7 +155,26 @@ def _gemm(step: GemmStep, buffers: list[Buffer]) -> Step:
     data = _pair_panels(matrix, width)
     label = f"{packed.label} (bf16 pairs)"
     b = View(_add_constant(buffers, data, label), et.bf16, (inner, cols), (0, 0), 0)
-    return Bf16GemmStep(**{**_fields(step), "b": b})
+    return Bf16GemmStep(**{**_fields(step), "b": b, "epilogue": _bf16_epilogue(step.epilogue)})
+
+
+#: Ops a bf16 product's fused epilogue computes in a cheaper form, keyed by op class (the
+#: epilogue feeds a result rounded to bf16): each f32 node of a key's class gets the op the
+#: value makes (erf_bf16.py registers ``FastErf`` for ``Erf``). f32 compiles never see them.
+EPILOGUE_OPS: dict[type, Callable[[], Any]] = {}
+
+
+def _bf16_epilogue(kernel: LoopKernel | None) -> LoopKernel | None:
+    def cheaper(n: Any) -> bool:
+        return type(n.op) in EPILOGUE_OPS and n.element_type is et.f32
+
+    if kernel is None or not any(cheaper(n) for n in kernel.nodes):
+        return kernel
+    nodes = [
+        dataclasses.replace(n, op=EPILOGUE_OPS[type(n.op)]()) if cheaper(n) else n
+        for n in kernel.nodes
+    ]
+    return dataclasses.replace(kernel, nodes=nodes, stores=list(kernel.stores))
 
 
 def _conv(step: ConvStep, buffers: list[Buffer]) -> Step:

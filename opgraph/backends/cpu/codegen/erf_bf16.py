@@ -9,25 +9,22 @@ for f32 ``erf``), took 0.14 ms. Its error is at most 3.8e-7 absolute (measured a
 ``erf`` in f64 on a grid of 1.2e7 points over [-6, 6]; largest near |x| = 4, where erf
 rounds to ±1), 2000 times below a bf16 rounding; NaN stays NaN and ±inf give ±1.
 
-:func:`to_bf16`'s conversion of a product step is wrapped here: a converted product's
-epilogue gets ``FastErf`` in place of every f32 ``Erf``. f32 compiles never see it.
+:func:`to_bf16`'s conversion of a product step gives its epilogue ``FastErf`` in place of
+every f32 ``Erf`` (registered here in ``bf16.EPILOGUE_OPS``). f32 compiles never see it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from opgraph.backends.cpu.codegen import bf16, dialect
 from opgraph.backends.fused.lowering.registry import SCALAR_OPS, ScalarContext
-from opgraph.backends.fused.program import Buffer, GemmStep, LoopKernel, Step
-from opgraph.core import element_type as et
 from opgraph.ops import elementwise as ew
 
 
 class FastErf(ew.Erf):
     """``erf`` to 3.8e-7 absolute (module doc): an internal op of the CPU's bf16 mode, only
-    placed in bf16 product epilogues by :func:`_gemm`; never in user graphs."""
+    placed in bf16 product epilogues (``bf16.EPILOGUE_OPS``); never in user graphs."""
 
     __slots__ = ()
 
@@ -59,28 +56,6 @@ def _render(op: FastErf, args: Sequence[str], ctx: ScalarContext) -> str:
     return f"og_erf_fast({args[0]})"
 
 
-def _fast(kernel: LoopKernel) -> LoopKernel:
-    nodes = [
-        dataclasses.replace(n, op=FastErf())
-        if type(n.op) is ew.Erf and n.element_type is et.f32
-        else n
-        for n in kernel.nodes
-    ]
-    return dataclasses.replace(kernel, nodes=nodes, stores=list(kernel.stores))
-
-
-_convert = bf16.CONVERSIONS[GemmStep]
-
-
-def _gemm(step: GemmStep, buffers: list[Buffer]) -> Step:
-    converted = _convert(step, buffers)
-    if not isinstance(converted, bf16.Bf16GemmStep) or converted.epilogue is None:
-        return converted
-    if not any(type(n.op) is ew.Erf for n in converted.epilogue.nodes):
-        return converted
-    return dataclasses.replace(converted, epilogue=_fast(converted.epilogue))
-
-
-bf16.CONVERSIONS[GemmStep] = _gemm
+bf16.EPILOGUE_OPS[ew.Erf] = FastErf
 
 __all__ = ["FastErf"]
