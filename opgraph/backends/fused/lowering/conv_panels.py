@@ -82,7 +82,7 @@ def panel_conv_step(
     shape = filters.value.shape
     kh, kw = (1, shape[2]) if len(shape) == 3 else shape[2:]
     k = int(np.prod(shape[1:]))
-    packed = derived(filters.value, ("conv panels", PANEL), lambda: _packed(filters.value))
+    packed = derived(filters.value, ("conv panels", PANEL), lambda: packed_filters(filters.value))
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     w = View(buffer.id, et.f32, (k, o), (PANEL, k * PANEL), 0)
@@ -93,13 +93,14 @@ def panel_conv_step(
     )  # fmt: skip
 
 
-def _packed(filters: np.ndarray) -> np.ndarray:
-    """[o, ...] filters as ``Wᵀ`` (K x O) in :data:`PANEL`-column panels: (O/32, K, 32)."""
+def packed_filters(filters: np.ndarray, width: int = PANEL) -> np.ndarray:
+    """[o, ...] filters as ``Wᵀ`` (K x O) in ``width``-column panels: (O/width, K, width),
+    the filters zero-padded up to whole panels."""
     weights = np.asarray(filters, np.float32)
     o = weights.shape[0]
     k = int(np.prod(weights.shape[1:]))
-    panels = -(-o // PANEL)
+    panels = -(-o // width)
     rows = weights.reshape(o, k)
-    if o % PANEL:  # zero filters up to whole panels
-        rows = np.concatenate([rows, np.zeros((panels * PANEL - o, k), np.float32)])
-    return np.ascontiguousarray(rows.reshape(panels, PANEL, k).transpose(0, 2, 1))
+    if o % width:  # zero filters up to whole panels
+        rows = np.concatenate([rows, np.zeros((panels * width - o, k), np.float32)])
+    return np.ascontiguousarray(rows.reshape(panels, width, k).transpose(0, 2, 1))

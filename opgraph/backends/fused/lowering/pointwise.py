@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from opgraph.backends.fused.derived import derived
+from opgraph.backends.fused.lowering.conv_panels import packed_filters
 from opgraph.backends.fused.program import BufferKind, ConvStep
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
@@ -109,12 +109,9 @@ def pointwise_conv_step(
     compact = strides != (1, 1) or xs[3] != 1 or (h > 1 and xs[2] != w) or oh != h or ow != w
     along_pixels, along_channels = layout_waste(pixels, o, c)
     channels_first = along_channels < along_pixels
-    weights = np.asarray(filters.value, np.float32).reshape(o, c)
     width = PANEL if channels_first else ROWS
-    panels = -(-o // width)
-    rows = np.zeros((panels * width, c), np.float32)
-    rows[:o] = weights
-    packed = np.ascontiguousarray(rows.reshape(panels, width, c).transpose(0, 2, 1))
+    value = filters.value
+    packed = derived(value, ("conv panels", width), lambda: packed_filters(value, width))
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
