@@ -7,6 +7,8 @@
   shown on its own);
 * ``fusion``: ``fusion.partition``; ``build``: the rest of ``builder.build_program``;
 * ``epilogues``, ``memory`` (the arena plan), ``codegen`` (C generation);
+* ``thread CPU``: the compiling thread's CPU time (``time.thread_time``), what the load
+  inflates least;
 * ``native``: ``Toolchain.build`` (cache key, gcc, load); ``gcc cpu``: the CPU time (user +
   system) of the C compiler processes, which the machine's load does not inflate as it does
   wall time (on a quiet 2-core machine the wall time of a multi-unit module approaches half).
@@ -16,8 +18,11 @@ pool's runtime and the generic kernel units the model calls (``kernels.py``: one
 helper, built on demand beside the module), as on a user's first run. *Cold* compiles into a
 cache that holds only the runtime and every kernel unit (gcc builds the module: every later
 model's first compile). *Cached* compiles the same model again
-into the same directory (gcc does not run). Each is the
-median of ``--repeat`` runs; ``--profile`` prints cProfile's top functions of one cached compile.
+into the same directory (gcc does not run); *rebuilt* builds the model anew (new ``Function``,
+new constant arrays, as in a new process) and compiles it into that cache: the arrays derived
+from constants at compile time (Winograd filter transforms, packed weight panels) are made
+again, which *cached* reuses (``fused/derived.py``). Each is the median of ``--repeat`` runs;
+``--profile`` prints cProfile's top functions of one cached compile.
 
 Models: the demo MLP (``opgraph_examples.models.mlp``: 784-128-64-10, batch 16), the BERT-base layer
 (``bench/bert.py``), ResNet-18 ImageNet batch 1 (``bench/resnet.py``), and an unrolled 2-layer
@@ -174,15 +179,17 @@ def compile_once(backend: CpuBackend, make: Callable[[], og.Function]) -> dict[s
     timers = Timers()
     with instrument(timers):
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         backend.compile(function)
         total = time.perf_counter() - started
+        cpu = time.thread_time() - cpu
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         timers.gcc = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
     phases = dict(timers.seconds)
     phases["build"] -= phases["fusion"]
     phases["lower"] -= phases["optimize"]
     phases["total"] = total
+    phases["cpu"] = cpu
     phases["python"] = total - phases["native"]
     phases["gcc cpu"] = timers.gcc
     phases["gcc runs"] = timers.gcc_runs
@@ -208,15 +215,23 @@ def _libraries(backend: CpuBackend) -> float:
 
 def measure(name: str, repeat: int, threads: int) -> dict[str, dict[str, float]]:
     """Medians of ``repeat`` runs: ``first`` (an empty cache: the shared libraries are built
-    too), ``cold`` (a cache holding only the shared libraries), ``cached``."""
+    too), ``cold`` (a cache holding only the shared libraries), ``cached``, ``rebuilt`` (the
+    model built anew, into the warm cache)."""
     make = MODELS[name][0]
-    runs: dict[str, list[dict[str, float]]] = {"first": [], "cold": [], "cached": []}
+    runs: dict[str, list[dict[str, float]]] = {
+        "first": [],
+        "cold": [],
+        "cached": [],
+        "rebuilt": [],
+    }
     libraries: list[float] = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="og-compile-time-") as directory:
             backend = _backend(directory, threads)
             runs["first"].append(compile_once(backend, make))
             runs["cached"].append(compile_once(backend, make))
+            rebuild = make.__wrapped__  # type: ignore[attr-defined]
+            runs["rebuilt"].append(compile_once(backend, rebuild))
         with tempfile.TemporaryDirectory(prefix="og-compile-time-") as directory:
             backend = _backend(directory, threads)
             libraries.append(_libraries(backend))
@@ -250,6 +265,7 @@ def profile_cached(name: str, threads: int, top: int) -> str:
 # ------------------------------------------------------------------------------ report
 def _row(name: str, when: str, r: dict[str, float], target: float) -> str:
     cells = [name, when, f"{int(r['nodes'])}", f"**{r['total']:.2f} s**", f"≤ {target:g} s"]
+    cells += [f"{r['cpu']:.3f}"]
     cells += [f"{r['python']:.2f}"]
     cells += [f"{r[p] * 1e3:.0f}" for p in PHASES[:-1]]
     cells += [f"{r['native']:.2f}", f"{r['gcc cpu']:.2f} ({int(r['gcc runs'])})"]
@@ -257,9 +273,10 @@ def _row(name: str, when: str, r: dict[str, float], target: float) -> str:
 
 
 HEADER = (
-    "| model | compile | nodes | total | target | python s | lower ms | optimize ms | fusion ms "
-    "| build ms | epilogues ms | memory ms | codegen ms | native s | gcc CPU s (runs) |\n"
-    "|" + "---|" * 15
+    "| model | compile | nodes | total | target | thread CPU s | python s | lower ms "
+    "| optimize ms | fusion ms | build ms | epilogues ms | memory ms | codegen ms | native s"
+    " | gcc CPU s (runs) |\n"
+    "|" + "---|" * 16
 )
 
 
@@ -285,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         print(_row(name, "first", result["first"], cold_target))
         print(_row(name, "cold", result["cold"], cold_target))
         print(_row(name, "cached", result["cached"], cached_target))
+        print(_row(name, "rebuilt", result["rebuilt"], cached_target))
         print(
             f"<!-- {name}: shared libraries built in {result['first']['libraries']:.2f} s; "
             f"load average {os.getloadavg()[0]:.2f} -->",
