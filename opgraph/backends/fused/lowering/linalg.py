@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 BLAS_TYPES = (et.f32, et.f64)
 GEMV_PANEL = 16  # columns per panel of a repacked GEMV matrix: one AVX-512 vector
 GEMM_PANEL = 32  # columns per panel of a repacked GEMM matrix: two vectors per row
+#: Fewest columns a one-row product reads from one zero-padded panel instead of BLAS's sgemv:
+#: the W3 MLP's 512 x 10 output layer took 0.65 µs more through sgemv than 512 x 16 through
+#: the panel (a 3.3 µs call, 2026-11-26, H66); narrower matrices would read mostly padding.
+GEMV_MIN_COLUMNS = 8
 
 
 def blas_layout(view: View) -> tuple[bool, Dim] | None:
@@ -132,13 +136,14 @@ def _panels(
 ) -> tuple[View, int] | None:
     """A product by a constant f32 matrix reads the matrix as contiguous column panels,
     repacked once at compile time (what BLAS would do on every call): 16 wide for a one-row
-    GEMV, 32 wide for the register-blocked GEMM (whose rows must be contiguous). None where
+    GEMV (one panel, zero-padded, down to ``GEMV_MIN_COLUMNS``), 32 wide for the
+    register-blocked GEMM (whose rows must be contiguous). None where
     the target reads plain matrices (``TargetFeatures.panels`` False: the GPU's cuBLAS)."""
     rows, inner = left.shape
     width = GEMV_PANEL if rows == 1 else GEMM_PANEL
     if not builder.features.panels or compute is not et.f32 or not isinstance(b.node.op, Constant):
         return None
-    if type(cols) is not int or cols < width:
+    if type(cols) is not int or cols < (GEMV_MIN_COLUMNS if rows == 1 else width):
         return None
     if (type(rows) is not int or rows > 1) and left.strides[1] != 1:
         return None
