@@ -58,11 +58,17 @@ class CpuExecutable(Executable):
         self._io_slice = slice(len(constants), len(slots))
         self._pool = ArenaPool(plan.peak, len(slots), pointers)
         self._fallbacks = FallbackRunner(program, plan.offsets, slots, self._describe)
-        entry = compiled.library.og_run
-        entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        # A function pointer of its own (the library's attribute is shared with other
+        # Executables of the module), without argtypes: every argument is passed as a ctypes
+        # pointer object (the table array, c_void_p, None), which needs no conversion: 0.1 µs
+        # less per call than converting integers through argtypes.
+        entry = compiled.library["og_run"]
         entry.restype = ctypes.c_int
         self._entry = entry
-        self._callback = ctypes.cast(self._fallbacks.callback, ctypes.c_void_p).value
+        self._callback = ctypes.c_void_p(
+            ctypes.cast(self._fallbacks.callback, ctypes.c_void_p).value
+        )
+        self._free: list[tuple[Any, ctypes.c_void_p, np.ndarray]] = []
         self._in_types = [(t.element_type, t.shape) for t in self.parameter_types]
         self._out_types = [(t.element_type, t.shape) for t in self.result_types]
         types = (*self.parameter_types, *self.result_types)
@@ -186,17 +192,23 @@ class CpuExecutable(Executable):
         return pointers
 
     def _invoke(self, pointers: list[int]) -> None:
-        pool = self._pool
-        slot = pool.take()
-        table, arena, _ = slot
+        # the free slots (pointer table, arena): list.pop/append are atomic, so concurrent
+        # calls each take their own; one that finds none makes another
+        free = self._free
+        try:
+            slot = free.pop()
+        except IndexError:
+            table, aligned, arena = self._pool.make()
+            slot = (table, ctypes.c_void_p(aligned), arena)
+        table = slot[0]
         table[self._io_slice] = pointers
         if self.profile:
             times = (ctypes.c_double * max(len(self.program.steps), 1))()
-            code = self._entry(table, arena, self._callback, times)
+            code = self._entry(table, slot[1], self._callback, times)
             self._record_steps(times)
         else:
-            code = self._entry(table, arena, self._callback, None)
-        pool.give(slot)
+            code = self._entry(table, slot[1], self._callback, None)
+        free.append(slot)
         if code:
             raise self._error(code)
 

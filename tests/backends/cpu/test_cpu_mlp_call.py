@@ -3,6 +3,8 @@ reads one zero-padded GEMV panel instead of calling sgemv."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -55,3 +57,32 @@ def test_padded_panel_on_threads_and_strided_rows(parallel_cpu):
     assert "og_gemv_panels(a, 2L, b" in exe.source()
     data = RNG.standard_normal((1, 128)).astype(np.float32)
     np.testing.assert_allclose(exe(data)[0], data[:, ::2] @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_calls_reuse_their_slots_after_errors_and_from_threads(cpu):
+    """``exe.call`` passes the pointer table, arena and callback to ``og_run`` as ctypes
+    pointers (no argtypes): results stay right from several threads at once, a failed
+    run-time check still gives its slot back, and the module's shared ``og_run`` attribute
+    keeps its own signature (another Executable of the same module)."""
+    x, y = og.parameter(og.i64, (8,)), og.parameter(og.i64, (8,))
+    fn = og.Function([ops.add(ops.divide(x, y), x)], [x, y])
+    exe = cpu.compile(fn)
+    ones = np.ones(8, np.int64)
+    zero = ones.copy()
+    zero[3] = 0
+    for _ in range(3):
+        with pytest.raises(og.ExecutionError, match="division by zero"):
+            exe(ones, zero)
+    assert len(exe._free) == 1  # one slot, taken and given back by every call
+    assert exe(ones * 7, ones * 2)[0].tolist() == [10] * 8
+    again = cpu.compile(fn)  # the same cached module: both call it
+    assert again(ones * 9, ones * 3)[0].tolist() == [12] * 8
+    assert exe(ones * 9, ones * 2)[0].tolist() == [13] * 8
+
+    def work(k: int) -> bool:
+        a = np.full(8, 6 * k + 6, np.int64)
+        return all(exe(a, ones * 3)[0].tolist() == [8 * k + 8] * 8 for _ in range(200))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(8)))
+    assert 1 <= len(exe._free) <= 4
