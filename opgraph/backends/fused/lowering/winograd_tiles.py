@@ -48,8 +48,9 @@ def filter_transform(filters: np.ndarray, tile: int) -> np.ndarray:
     ``U[a, b] = Σ_ij G[a, i] G[b, j] g[i, j]`` is one product by ``G ⊗ G`` ((tile + 2)² x 9)
     of the filters read as a 9 x (O·C) matrix: a BLAS GEMM, 4-10 times faster than the
     equivalent ``einsum`` (which loops; 61 of a rebuilt ResNet-18's 120 ms cached compile),
-    in blocks of columns whose f64 products stay in cache (twice as fast again for 512²
-    filters as one product, with the same values)."""
+    in blocks of columns whose f64 products stay in L2 (twice as fast again for 512²
+    filters as one product, with the same values) and small enough that numpy's BLAS runs
+    each on the calling thread (below)."""
     n = (tile + 2) ** 2
     o, c = filters.shape[:2]
     g = np.kron(_G[tile], _G[tile])  # (n, 9): row a·(tile + 2) + b, column i·3 + j
@@ -61,8 +62,11 @@ def filter_transform(filters: np.ndarray, tile: int) -> np.ndarray:
     return u.reshape(n, o, c)
 
 
-#: Filters (O·C pairs) per block of the transform's GEMM: 36 x 8192 f64 products (2.4 MB).
-_TRANSFORM_BLOCK = 8192
+#: Filters (O·C pairs) per block of the transform's GEMM: 36 x 768 f64 products (221 KB).
+#: OpenBLAS (numpy's) splits a GEMM of more than 65536 x 4 multiply-adds between its threads,
+#: which spin for each other: beside other processes (load 11) blocks of 8192 took 0.59-0.80
+#: s of wall time for 512² filters, blocks of 768 (36 x 768 x 9 = 248,832) 0.05-0.06 s.
+_TRANSFORM_BLOCK = 768
 
 
 def winograd_tile(n: Dim, o: int, oh: int, ow: int, threads: int) -> int:
