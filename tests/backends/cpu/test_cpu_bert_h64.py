@@ -1,0 +1,67 @@
+"""The BERT layer's CPU paths of the H64 round (issue 17, items 3 and 5): the bf16 panel
+GEMM's activations rounded by ``vcvtne2ps2bf16`` in row chunks of up to 132 rows (one chunk
+for a transformer's 128 tokens), with the integer rounding on each row's tail; results
+against an oracle of bf16-rounded operands (ties to even included), on one thread and split
+between threads."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.backends.cpu import config as cpu_config
+from opgraph.backends.cpu.codegen import bf16
+
+HAS_BF16 = "avx512_bf16" in cpu_config.cpu_flags()
+needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
+RNG = np.random.default_rng(64)
+
+
+def _rounded(a: np.ndarray) -> np.ndarray:
+    return a.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def _check(exe: og.Executable, x: np.ndarray, w: np.ndarray) -> None:
+    (got,) = exe(x)
+    exact = _rounded(x) @ _rounded(w)
+    scale = np.abs(_rounded(x)) @ np.abs(_rounded(w))
+    assert np.all(np.abs(got - exact) <= 1e-5 * scale + 1e-30)
+
+
+@needs_bf16
+@pytest.mark.parametrize(
+    ("m", "k", "n"),
+    [
+        (128, 768, 96),  # BERT's tokens: one chunk
+        (bf16.CHUNK + 5, 67, 45),  # two chunks, the second a partial tile
+        (2 * bf16.CHUNK + 1, 800, 64),  # three chunks, a one-row tail, three inner blocks
+        (7, 31, 33),  # a row shorter than one vector: the integer rounding only
+        (20, 95, 40),  # two vectors and a tail of 31 per row
+    ],
+)
+def test_activations_rounded_by_vectors_and_tails(cpu, parallel_cpu, m, k, n):
+    x = og.parameter(og.f32, (m, k), name="x")
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    fn = og.Function([ops.dot(x, og.constant(w))], [x], name="linear")
+    data = RNG.standard_normal((m, k)).astype(np.float32)
+    for backend in (cpu, parallel_cpu):
+        exe = backend.compile(fn, precision="bf16")
+        assert "og_bf16_row(" in exe.source()
+        _check(exe, data, w)
+
+
+@needs_bf16
+def test_ties_round_to_even_in_vectors_and_tails(cpu):
+    """Activations exactly halfway between two bf16 values (1 + 2^-8 + j 2^-7) round to the
+    even neighbour, as ml_dtypes does, in the vector part (first 32 of each row) and the
+    tail (the last 3); a weight of identity picks each rounded value out."""
+    k = 35
+    x = og.parameter(og.f32, (12, k), name="x")
+    eye = np.eye(k, dtype=np.float32)
+    fn = og.Function([ops.dot(x, og.constant(eye))], [x], name="ties")
+    j = np.arange(12 * k, dtype=np.float32).reshape(12, k) % 128
+    data = ((1 + 2.0**-8 + j * 2.0**-7) * np.where(j % 3 == 0, -1, 1)).astype(np.float32)
+    data[3, 5], data[4, 33] = np.float32(3.0e38), np.float32(-1.5e-20)
+    (got,) = cpu.compile(fn, precision="bf16")(data)
+    np.testing.assert_array_equal(got, _rounded(data).astype(np.float32))
