@@ -1,6 +1,7 @@
 """The BERT layer's CPU paths of the H64 round (issue 17, items 3 and 5): the bf16 panel
 GEMM's activations rounded by ``vcvtne2ps2bf16`` in row chunks of up to 132 rows (one chunk
-for a transformer's 128 tokens), with the integer rounding on each row's tail; results
+for a transformer's 128 tokens) and equal inner blocks of up to 768, with the integer
+rounding on each row's tail; results
 against an oracle of bf16-rounded operands (ties to even included), on one thread and split
 between threads."""
 
@@ -35,7 +36,9 @@ def _check(exe: og.Executable, x: np.ndarray, w: np.ndarray) -> None:
     [
         (128, 768, 96),  # BERT's tokens: one chunk
         (bf16.CHUNK + 5, 67, 45),  # two chunks, the second a partial tile
-        (2 * bf16.CHUNK + 1, 800, 64),  # three chunks, a one-row tail, three inner blocks
+        (2 * bf16.CHUNK + 1, 800, 64),  # three chunks, a one-row tail, two blocks of 400
+        (30, 2 * bf16.PANEL_DEPTH + 3, 40),  # three inner blocks of 516, 516 and 507 (odd)
+        (16, bf16.PANEL_DEPTH - 1, 32),  # one odd block
         (7, 31, 33),  # a row shorter than one vector: the integer rounding only
         (20, 95, 40),  # two vectors and a tail of 31 per row
     ],

@@ -53,11 +53,18 @@ from opgraph.backends.fused.program import (
 from opgraph.backends.fused.views import View, static_all
 from opgraph.core import element_type as et
 
-#: Rows of a micro-kernel tile (2 x ROWS zmm accumulators) and the inner-dimension block
-#: (a tile's 12 x 384 bf16 rows, 9 KiB, and a panel's 384 x 32, 24 KiB, stay in L1).
+#: Rows of a micro-kernel tile (2 x ROWS zmm accumulators) and ``og_sgemm_bf16``'s
+#: inner-dimension block (a tile's 12 x 384 bf16 rows, 9 KiB, and a panel's 384 x 32, 24 KiB,
+#: stay in L1).
 ROWS = 12
 DEPTH = 384
-#: Rows of activations rounded to bf16 at a time (99 KiB of stack, in L2), each 32-column
+#: The panel GEMM's inner blocks: equal, even, at most this deep. Deeper blocks than
+#: ``DEPTH`` leave the panel slice in L2, which feeds the kernel as fast (128 bytes per 24
+#: instructions), and store and reload the f32 accumulators fewer times (BERT's FFN 2, K =
+#: 3072: 4 passes over its output block instead of 8; K = 768: 1 instead of 2): the BERT
+#: layer took 0.95 of the thread CPU time of 384-deep blocks on one thread (load 5).
+PANEL_DEPTH = 768
+#: Rows of activations rounded to bf16 at a time (198 KiB of stack, in L2), each 32-column
 #: panel slice then serving all their tiles. 11 tiles, so that a transformer's 128 tokens
 #: are one chunk and the weights are streamed once: with 8 tiles (96 rows) the BERT layer
 #: read them twice and took 1.7-3 % more thread CPU time on one thread (bench/per_core.py's
@@ -385,30 +392,33 @@ static inline long og_bf16_tile(long m) {{
 }}
 #define OG_BMK(R) og_bf16_mk##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0)
 /* C[:, n0:n1] = A (M x K f32, rows lda apart) times P (K x N as bf16 pair panels of 32
-   columns); n0 is a multiple of 32. A is rounded to bf16 by chunks of {CHUNK} rows and {DEPTH}
-   inner elements; each panel slice ({DEPTH} x 32, L1) then serves every tile of the chunk (P is
-   streamed once per chunk: tiles outermost re-read all of it from L3 for every 12 rows). */
+   columns); n0 is a multiple of 32. A is rounded to bf16 by chunks of {CHUNK} rows and equal
+   even blocks of at most {PANEL_DEPTH} inner elements; each panel slice (block x 32, L1 or L2)
+   then serves every tile of the chunk (P is streamed once per chunk: tiles outermost re-read
+   all of it from L3 for every 12 rows). */
 static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_t* restrict P,
                                 float* restrict C, long ldc, long M, long K, long n0,
                                 long n1) {{
-  uint16_t chunk[{CHUNK} * {DEPTH}];
+  uint16_t chunk[{CHUNK} * {PANEL_DEPTH}];
   const uint32_t* panels = (const uint32_t*)P;
   long pairs = (K + 1) / 2, first = n0 / 32, last = (n1 + 31) / 32;
-  for (long k0 = 0; k0 < K; k0 += {DEPTH}) {{
-    long k1 = k0 + {DEPTH} < K ? k0 + {DEPTH} : K, kp = (k1 - k0 + 1) / 2;
+  long blocks = K > {PANEL_DEPTH} ? (K + {PANEL_DEPTH - 1}) / {PANEL_DEPTH} : 1;
+  long depth = ((K + blocks - 1) / blocks + 1) / 2 * 2;
+  for (long k0 = 0; k0 < K; k0 += depth) {{
+    long k1 = k0 + depth < K ? k0 + depth : K, kp = (k1 - k0 + 1) / 2;
     for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
       long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;
       for (long r = 0; r < m1 - m0; ++r) {{
-        og_bf16_row(A + (m0 + r) * lda + k0, chunk + r * {DEPTH}, k1 - k0);
-        if ((k1 - k0) & 1) chunk[r * {DEPTH} + k1 - k0] = 0;
+        og_bf16_row(A + (m0 + r) * lda + k0, chunk + r * depth, k1 - k0);
+        if ((k1 - k0) & 1) chunk[r * depth + k1 - k0] = 0;
       }}
       for (long nb = first; nb < last; ++nb) {{
         long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
         long tile = og_bf16_tile(m1 - m0);
         for (long m = m0; m < m1; m += tile) {{
           int rows = m1 - m < tile ? (int)(m1 - m) : (int)tile;
-#define OG_A (chunk + (m - m0) * {DEPTH})
-#define OG_LDA {DEPTH}
+#define OG_A (chunk + (m - m0) * depth)
+#define OG_LDA depth
 #define OG_B (panels + (nb * pairs + k0 / 2) * 32)
 #define OG_C (C + m * ldc + nb * 32)
           switch (rows) {{ {cases} default: break; }}
