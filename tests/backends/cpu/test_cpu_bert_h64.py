@@ -1,7 +1,7 @@
 """The BERT layer's CPU paths of the H64 round (issue 17, items 3 and 5): the bf16 panel
 GEMM's activations rounded by ``vcvtne2ps2bf16`` in row chunks of up to 132 rows (one chunk
 for a transformer's 128 tokens) and equal inner blocks of up to 768, with the integer
-rounding on each row's tail; results
+rounding on each row's tail, and aliasing rows read in place (no padded copy); results
 against an oracle of bf16-rounded operands (ties to even included), on one thread and split
 between threads."""
 
@@ -13,6 +13,8 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.fused.lowering.row_padding import PAD
+from opgraph.backends.fused.program import GemmStep
 
 HAS_BF16 = "avx512_bf16" in cpu_config.cpu_flags()
 needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
@@ -23,11 +25,16 @@ def _rounded(a: np.ndarray) -> np.ndarray:
     return a.astype(ml_dtypes.bfloat16).astype(np.float64)
 
 
-def _check(exe: og.Executable, x: np.ndarray, w: np.ndarray) -> None:
-    (got,) = exe(x)
-    exact = _rounded(x) @ _rounded(w)
-    scale = np.abs(_rounded(x)) @ np.abs(_rounded(w))
-    assert np.all(np.abs(got - exact) <= 1e-5 * scale + 1e-30)
+def _check(
+    exe: og.Executable, x: np.ndarray, w: np.ndarray, product_of: np.ndarray | None = None
+) -> None:
+    """``exe(x)`` is ``a @ w`` (``a``: ``product_of``, else ``x``) on bf16-rounded operands
+    with f32 accumulation."""
+    (got,) = exe(x.reshape(exe.function.parameters[0].shape))
+    a = x if product_of is None else product_of
+    exact = _rounded(a) @ _rounded(w)
+    scale = np.abs(_rounded(a)) @ np.abs(_rounded(w))
+    assert np.all(np.abs(got.reshape(exact.shape) - exact) <= 1e-5 * scale + 1e-30)
 
 
 @needs_bf16
@@ -68,3 +75,23 @@ def test_ties_round_to_even_in_vectors_and_tails(cpu):
     data[3, 5], data[4, 33] = np.float32(3.0e38), np.float32(-1.5e-20)
     (got,) = cpu.compile(fn, precision="bf16")(data)
     np.testing.assert_array_equal(got, _rounded(data).astype(np.float32))
+
+
+@needs_bf16
+def test_bf16_products_read_aliasing_rows_in_place(cpu, parallel_cpu):
+    """FFN 2's rows of 3072 f32 alias in L1: the f32 product reads a padded copy, the bf16
+    product (which rounds its rows into a chunk of its own) reads them in place: no copy step,
+    the same values as the oracle."""
+    x = og.parameter(og.f32, (1, 40, 3072), name="x")
+    w = (RNG.standard_normal((3072, 64)) / 55).astype(np.float32)
+    fn = og.Function([ops.matmul(ops.relu(x), og.constant(w))], [x], name="ffn2")
+    data = RNG.standard_normal((1, 40, 3072)).astype(np.float32)
+    f32 = [s for s in cpu.compile(fn).program.steps if isinstance(s, GemmStep)]
+    assert f32[0].a is not None and f32[0].a.strides[0] == 3072 + PAD
+    for backend in (cpu, parallel_cpu):
+        exe = backend.compile(fn, precision="bf16")
+        kinds = [type(s).__name__ for s in exe.program.steps]
+        assert kinds == ["LoopStep", "Bf16GemmStep"]  # the ReLU, then the product
+        (gemm,) = [s for s in exe.program.steps if isinstance(s, GemmStep)]
+        assert gemm.a is not None and gemm.a.strides[0] == 3072
+        _check(exe, data.reshape(40, 3072), w, np.maximum(data, 0).reshape(40, 3072))
