@@ -1,9 +1,13 @@
 """The BERT layer's CPU paths of the H64 round (issue 17, items 3 and 5): the bf16 panel
 GEMM's activations rounded by ``vcvtne2ps2bf16`` in row chunks of up to 132 rows (one chunk
 for a transformer's 128 tokens) and equal inner blocks of up to 768, with the integer
-rounding on each row's tail, and aliasing rows read in place (no padded copy); results
+rounding on each row's tail, or, split into column blocks between threads, rounded once into
+an arena buffer of their own (``with_rounded_rows``); aliasing rows read in place (no padded
+copy); the bf16 attention's packing by vectors; results
 against an oracle of bf16-rounded operands (ties to even included), on one thread and split
 between threads."""
+
+import dataclasses
 
 import ml_dtypes
 import numpy as np
@@ -11,14 +15,23 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.fused.lowering.row_padding import PAD
 from opgraph.backends.fused.program import GemmStep
 
 HAS_BF16 = "avx512_bf16" in cpu_config.cpu_flags()
 needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
 RNG = np.random.default_rng(64)
+#: How a product over the rows rounded once calls its kernel (the helper defines it always).
+ROWS_CALL = "og_gemm_bf16_rows((const uint16_t*)"
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> CpuBackend:
+    return CpuBackend(dataclasses.replace(default_config(), num_threads=1))
 
 
 def _rounded(a: np.ndarray) -> np.ndarray:
@@ -50,14 +63,17 @@ def _check(
         (20, 95, 40),  # two vectors and a tail of 31 per row
     ],
 )
-def test_activations_rounded_by_vectors_and_tails(cpu, parallel_cpu, m, k, n):
+def test_activations_rounded_by_vectors_and_tails(one_thread, parallel_cpu, m, k, n):
     x = og.parameter(og.f32, (m, k), name="x")
     w = RNG.standard_normal((k, n)).astype(np.float32)
     fn = og.Function([ops.dot(x, og.constant(w))], [x], name="linear")
     data = RNG.standard_normal((m, k)).astype(np.float32)
-    for backend in (cpu, parallel_cpu):
+    for backend in (one_thread, parallel_cpu):
         exe = backend.compile(fn, precision="bf16")
         assert "og_bf16_row(" in exe.source()
+        # split into column blocks (3 threads, enough work), the rows are rounded once
+        split = backend is parallel_cpu and m * k * n >= PARALLEL_MACS
+        assert (ROWS_CALL in exe.source()) is split
         _check(exe, data, w)
 
 
@@ -143,3 +159,35 @@ def test_attention_packs_contiguous_heads_by_vectors(
         assert np.median(error) < 1e-6
         assert np.quantile(error, 0.9) < 1e-5
         assert error.max() < 2e-3
+
+
+@needs_bf16
+def test_rows_rounded_once_live_past_the_planned_arena(one_thread, parallel_cpu):
+    """The rounded rows are one arena buffer past the f32 plan's peak, as large as the
+    largest product's rows (K rounded up to even), shared by every split product; one thread
+    keeps the plan as it was. Two products in a row (the second reading the first's result)
+    check that the buffer is rewritten for each."""
+    x = og.parameter(og.f32, (50, 301), name="x")
+    w1 = RNG.standard_normal((301, 96)).astype(np.float32)
+    w2 = RNG.standard_normal((96, 64)).astype(np.float32)
+    h = ops.dot(x, og.constant(w1))
+    fn = og.Function([ops.dot(h, og.constant(w2))], [x], name="two")
+    data = RNG.standard_normal((50, 301)).astype(np.float32)
+    single = one_thread.compile(fn, precision="bf16")
+    split = parallel_cpu.compile(fn, precision="bf16")
+    rounded = [b for b in split.program.buffers if b.label == "bf16 rows"]
+    assert len(rounded) == 1 and rounded[0].size == 50 * 302
+    plan = split.memory_plan()
+    assert plan.offsets[rounded[0].id] >= max(
+        o + plan.sizes[b] for b, o in plan.offsets.items() if b != rounded[0].id
+    )
+    assert plan.peak == plan.offsets[rounded[0].id] + 2 * 50 * 302
+    assert not any(b.label == "bf16 rows" for b in single.program.buffers)
+    assert split.source().count(ROWS_CALL) == 2
+    (want,) = single(data)
+    (got,) = split(data)
+    np.testing.assert_array_equal(got, want)  # the same roundings, the same sums
+    hidden = (_rounded(data) @ _rounded(w1)).astype(np.float32)
+    exact = _rounded(hidden) @ _rounded(w2)
+    scale = np.abs(_rounded(hidden)) @ np.abs(_rounded(w2))
+    assert np.all(np.abs(got - exact) <= 1e-4 * scale + 1e-30)
