@@ -6,7 +6,7 @@ import logging
 import time
 from collections import Counter
 
-from opgraph.backends.cpu.codegen.bf16 import to_bf16
+from opgraph.backends.cpu.codegen.bf16 import to_bf16, with_rounded_rows
 from opgraph.backends.cpu.codegen.module import SymbolSlots, generate
 from opgraph.backends.cpu.compiler import CompilerError, Toolchain
 from opgraph.backends.cpu.config import (
@@ -100,12 +100,14 @@ class CpuBackend(Backend):
             self.name,
             self.config.optimize,
             self.config.num_threads,
-            TargetFeatures(winograd_f4=False) if precision == "bf16" else None,
+            TargetFeatures(winograd_f4=False, padded_rows=False) if precision == "bf16" else None,
         )
         self._require_compiler()
-        program = to_bf16(fused.program) if precision == "bf16" else fused.program
+        program, plan = fused.program, fused.plan
+        if precision == "bf16":
+            program, plan = with_rounded_rows(to_bf16(program), plan, self.config.num_threads)
         lowered_at = time.perf_counter()
-        generated = generate(program, fused.plan, self.config, function.name, profile)
+        generated = generate(program, plan, self.config, function.name, profile)
         generated_at = time.perf_counter()
         compiled = self.toolchain.build(
             generated.source, generated.needs, units=generated.units, progress=progress
@@ -122,9 +124,7 @@ class CpuBackend(Backend):
             (time.perf_counter() - generated_at) * 1e3,
             "cache hit" if compiled.cache_hit else f"{len(generated.units)} C batch(es)",
         )
-        return CpuExecutable(
-            function, fused.lowered, program, fused.plan, generated, compiled, profile
-        )
+        return CpuExecutable(function, fused.lowered, program, plan, generated, compiled, profile)
 
     def _rewritten(self, function: Function) -> Function:
         """``function`` with the CPU's own rewrites (``cpu/rewrites.py``) when optimizing."""

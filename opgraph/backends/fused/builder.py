@@ -52,11 +52,15 @@ class TargetFeatures:
         winograd_f4: Winograd steps may use F(4x4, 3x3) tiles (``WinogradStep.tile``);
             else F(2x2, 3x3) only (bf16 products: the larger tile's transforms lose too
             much in bf16).
+        padded_rows: a panel product's left operand whose rows alias in L1 is read from a
+            copy with padded rows (``lowering/row_padding.py``); else in place (bf16
+            products round their left operand into a buffer of their own anyway).
     """
 
     panels: bool = True
     winograd: bool = True
     winograd_f4: bool = True
+    padded_rows: bool = True
 
 
 class ProgramBuilder:

@@ -55,12 +55,70 @@ class Bf16AttentionEmitter(AttentionEmitter):
 
     def pack(self) -> list[str]:
         """k (d x m) and v (m x e) as pair panels: per 32 columns, ``ceil(rows / 2)`` rows of
-        32 (even, odd) bf16 pairs, zero-padded."""
+        32 (even, odd) bf16 pairs, zero-padded. When a head's values are contiguous (k's
+        inner dimension for each key, v's columns for each key: a transformer's heads, which
+        are column slices of the projections' output), they are rounded 32 at a time by
+        ``og_bf16_row`` (``vcvtne2ps2bf16``) first."""
         (k_rows, k_cols), (v_rows, v_cols) = static_all(self.k.strides), static_all(self.v.strides)
         d, m, e = self.d, self.m, self.e
         return [
-            *self._pairs("kp", "k0", "off[1]", d, m, k_rows, k_cols),
-            *self._pairs("vp", "v0", "off[2]", m, e, v_rows, v_cols),
+            *(
+                self._key_rows(d, m, k_cols)
+                if k_rows == 1
+                else self._pairs("kp", "k0", "off[1]", d, m, k_rows, k_cols)
+            ),
+            *(
+                self._value_rows(m, e, v_rows)
+                if v_cols == 1
+                else self._pairs("vp", "v0", "off[2]", m, e, v_rows, v_cols)
+            ),
+        ]
+
+    @staticmethod
+    def _key_rows(d: int, m: int, stride: int) -> list[str]:
+        """k's pair panels from each key's ``d`` contiguous values: rounded in order, they
+        are the key's ``ceil(d/2)`` pairs, stored 32 apart (the key's column of each panel);
+        the columns past ``m`` are zero."""
+        pairs, width = -(-d // 2), _panels(m)
+        return [
+            "    {",
+            f"      uint16_t row16[{2 * pairs}L];",
+            "      const og_u32u* row = (const og_u32u*)row16;",
+            "      uint32_t* t = (uint32_t*)kp;",
+            f"      for (long j = 0; j < {width}L; ++j) {{",
+            f"        if (j < {m}L) og_bf16_row(k0 + off[1] + j * {stride}L, row16, {d}L);",
+            "        else __builtin_memset(row16, 0, sizeof row16);",
+            *([f"        row16[{d}L] = 0;"] if d % 2 else []),
+            f"        uint32_t* c = t + (j / 32L) * {pairs * 32}L + j % 32L;",
+            f"        for (long q = 0; q < {pairs}L; ++q) c[q * 32L] = row[q];",
+            "      }",
+            "    }",
+        ]
+
+    @staticmethod
+    def _value_rows(m: int, e: int, stride: int) -> list[str]:
+        """v's pair panels from pairs of keys' ``e`` contiguous values: both rows rounded
+        (the second zero past ``m``), then interleaved into each panel's pair row."""
+        pairs, width = -(-m // 2), _panels(e)
+        return [
+            "    {",
+            f"      uint16_t lo[{width}L], hi[{width}L];",
+            "      uint32_t* t = (uint32_t*)vp;",
+            f"      __builtin_memset(lo + {e}L, 0, {2 * (width - e)}L);",
+            f"      __builtin_memset(hi + {e}L, 0, {2 * (width - e)}L);",
+            f"      for (long q = 0; q < {pairs}L; ++q) {{",
+            f"        const float* x = v0 + off[2] + 2 * q * {stride}L;",
+            f"        og_bf16_row(x, lo, {e}L);",
+            f"        if (2 * q + 1 < {m}L) og_bf16_row(x + {stride}L, hi, {e}L);",
+            f"        else __builtin_memset(hi, 0, {2 * e}L);",
+            f"        for (long p = 0; p < {width // 32}L; ++p) {{",
+            f"          uint32_t* c = t + (p * {pairs}L + q) * 32L;",
+            "          #pragma omp simd",
+            "          for (long jj = 0; jj < 32L; ++jj)",
+            "            c[jj] = (uint32_t)lo[p * 32L + jj] | (uint32_t)hi[p * 32L + jj] << 16;",
+            "        }",
+            "      }",
+            "    }",
         ]
 
     @staticmethod

@@ -36,10 +36,11 @@ import ml_dtypes
 import numpy as np
 
 from opgraph.backends.cpu.codegen import dialect
-from opgraph.backends.cpu.codegen.blas import Call, GemmEmitter
+from opgraph.backends.cpu.codegen.blas import Call, GemmEmitter, _pointer
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.windows import ConvEmitter
 from opgraph.backends.cpu.codegen.winograd import WinogradEmitter
+from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.program import (
     Buffer,
     BufferKind,
@@ -53,13 +54,23 @@ from opgraph.backends.fused.program import (
 from opgraph.backends.fused.views import View, static_all
 from opgraph.core import element_type as et
 
-#: Rows of a micro-kernel tile (2 x ROWS zmm accumulators) and the inner-dimension block
-#: (a tile's 12 x 384 bf16 rows, 9 KiB, and a panel's 384 x 32, 24 KiB, stay in L1).
+#: Rows of a micro-kernel tile (2 x ROWS zmm accumulators) and ``og_sgemm_bf16``'s
+#: inner-dimension block (a tile's 12 x 384 bf16 rows, 9 KiB, and a panel's 384 x 32, 24 KiB,
+#: stay in L1).
 ROWS = 12
 DEPTH = 384
-#: Rows of activations rounded to bf16 at a time (72 KiB of stack, in L2), each 32-column
-#: panel slice then serving all their tiles.
-CHUNK = 8 * ROWS
+#: The panel GEMM's inner blocks: equal, even, at most this deep. Deeper blocks than
+#: ``DEPTH`` leave the panel slice in L2, which feeds the kernel as fast (128 bytes per 24
+#: instructions), and store and reload the f32 accumulators fewer times (BERT's FFN 2, K =
+#: 3072: 4 passes over its output block instead of 8; K = 768: 1 instead of 2): the BERT
+#: layer took 0.95 of the thread CPU time of 384-deep blocks on one thread (load 5).
+PANEL_DEPTH = 768
+#: Rows of activations rounded to bf16 at a time (198 KiB of stack, in L2), each 32-column
+#: panel slice then serving all their tiles. 11 tiles, so that a transformer's 128 tokens
+#: are one chunk and the weights are streamed once: with 8 tiles (96 rows) the BERT layer
+#: read them twice and took 1.7-3 % more thread CPU time on one thread (bench/per_core.py's
+#: measure, both builds in one process, load 3-4).
+CHUNK = 11 * ROWS
 #: Panels of the f32 right operand rounded to bf16 at a time by ``og_sgemm_bf16`` (96 KiB).
 WIDE = 4
 
@@ -67,7 +78,11 @@ WIDE = 4
 @dataclasses.dataclass(eq=False)
 class Bf16GemmStep(GemmStep):
     """A :class:`GemmStep` whose ``b`` is a constant as bf16 pair panels: per 32-column
-    panel, ``ceil(K/2)`` rows of 32 (even, odd) pairs, zero-padded."""
+    panel, ``ceil(K/2)`` rows of 32 (even, odd) pairs, zero-padded. ``rows16``: an arena
+    buffer for ``a`` rounded to bf16 once (rows of ``K`` rounded up to even), used when the
+    product is split into column blocks (:func:`with_rounded_rows`)."""
+
+    rows16: View | None = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -230,9 +245,91 @@ def to_bf16(program: Program) -> Program:
     return Program(buffers, steps, program.num_args, program.num_results)
 
 
+def with_rounded_rows(
+    program: Program, plan: MemoryPlan, threads: int
+) -> tuple[Program, MemoryPlan]:
+    """``program`` and ``plan`` with one arena buffer more, past the planned peak, shared by
+    every :class:`Bf16GemmStep` of more than one row as ``rows16`` (their left operands
+    rounded to bf16 once per call when split between ``threads`` > 1: each column block then
+    reads the bf16 rows instead of rounding all of ``a`` again). The BERT layer's products
+    split into 4 column blocks as on two threads, run on one: 1.033 of the CPU time of one
+    block each, 1.004 with the rows rounded once (load 11). Steps run one at a time, so the
+    products share the buffer; its lifetime is the whole program."""
+    gemms = [s for s in program.steps if isinstance(s, Bf16GemmStep) and s.a is not None]
+    sizes = [_rows16_shape(s) for s in gemms if _rows16_shape(s)[0] > 1]
+    if threads < 2 or not sizes:
+        return program, plan
+    elements = max(r * k for r, k in sizes)
+    buffers = list(program.buffers)
+    buffer = Buffer(len(buffers), BufferKind.ARENA, et.bf16, elements, label="bf16 rows")
+    buffers.append(buffer)
+    offset = -(-plan.peak // 64) * 64
+    steps: list[Step] = []
+    for step in program.steps:
+        if isinstance(step, Bf16GemmStep) and step.a is not None and _rows16_shape(step)[0] > 1:
+            rows, inner = _rows16_shape(step)
+            view = View(buffer.id, et.bf16, (rows, inner), (inner, 1), 0)
+            step = Bf16GemmStep(**{**_fields(step), "rows16": view})
+        steps.append(step)
+    last = len(steps) - 1
+    plan = dataclasses.replace(
+        plan,
+        offsets={**plan.offsets, buffer.id: offset},
+        sizes={**plan.sizes, buffer.id: 2 * elements},
+        peak=offset + 2 * elements,
+        labels={**plan.labels, buffer.id: buffer.label},
+        intervals={**plan.intervals, buffer.id: (0, last)},
+    )
+    return Program(buffers, steps, program.num_args, program.num_results), plan
+
+
+def _rows16_shape(step: GemmStep) -> tuple[int, int]:
+    """(rows, inner rounded up to even) of a bf16 product's left operand."""
+    assert step.a is not None
+    rows, inner = static_all(step.a.shape)
+    return rows, inner + inner % 2
+
+
 # ------------------------------------------------------------------------------ emitters
 class Bf16GemmEmitter(GemmEmitter):
-    """A :class:`Bf16GemmStep`: ``og_gemm_bf16_panels`` instead of ``og_gemm_panels``."""
+    """A :class:`Bf16GemmStep`: ``og_gemm_bf16_panels`` instead of ``og_gemm_panels``; split
+    into column blocks with ``rows16``, ``og_gemm_bf16_rows`` over ``a`` rounded once by a
+    pass of its own (``<name>_rows``, shared between the threads by rows) before it."""
+
+    def rounded(self) -> bool:
+        """Whether the blocks read ``a`` rounded once (``rows16``) rather than rounding it."""
+        return (
+            isinstance(self.step, Bf16GemmStep) and self.step.rows16 is not None and self.blocks > 1
+        )
+
+    def run_prologue(self, split: bool) -> tuple[list[str], list[str]]:
+        if not self.rounded():
+            return [], []
+        step = self.step
+        assert isinstance(step, Bf16GemmStep) and step.rows16 is not None
+        rows, inner = self.rows, self.inner
+        ld16 = _rows16_shape(step)[1]
+        grain = max(1, 16384 // ld16)
+        self.module.uses_pool = True
+        base = self.module.base(step.rows16.buffer)
+        definition = [
+            f"static int {self.name}_rows(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(self.module, self.a, "a0", True),
+            f"  const float* a = a0 + {self.name}_batch[0][0];",
+            f"  uint16_t* s = (uint16_t*)({base}) + {step.rows16.offset}L;",
+            "  for (long r = lo; r < hi; ++r) {",
+            f"    og_bf16_row(a + r * {self.a.strides[0]}L, s + r * {ld16}L, {inner}L);",
+            *([f"    s[r * {ld16}L + {inner}L] = 0;"] if inner % 2 else []),
+            "  }",
+            "  return 0;",
+            "}",
+        ]
+        threads = self.module.num_threads
+        start = [
+            f"  int e_ = og_parallel({self.name}_rows, T, A, {rows}L, {grain}L, {threads});",
+            "  if (e_) return e_;",
+        ]
+        return definition, start
 
     def blocks_per_thread(self) -> int:
         """Two column blocks per thread, not the f32 kernel's four: every block rounds all
@@ -247,10 +344,14 @@ class Bf16GemmEmitter(GemmEmitter):
         self.split_columns = True
 
         def call(first: str, count: str) -> str:
-            return (
-                f"og_gemm_bf16_panels(a, {lda}L, (const uint16_t*)b, c, {self.cols}L, "
-                f"{self.rows}L, {self.inner}L, {first}, {first} + {count});"
-            )
+            tail = f"c, {self.cols}L, {self.rows}L, {self.inner}L, {first}, {first} + {count});"
+            if self.rounded():
+                step = self.step
+                assert isinstance(step, Bf16GemmStep) and step.rows16 is not None
+                rows16 = f"(const uint16_t*)({self.module.base(step.rows16.buffer)})"
+                ld16 = _rows16_shape(step)[1]
+                return f"og_gemm_bf16_rows({rows16}, {ld16}L, (const uint16_t*)b, {tail}"
+            return f"og_gemm_bf16_panels(a, {lda}L, (const uint16_t*)b, {tail}"
 
         return self.cols, call
 
@@ -313,6 +414,28 @@ def _micro_kernel(rows: int) -> str:
     )
 
 
+def _row_conversion() -> str:
+    """``og_bf16_row``: n f32 values rounded to bf16 (nearest even), 32 at a time by
+    ``vcvtne2ps2bf16`` (one instruction per 32 values against about ten for the integer
+    rounding of ``og_bf16_bits``; 0.5 % of the BERT layer on one thread). The instruction
+    treats f32 subnormals as zero: the products differ only where ``vdpbf16ps`` would have
+    read a bf16 subnormal, which it treats as zero too, or where a subnormal within 2^-134 of
+    the smallest normal would have rounded up to it (a term of 2^-126 times a weight
+    dropped)."""
+    return """static inline void og_bf16_row(const float* restrict x, uint16_t* restrict t,
+                               long n) {
+  long j = 0;
+  for (; j + 32 <= n; j += 32) {
+    og_bv lo, hi, r;
+    __builtin_memcpy(&lo, x + j, 64);
+    __builtin_memcpy(&hi, x + j + 16, 64);
+    __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(hi), "v"(lo));
+    __builtin_memcpy(t + j, &r, 64);
+  }
+  for (; j < n; ++j) t[j] = (uint16_t)og_bf16_bits(x[j]);
+}"""
+
+
 @dialect.helper("gemm_bf16")
 def _gemm_bf16() -> str:
     cases = " ".join(f"case {n}: OG_BMK({n}); break;" for n in range(ROWS, 0, -1))
@@ -350,6 +473,7 @@ static inline uint32_t og_bf16_bits(float f) {{ /* round to nearest even; NaN st
   uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r;
 }}
+{_row_conversion()}
 {kernels}
 /* Rows of the tiles that share out m rows evenly (49: 10, 10, 10, 10, 9 rather than four of
    12 and one of 1, whose two accumulator chains wait on the instruction's latency). */
@@ -358,43 +482,65 @@ static inline long og_bf16_tile(long m) {{
   return tiles > 0 ? (m + tiles - 1) / tiles : 1;
 }}
 #define OG_BMK(R) og_bf16_mk##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0)
-/* C[:, n0:n1] = A (M x K f32, rows lda apart) times P (K x N as bf16 pair panels of 32
-   columns); n0 is a multiple of 32. A is rounded to bf16 by chunks of {CHUNK} rows and {DEPTH}
-   inner elements; each panel slice ({DEPTH} x 32, L1) then serves every tile of the chunk (P is
-   streamed once per chunk: tiles outermost re-read all of it from L3 for every 12 rows). */
-static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_t* restrict P,
-                                float* restrict C, long ldc, long M, long K, long n0,
-                                long n1) {{
-  uint16_t chunk[{CHUNK} * {DEPTH}];
+/* C[0:m, n0:n1] (+)= a (m rows of bf16, lda apart: inner elements k0..k1) times those rows of
+   P's panels; each panel slice then serves every tile of the m rows. */
+static void og_bf16_chunk(const uint16_t* restrict a, long lda, const uint16_t* restrict P,
+                          float* restrict C, long ldc, long m, long K, long k0, long k1,
+                          long n0, long n1) {{
   const uint32_t* panels = (const uint32_t*)P;
-  long pairs = (K + 1) / 2, first = n0 / 32, last = (n1 + 31) / 32;
-  for (long k0 = 0; k0 < K; k0 += {DEPTH}) {{
-    long k1 = k0 + {DEPTH} < K ? k0 + {DEPTH} : K, kp = (k1 - k0 + 1) / 2;
-    for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
-      long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;
-      for (long r = 0; r < m1 - m0; ++r) {{
-        const float* x = A + (m0 + r) * lda + k0;
-        uint16_t* t = chunk + r * {DEPTH};
-        #pragma omp simd
-        for (long j = 0; j < k1 - k0; ++j) t[j] = (uint16_t)og_bf16_bits(x[j]);
-        if ((k1 - k0) & 1) t[k1 - k0] = 0;
-      }}
-      for (long nb = first; nb < last; ++nb) {{
-        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
-        long tile = og_bf16_tile(m1 - m0);
-        for (long m = m0; m < m1; m += tile) {{
-          int rows = m1 - m < tile ? (int)(m1 - m) : (int)tile;
-#define OG_A (chunk + (m - m0) * {DEPTH})
-#define OG_LDA {DEPTH}
+  long pairs = (K + 1) / 2, kp = (k1 - k0 + 1) / 2, tile = og_bf16_tile(m);
+  for (long nb = n0 / 32; nb < (n1 + 31) / 32; ++nb) {{
+    long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+    for (long r0 = 0; r0 < m; r0 += tile) {{
+      int rows = m - r0 < tile ? (int)(m - r0) : (int)tile;
+#define OG_A (a + r0 * lda)
+#define OG_LDA lda
 #define OG_B (panels + (nb * pairs + k0 / 2) * 32)
-#define OG_C (C + m * ldc + nb * 32)
-          switch (rows) {{ {cases} default: break; }}
+#define OG_C (C + r0 * ldc + nb * 32)
+      switch (rows) {{ {cases} default: break; }}
 #undef OG_A
 #undef OG_LDA
 #undef OG_B
 #undef OG_C
-        }}
+    }}
+  }}
+}}
+/* C[:, n0:n1] = A (M x K f32, rows lda apart) times P (K x N as bf16 pair panels of 32
+   columns); n0 is a multiple of 32. A is rounded to bf16 by chunks of {CHUNK} rows and equal
+   even blocks of at most {PANEL_DEPTH} inner elements; each panel slice (block x 32, L1 or L2)
+   then serves every tile of the chunk (P is streamed once per chunk: tiles outermost re-read
+   all of it from L3 for every 12 rows). */
+static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_t* restrict P,
+                                float* restrict C, long ldc, long M, long K, long n0,
+                                long n1) {{
+  uint16_t chunk[{CHUNK} * {PANEL_DEPTH}];
+  long blocks = K > {PANEL_DEPTH} ? (K + {PANEL_DEPTH - 1}) / {PANEL_DEPTH} : 1;
+  long depth = ((K + blocks - 1) / blocks + 1) / 2 * 2;
+  for (long k0 = 0; k0 < K; k0 += depth) {{
+    long k1 = k0 + depth < K ? k0 + depth : K;
+    for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
+      long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;
+      for (long r = 0; r < m1 - m0; ++r) {{
+        og_bf16_row(A + (m0 + r) * lda + k0, chunk + r * depth, k1 - k0);
+        if ((k1 - k0) & 1) chunk[r * depth + k1 - k0] = 0;
       }}
+      og_bf16_chunk(chunk, depth, P, C + m0 * ldc, ldc, m1 - m0, K, k0, k1, n0, n1);
+    }}
+  }}
+}}
+/* og_gemm_bf16_panels over A16, A already rounded to bf16 (rows ld16 apart, an odd K's last
+   pair ending in a zero): the same blocks and chunks, read in place. */
+static void og_gemm_bf16_rows(const uint16_t* restrict A16, long ld16,
+                              const uint16_t* restrict P, float* restrict C, long ldc, long M,
+                              long K, long n0, long n1) {{
+  long blocks = K > {PANEL_DEPTH} ? (K + {PANEL_DEPTH - 1}) / {PANEL_DEPTH} : 1;
+  long depth = ((K + blocks - 1) / blocks + 1) / 2 * 2;
+  for (long k0 = 0; k0 < K; k0 += depth) {{
+    long k1 = k0 + depth < K ? k0 + depth : K;
+    for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
+      long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;
+      og_bf16_chunk(A16 + m0 * ld16 + k0, ld16, P, C + m0 * ldc, ldc, m1 - m0, K, k0, k1, n0,
+                    n1);
     }}
   }}
 }}

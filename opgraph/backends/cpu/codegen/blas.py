@@ -61,6 +61,7 @@ class GemmEmitter:
         self.c = dialect.storage_type(self.t)
         self.cb = dialect.storage_type(self.b.element_type)  # bf16 panels in bf16 mode
         self.checks: list[Check] = checks if checks is not None else []
+        self.blocks = 1
 
     def work(self) -> int:
         return self.rows * self.cols * self.inner * len(self.step.batch)
@@ -73,6 +74,7 @@ class GemmEmitter:
         blocks = 1
         if parallel and len(batch) < threads and extent >= 2 * BLOCK:
             blocks = min(self.blocks_per_thread() * threads, -(-extent // BLOCK))
+        self.blocks = blocks  # for the calls that split() returned
         lines = [f"/* {self.name}: {self.step.label.replace('*/', '* /')} */"]
         lines += self.epilogue_function()
         rows = ", ".join(f"{{{a}L, {b}L, {c}L}}" for a, b, c in batch)
@@ -99,7 +101,10 @@ class GemmEmitter:
         ]
         lines.insert(lines.index("  for (long u_ = lo; u_ < hi; ++u_) {"), "  int err = 0;")
         units = len(batch) * blocks
+        definitions, statements = self.run_prologue(parallel and units > 1)
+        lines += definitions
         lines.append(f"static int {self.name}_run(void* const* T, char* A) {{")
+        lines += statements
         if parallel and units > 1:
             self.module.uses_pool = True
             lines.append(f"  return og_parallel({self.name}, T, A, {units}L, 1L, {threads});")
@@ -107,6 +112,12 @@ class GemmEmitter:
             lines.append(f"  return {self.name}(T, A, 0, {units}L);")
         lines.append("}")
         return "\n".join(lines)
+
+    def run_prologue(self, split: bool) -> tuple[list[str], list[str]]:
+        """C functions to define before ``<name>_run`` and statements that open it, for a
+        variant's pass over the operands before the product (``split``: the product is
+        shared between threads); none here."""
+        return [], []
 
     def blocks_per_thread(self) -> int:
         """How finely to split. A BLAS block packs the whole operand it does not split, so

@@ -35,6 +35,8 @@ def unalias_rows(builder: ProgramBuilder, left: View) -> View:
     row stride is a multiple of :data:`ALIASING` and it has more than one tile of rows."""
     rows, inner = left.shape
     stride = left.strides[0]
+    if not builder.features.padded_rows:
+        return left
     if left.element_type is not et.f32 or left.strides[1] != 1:
         return left
     if type(rows) is not int or type(inner) is not int or type(stride) is not int:
