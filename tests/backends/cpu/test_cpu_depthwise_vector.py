@@ -135,3 +135,14 @@ def test_vector_taps_switch(cpu, monkeypatch):
     exe = check(CpuBackend(default_config()), fn, args)
     assert "og_dw_shift(" not in exe.source()
     np.testing.assert_allclose(exe(*args)[0], fast, rtol=1e-5, atol=1e-5)
+
+
+def test_small_filters_on_narrow_planes_run_one_row_at_a_time(cpu):
+    """3x3 filters on rows narrower than a vector (the flat loop) take one row per group;
+    wide rows keep two."""
+    for shape, together in (((1, 8, 7, 7), 1), ((1, 8, 14, 14), 1), ((1, 8, 28, 28), 2)):
+        fn, args = depthwise(shape, (3, 3))
+        exe = check(cpu, fn, args)
+        (step,) = exe.program.steps
+        assert isinstance(step, ConvStep)
+        assert direct_plan(step, 1).together == together, shape
