@@ -55,8 +55,9 @@ ROWWISE_WIDTH = 16
 #: Outputs a direct step's fused epilogue runs on at once, at least (small planes: one call
 #: per plane paid its setup, and its first loads waited on the stores just made).
 EPILOGUE_BATCH = 2048
-#: Filter taps from which one-pass f32 steps run the vector tap loops
-#: (``codegen/depthwise_vector.py``) instead of ``omp simd`` loops.
+#: Filter taps from which one-pass f32 steps with unstrided columns run the vector tap loops
+#: (``codegen/depthwise_vector.py``) instead of ``omp simd`` loops (a column stride of 2
+#: leaves two or three shifts per phase row: the loads measured as fast as the permutes).
 VECTOR_TAPS = 25
 #: Multiply-adds of one independent chain of a tap sum at least (:func:`_tree_sum`).
 CHAIN_MIN = 2
@@ -92,6 +93,7 @@ class DirectConvEmitter:
             and self.cg == 1
             and not self.plan.row_passes
             and taps >= VECTOR_TAPS
+            and step.strides[1] == 1
         )
         if self.vector:
             module.helper("dw_vector")

@@ -263,13 +263,13 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
 def _together(kh: int, kw: int, oh: int, ow: int, row_passes: bool) -> int:
     """Output rows of a direct unit computed together: :data:`DIRECT_TOGETHER`, or
     :data:`DIRECT_TOGETHER_LARGE` for filters of at least :data:`DIRECT_LARGE_TAPS` taps
-    (7x7 ones, and 5x5 ones on planes of 14 rows or more: on 7-row planes the 5x5 filters
-    measured faster with two), or one for smaller filters on rows narrower than
+    (7x7 ones, and 5x5 ones on planes of 28 rows or more: on 14- and 7-row planes the 5x5
+    filters measured faster with two), or one for smaller filters on rows narrower than
     :data:`DIRECT_ROWWISE` (the flat loop: 3x3 filters on 7x7 and 14x14 planes measured
     1.02-1.15x faster one row at a time, fewer padded columns computed)."""
     if kh == 1 or oh == 1 or row_passes:
         return 1
-    if kh * kw >= DIRECT_LARGE_TAPS and (oh >= 14 or kh >= 7):
+    if kh * kw >= DIRECT_LARGE_TAPS and (oh >= 28 or kh >= 7):
         return DIRECT_TOGETHER_LARGE
     if kh * kw < DIRECT_LARGE_TAPS and ow < DIRECT_ROWWISE:
         return 1
