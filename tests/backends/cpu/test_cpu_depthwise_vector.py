@@ -159,3 +159,12 @@ def test_small_filters_on_narrow_planes_run_one_row_at_a_time(cpu):
         (step,) = exe.program.steps
         assert isinstance(step, ConvStep)
         assert direct_plan(step, 1).together == together, shape
+
+
+def test_large_filters_on_planes_no_taller_than_them_run_one_row_at_a_time(cpu):
+    fn, args = depthwise((1, 8, 7, 7), (7, 7))
+    exe = check(cpu, fn, args)
+    (step,) = exe.program.steps
+    assert isinstance(step, ConvStep)
+    assert direct_plan(step, 1).together == 1
+    assert "og_dw_shift(" in exe.source()
