@@ -24,14 +24,24 @@ columns are zeroed once per call). Small one-pass units are pipelined
 and the fused epilogue runs over several consecutive units at once
 (:data:`EPILOGUE_BATCH`).
 
+One-pass f32 steps with filters of :data:`VECTOR_TAPS` taps or more (5x5, 7x7) run their
+tap loops as register-blocked GCC vector code instead (``codegen/depthwise_vector.py``:
+each phase row loaded once as a pair of vectors, the column shifts made by permutes, a few
+independent accumulators per output row), four output rows together (the plan's
+``together``); in every ``omp simd`` tap loop a row's taps are summed as a few independent
+chains (:func:`_tree_sum`), not one chain of dependent multiply-adds.
+
 Units are shared out by the runtime's thread pool in a few equal parts (``4 x threads``).
 """
 
 from __future__ import annotations
 
+import math
+
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.depthwise_vector import TapOutput, span_loop, tap_block
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.convolution import direct_plan
@@ -45,6 +55,12 @@ ROWWISE_WIDTH = 16
 #: Outputs a direct step's fused epilogue runs on at once, at least (small planes: one call
 #: per plane paid its setup, and its first loads waited on the stores just made).
 EPILOGUE_BATCH = 2048
+#: Filter taps from which one-pass f32 steps with unstrided columns run the vector tap loops
+#: (``codegen/depthwise_vector.py``) instead of ``omp simd`` loops (a column stride of 2
+#: leaves two or three shifts per phase row: the loads measured as fast as the permutes).
+VECTOR_TAPS = 25
+#: Multiply-adds of one independent chain of a tap sum at least (:func:`_tree_sum`).
+CHAIN_MIN = 2
 
 
 class DirectConvEmitter:
@@ -70,6 +86,17 @@ class DirectConvEmitter:
         blocks = -(-self.out.shape[2] // self.plan.rows)
         whole = self.plan.block == 1 or blocks == 1
         self.batched = step.epilogue is not None and whole
+        # one-pass f32 steps: register-blocked vector tap loops (codegen/depthwise_vector.py)
+        taps = step.kernel[0] * step.kernel[1]
+        self.vector = (
+            self.ctype == "float"
+            and self.cg == 1
+            and not self.plan.row_passes
+            and taps >= VECTOR_TAPS
+            and step.strides[1] == 1
+        )
+        if self.vector:
+            module.helper("dw_vector")
 
     def parallel(self) -> bool:
         n, o, oh, ow = static_all(self.out.shape)
@@ -296,15 +323,20 @@ class DirectConvEmitter:
     def taps_sum(self, taps: list[tuple[int, int]], b: int, row: int, src: str, at: str) -> str:
         """Output channel ``b``'s sum over ``taps`` for row ``row`` of a group, reading
         ``src`` at ``at`` plus each tap's offset."""
-        return " + ".join(
+        terms = [
             f"f{b}_{t} * {src}[{at} + {self.tap_offset(row, a, col)}L]"
             for t, (a, col) in enumerate(taps)
-        )
+        ]
+        return _tree_sum(terms)
 
     def flat_loop(self, taps: list[tuple[int, int]], first: str, assign: str) -> list[str]:
         """The weights, then the flat loop over the block's outputs (``together`` rows per
         channel)."""
         p = self.plan
+        if self.vector and assign == "=":
+            outputs = self.tap_outputs(taps, first, "ext{b}_{row}", p.together)
+            block = tap_block("f", "src", outputs)
+            return span_loop("f", "0L", f"{p.flat}L", block, whole=True)
         updates = [
             f"  ext{b}_{row}[f] {assign} {self.taps_sum(taps, b, row, 'src', 'f')};"
             for b in range(p.block)
@@ -324,22 +356,22 @@ class DirectConvEmitter:
         block's row count is not a multiple of ``together``."""
         p = self.plan
         lines = [
-            *self.weights(taps, first),
+            *([] if self.vector else self.weights(taps, first)),
             f"long full = (r1 - r0) / {p.together}L;",
             "for (long g = 0; g < full; ++g) {",
-            *["  " + line for line in self.row_group(taps, p.together)],
+            *["  " + line for line in self.row_group(taps, p.together, first)],
             "}",
         ]
         for count in range(1, p.together):
             lines += [
                 f"if (r1 - r0 - full * {p.together}L == {count}L) {{",
                 "  long g = full;",
-                *["  " + line for line in self.row_group(taps, count)],
+                *["  " + line for line in self.row_group(taps, count, first)],
                 "}",
             ]
         return lines
 
-    def row_group(self, taps: list[tuple[int, int]], count: int) -> list[str]:
+    def row_group(self, taps: list[tuple[int, int]], count: int, first: str) -> list[str]:
         """Rows ``0 .. count`` of group ``g`` of the block, for each output channel of the
         unit, straight into the output."""
         p, ct = self.plan, self.ctype
@@ -355,12 +387,40 @@ class DirectConvEmitter:
             for b in range(p.block)
             for row in range(count)
         ]
-        spans = _spans(0, ow)
         lines = [f"const {ct}* sg = src + g * {p.pitch}L;", *pointers]
+        if self.vector:
+            block = tap_block("j", "sg", self.tap_outputs(taps, first, "y{b}_{row}", count))
+            return lines + span_loop("j", "0L", f"{ow}L", block, whole=ow % 16 == 0)
+        spans = _spans(0, ow)
         for lo, hi in spans:
             lines += ["#pragma omp simd", f"for (long j = {lo}L; j < {hi}L; ++j) {{"]
             lines += [*updates, "}"]
         return lines
+
+    def tap_outputs(
+        self, taps: list[tuple[int, int]], first: str, dest: str, count: int
+    ) -> list[TapOutput]:
+        """The outputs of a vector tap loop: rows ``0 .. count`` of each output channel of
+        the unit, stored through ``dest`` (formatted with ``b`` and ``row``). The weights
+        are read from the filters in the loop (``w[...]``), which GCC folds into the
+        multiply-adds as broadcasts: hoisted as locals, they were spilled."""
+        k = static(self.w.shape[1])
+        return [
+            TapOutput(
+                dest.format(b=b, row=row),
+                tuple(self.tap_term(b * k, first, row, a, col) for a, col in taps),
+            )
+            for b in range(self.plan.block)
+            for row in range(count)
+        ]
+
+    def tap_term(self, at: int, first: str, row: int, a: int, col: int) -> tuple[str, int, int]:
+        """A term of a vector tap loop: the weight (filter ``at + first``, tap ``(a, col)``),
+        the offset of the phase row it reads and the column within that row."""
+        kw, (sw, dw) = self.step.kernel[1], (self.step.strides[1], self.step.dilations[1])
+        shift = col * dw // sw
+        weight = f"w[{at}L + {first} + {a * kw + col}L]"
+        return weight, self.tap_offset(row, a, col) - shift, shift
 
     def ext_offset(self, b: int, row: int) -> int:
         """Where output channel ``b`` of the unit keeps its flat outputs of row ``row`` of
@@ -410,6 +470,21 @@ class DirectConvEmitter:
             "      pending = -1;",
             "    }",
         ]
+
+
+def _tree_sum(terms: list[str]) -> str:
+    """The sum of ``terms`` as independent chains of about sqrt(n) multiply-adds, added
+    pairwise: one left-to-right chain of n dependent multiply-adds is bound by their latency
+    (49 x 4 cycles for a 7x7 tap), not by the multiply-add throughput. The C parentheses fix
+    the order (GCC does not reassociate floating point without -ffast-math)."""
+    chain = max(CHAIN_MIN, math.isqrt(len(terms) - 1) + 1) if terms else 1
+    sums = [" + ".join(terms[i : i + chain]) for i in range(0, len(terms), chain)]
+    while len(sums) > 1:
+        sums = [
+            f"({sums[i]}) + ({sums[i + 1]})" if i + 1 < len(sums) else sums[i]
+            for i in range(0, len(sums), 2)
+        ]
+    return sums[0]
 
 
 def _spans(lo: int, hi: int) -> list[tuple[int, int]]:

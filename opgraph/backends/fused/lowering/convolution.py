@@ -153,6 +153,12 @@ DIRECT_MAX_WIDTH = 64
 #: Output channels of one group computed together by the direct kernel at most (each
 #: loaded input vector feeds that many multiply-adds).
 DIRECT_BLOCK = 8
+#: Output rows of a one-pass unit computed together (each loaded input row feeds them all)
+#: (``_together``). With 7x7 filters four rows together ran 1.1-1.3x faster than two
+#: (``bench/depthwise.py`` shapes, one thread, Zen 4); 3x3 ones were 1.05-1.4x slower.
+DIRECT_TOGETHER = 2
+DIRECT_TOGETHER_LARGE = 4
+DIRECT_LARGE_TAPS = 25
 #: Filter taps written out in one pass of the direct kernel at most (more: one pass per
 #: filter row).
 DIRECT_UNROLL = 64
@@ -168,6 +174,9 @@ DIRECT_ROWWISE = 16
 #: Phase elements up to which one-pass depthwise units copy the next unit's input in first
 #: (:class:`DirectPlan` ``pipelined``; two sets of larger phases would crowd the L1 cache).
 DIRECT_PIPELINE = 1024
+#: Elements of slack past a thread's direct-convolution scratch: vector kernels may read one
+#: vector (16 f32) past the last input they use (the CPU's pair of loads per phase row).
+DIRECT_SLACK = 16
 
 
 @dataclass(frozen=True)
@@ -213,7 +222,8 @@ class DirectPlan:
         """Scratch elements of one thread: the phases (twice when pipelined) and the flat
         outputs."""
         sets = 2 if self.pipelined else 1
-        return sets * self.phases * self.phase_size + self.block * self.together * self.flat
+        used = sets * self.phases * self.phase_size + self.block * self.together * self.flat
+        return used + DIRECT_SLACK
 
 
 def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
@@ -227,7 +237,7 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     taps = kw if row_passes else kh * kw
     fits = [b for b in range(1, min(DIRECT_BLOCK, og) + 1) if og % b == 0]
     block = max([b for b in fits if b * taps <= DIRECT_WEIGHTS] or [1])
-    together = 2 if kh > 1 and oh > 1 and not row_passes else 1
+    together = _together(kh, kw, oh, ow, row_passes)
     pitch = ow + (kw - 1) * dw // sw
     planes = n * (views.static(step.w.shape[0]) // block)
     in_place = step.x.shape[1] == step.groups and not row_passes and ow >= DIRECT_ROWWISE
@@ -248,6 +258,26 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     return DirectPlan(
         rows, pitch, in_rows, flat, block, together, row_passes, phases, pipelined, in_place
     )
+
+
+def _together(kh: int, kw: int, oh: int, ow: int, row_passes: bool) -> int:
+    """Output rows of a direct unit computed together: :data:`DIRECT_TOGETHER`, or
+    :data:`DIRECT_TOGETHER_LARGE` for filters of at least :data:`DIRECT_LARGE_TAPS` taps
+    (7x7 ones, and 5x5 ones on planes of 28 rows or more: on 14- and 7-row planes the 5x5
+    filters measured faster with two), or one for smaller filters on rows narrower than
+    :data:`DIRECT_ROWWISE` (the flat loop: 3x3 filters on 7x7 and 14x14 planes measured
+    1.02-1.15x faster one row at a time, fewer padded columns computed), or one for large
+    filters on planes no taller than the filter (a 7x7 filter on 7x7 planes measured 1.25x
+    faster one row at a time than four)."""
+    if kh == 1 or oh == 1 or row_passes:
+        return 1
+    if kh * kw >= DIRECT_LARGE_TAPS and oh <= kh:
+        return 1
+    if kh * kw >= DIRECT_LARGE_TAPS and (oh >= 28 or kh >= 7):
+        return DIRECT_TOGETHER_LARGE
+    if kh * kw < DIRECT_LARGE_TAPS and ow < DIRECT_ROWWISE:
+        return 1
+    return DIRECT_TOGETHER
 
 
 def _direct(groups: int, per_group: int, kernel: tuple[int, int], pixels: int) -> bool:
