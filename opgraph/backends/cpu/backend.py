@@ -100,7 +100,7 @@ class CpuBackend(Backend):
             self.name,
             self.config.optimize,
             self.config.num_threads,
-            TargetFeatures(winograd_f4=False) if precision == "bf16" else None,
+            TargetFeatures(winograd_f4=False, patches=False) if precision == "bf16" else None,
         )
         self._require_compiler()
         program = to_bf16(fused.program) if precision == "bf16" else fused.program

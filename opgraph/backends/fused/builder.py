@@ -52,11 +52,16 @@ class TargetFeatures:
         winograd_f4: Winograd steps may use F(4x4, 3x3) tiles (``WinogradStep.tile``);
             else F(2x2, 3x3) only (bf16 products: the larger tile's transforms lose too
             much in bf16).
+        patches: convolutions with larger kernels (not Winograd's, not direct) may run as
+            a ``PointwiseConvStep`` on their patch matrix (``lowering/pointwise.py``); else
+            a ``ConvStep`` (bf16 mode: its products convert to bf16 ones, the patch step's
+            do not).
     """
 
     panels: bool = True
     winograd: bool = True
     winograd_f4: bool = True
+    patches: bool = True
 
 
 class ProgramBuilder:

@@ -168,10 +168,14 @@ class PointwiseConvEmitter:
 
     def pixel_body(self, pixel_blocks: int, worker: str) -> list[str]:
         c, o, p = self.c, self.o, self.pixels
-        per = self.per  # pixels per block (pixel_layout)
         whole = p - p % TAIL
+        # blocks of whole BLOCK_STEP runs, balanced (3136 pixels in 14 blocks: 192 or 240
+        # each, not 13 x 240 and 16: each thread's contiguous home of blocks is half)
+        steps = _ceil(p, BLOCK_STEP)
         lines = [
-            f"    long p0 = pb * {per}L, p1 = p0 + {per}L < {p}L ? p0 + {per}L : {p}L;",
+            f"    long p0 = {steps}L * pb / {pixel_blocks}L * {BLOCK_STEP}L;",
+            f"    long p1 = {steps}L * (pb + 1) / {pixel_blocks}L * {BLOCK_STEP}L;",
+            f"    if (p1 > {p}L) p1 = {p}L;",
         ]
         if whole < p:
             lines += [
@@ -221,11 +225,12 @@ class PointwiseConvEmitter:
         ]
 
     def compact(self) -> list[str]:
-        """``<name>_compact``: units (image, channel); the pixels the filters read, dense."""
+        """``<name>_compact``: units (image, row of the patch matrix: input channel, kernel
+        row, kernel column); the pixels the filters read, dense, zeros where a window reads
+        padding (a 1x1 unpadded step: the strided pixels)."""
         s = self.step
         c, p = self.c, self.pixels
-        _, oh, ow = s.images
-        sh, sw = s.strides
+        kh, kw = s.kernel
         xs = self.x.strides
         at = self.module.num_threads * c * TAIL
         return [
@@ -233,14 +238,47 @@ class PointwiseConvEmitter:
             _pointer(self.module, self.x, "x0", True),
             _pointer(self.module, self.scratch, "scratch", False),
             "  for (long u = lo; u < hi; ++u) {",
-            f"    const float* x = x0 + (u / {c}L) * {xs[0]}L + (u % {c}L) * {xs[1]}L;",
+            f"    long r = u % {c}L, ki = r / {kw}L % {kh}L, kj = r % {kw}L;",
+            f"    const float* x = x0 + (u / {c}L) * {xs[0]}L + r / {kh * kw}L * {xs[1]}L;",
             f"    float* d = scratch + {at}L + u * {p}L;",
-            f"    for (long i = 0; i < {oh}L; ++i)",
-            f"      for (long j = 0; j < {ow}L; ++j)",
-            f"        d[i * {ow}L + j] = x[i * {sh * xs[2]}L + j * {sw * xs[3]}L];",
+            *self.patch_row(),
             "  }",
             "  return 0;",
             "}",
+        ]
+
+    def patch_row(self) -> list[str]:
+        """The loops of one patch row ``d`` (kernel tap ``ki``, ``kj`` of channel ``x``)."""
+        s = self.step
+        _, oh, ow = s.images
+        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
+        h, w = static_all(self.x.shape[2:])
+        xs = self.x.strides
+        if (kh, kw, ph, pw) == (1, 1, 0, 0):
+            return [
+                f"    for (long i = 0; i < {oh}L; ++i)",
+                f"      for (long j = 0; j < {ow}L; ++j)",
+                f"        d[i * {ow}L + j] = x[i * {sh * xs[2]}L + j * {sw * xs[3]}L];",
+            ]
+        # output columns j0 .. j1 read inside the row: j * sw + kj * dw - pw in [0, w)
+        return [
+            f"    long off = kj * {dw}L - {pw}L;",
+            f"    long j0 = off >= 0 ? 0 : (-off + {sw - 1}L) / {sw}L;",
+            f"    long j1 = {w}L - off <= 0 ? 0 : ({w}L - off + {sw - 1}L) / {sw}L;",
+            f"    if (j1 > {ow}L) j1 = {ow}L;",
+            "    if (j0 > j1) j0 = j1;",
+            f"    for (long i = 0; i < {oh}L; ++i) {{",
+            f"      float* di = d + i * {ow}L;",
+            f"      long ii = i * {sh}L + ki * {dh}L - {ph}L;",
+            f"      if (ii < 0 || ii >= {h}L) {{",
+            f"        for (long j = 0; j < {ow}L; ++j) di[j] = 0.0f;",
+            "        continue;",
+            "      }",
+            f"      const float* xi = x + ii * {xs[2]}L;",
+            "      for (long j = 0; j < j0; ++j) di[j] = 0.0f;",
+            f"      for (long j = j0; j < j1; ++j) di[j] = xi[(j * {sw}L + off) * {xs[3]}L];",
+            f"      for (long j = j1; j < {ow}L; ++j) di[j] = 0.0f;",
+            "    }",
         ]
 
 
