@@ -46,6 +46,8 @@ LAYERS: dict[str, tuple[int, int, int, tuple[int, int], int, int, str]] = {
     "r18 64->128 3x3 s2 56": (1, 64, 128, (56, 56), 3, 2, "Relu"),
     "cifar stem 3x3 b32": (32, 3, 64, (32, 32), 3, 1, "Relu"),
     "cifar 64->128 3x3 s2 b32": (32, 64, 128, (32, 32), 3, 2, "Relu"),
+    "cifar 128->256 3x3 s2 b32": (32, 128, 256, (16, 16), 3, 2, "Relu"),
+    "cifar 256->512 3x3 s2 b32": (32, 256, 512, (8, 8), 3, 2, "Relu"),
     "whisper conv1 80->384 k3": (1, 80, 384, (1, 3000), 3, 1, "Gelu"),
     "whisper conv2 384 k3 s2": (1, 384, 384, (1, 3000), 3, 2, "Gelu"),
 }

@@ -211,8 +211,14 @@ class PointwiseConvEmitter:
 
     def channel_body(self, pixel_blocks: int) -> list[str]:
         c, o, p = self.c, self.o, self.pixels
+        # blocks of whole RB_MAX-pixel tiles but the last: a block's rest runs in smaller
+        # tiles, each a full pass over the inner dimension (196 pixels in 4 blocks of 49:
+        # 20 passes of 12 pixels or fewer; in blocks of 48, 48, 48, 52: 17)
+        steps = _ceil(p, RB_MAX)
         return [
-            f"    long p0 = {p}L * pb / {pixel_blocks}L, p1 = {p}L * (pb + 1) / {pixel_blocks}L;",
+            f"    long p0 = {steps}L * pb / {pixel_blocks}L * {RB_MAX}L;",
+            f"    long p1 = {steps}L * (pb + 1) / {pixel_blocks}L * {RB_MAX}L;",
+            f"    if (p1 > {p}L) p1 = {p}L;",
             "    for (long q = q0; q < q1; ++q) {",
             f"      long valid = {o}L - q * {PANEL}L < {PANEL}L ? {o}L - q * {PANEL}L : {PANEL}L;",
             f"      og_pw_ch(w0 + q * {c * PANEL}L, x, ldx, {c}L, y + q * {PANEL * p}L, {p}L, "
