@@ -113,3 +113,24 @@ def test_winograd_blocks_of_tile_rows_are_balanced(parallel_cpu):
     steps = run(parallel_cpu, fn, args)
     (wino,) = [s for s in steps if isinstance(s, WinogradStep)]
     assert wino.tile == 4 and -(-14 // wino.block_rows) > 1
+
+
+UNIT_CASES = {  # the patches of each unit built in its thread's block (no patch matrix)
+    "stem 7x7 stride 2, 112x112": (1, 3, 16, (112, 112), (7, 7), (2, 2), (3, 3), None),
+    "3x3 stride 2, two images": (2, 32, 24, (64, 64), (3, 3), (2, 2), (1, 1), None),
+    "5x5, asymmetric padding, rows split": (1, 8, 40, (60, 70), (5, 5), (1, 1), (1, 2), (3, 0)),
+    "kernel 1x3, stride 2 (1-D as 2-D)": (1, 16, 40, (1, 12000), (1, 3), (1, 2), (0, 1), None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(UNIT_CASES))
+@pytest.mark.parametrize("backend_name", ["cpu", "parallel_cpu"])
+def test_patches_built_per_unit(name, backend_name, request):
+    n, c, o, hw, kernel, strides, below, above = UNIT_CASES[name]
+    fn, args = conv_graph(n, c, o, hw, kernel, strides, below, above)
+    steps = run(request.getfixturevalue(backend_name), fn, args)
+    (conv,) = [s for s in steps if isinstance(s, ConvStep)]
+    assert type(conv) is PointwiseConvStep and conv.unit_patches and not conv.compact
+    _, oh, ow = conv.images
+    patch_matrix = n * c * kernel[0] * kernel[1] * oh * ow
+    assert conv.scratch.shape[0] < patch_matrix  # per-thread blocks only

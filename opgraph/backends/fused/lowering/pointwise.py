@@ -66,10 +66,33 @@ class PointwiseConvStep(ConvStep):
     ``w`` views the packed filters as ``(C, O)``: ``ROWS``-channel panels (``(O/8, C, 8)``)
     when ``channels_first`` is False, else ``PANEL``-channel panels of ``Wᵀ``. ``out`` is the
     dense (N, O, OH, OW) output. ``scratch`` holds, per thread, a tail buffer of ``C x TAIL``
-    floats, then (``compact``) the dense (N, C, OH·OW) copy of the pixels the filters read."""
+    floats, then (``compact``) the dense (N, C, OH·OW) copy of the pixels the filters read;
+    or (``unit_patches``) per thread the ``C x`` block patches of one unit's pixels (the
+    ``pixels`` layout, block sizes from :func:`pixel_blocks`)."""
 
     channels_first: bool = False
     compact: bool = False
+    unit_patches: bool = False
+
+
+#: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
+#: a quarter of an L2 cache).
+UNIT_FLOATS = 1 << 16
+#: Pixels per block of the ``pixels`` layout are a multiple of this (whole tiles on every
+#: instruction set: 3 x 16, 6 x 8, 12 x 4).
+BLOCK_STEP = 48
+
+
+def pixel_blocks(pixels: int, inner: int, channels: int) -> tuple[int, int]:
+    """(blocks, pixels of the largest) of one image's pixels in the ``pixels`` layout: each
+    block's input and output within :data:`UNIT_FLOATS`, whole :data:`BLOCK_STEP` runs,
+    balanced."""
+    blocks = max(1, pixels * (inner + channels) // UNIT_FLOATS)
+    least = -(-pixels // blocks)
+    per = -(-least // BLOCK_STEP) * BLOCK_STEP
+    blocks = -(-pixels // per)
+    steps = -(-pixels // BLOCK_STEP)
+    return blocks, -(-steps // blocks) * BLOCK_STEP
 
 
 #: Floats of the patch matrix (all images) up to which :func:`patch_conv_step` takes a
@@ -176,11 +199,24 @@ def _packed_step(
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
-    size = builder.threads * c * TAIL + (n * c * pixels if compact else 0)
-    scratch = builder.scratch(et.f32, (size,))
     kernel, strides, dilations, padding = windows
+    blocks, per = pixel_blocks(pixels, c, o)
+    # patches built per unit, in the thread's L2 (no patch matrix written to memory and read
+    # back: the 7x7 stem's is 7.4 MB) when every unit has its own pixels (one channel block)
+    unit_patches = (
+        compact
+        and (kernel != (1, 1) or padding != (0, 0))
+        and not channels_first
+        and n * blocks >= 2 * builder.threads
+    )
+    if unit_patches:
+        size = builder.threads * c * per
+    else:
+        size = builder.threads * c * TAIL + (n * c * pixels if compact else 0)
+    scratch = builder.scratch(et.f32, (size,))
     return PointwiseConvStep(
         builder.describe(node), (node,), data, packed_view, out, kernel, strides, dilations,
         padding, 1, 1, scratch, False, (n, oh, ow),
-        channels_first=channels_first, compact=compact,
+        channels_first=channels_first, compact=compact and not unit_patches,
+        unit_patches=unit_patches,
     )  # fmt: skip
