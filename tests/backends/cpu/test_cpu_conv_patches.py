@@ -4,13 +4,15 @@
 and several threads; the size limit and bf16 mode keep the im2col ``ConvStep``; balanced
 blocks of Winograd tile rows."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu import CpuBackend
-from opgraph.backends.cpu.config import cpu_flags
+from opgraph.backends.cpu import CpuBackend, default_config
+from opgraph.backends.cpu.config import cpu_flags, supports_isa
 from opgraph.backends.fused.lowering import pointwise
 from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep
 from opgraph.backends.fused.program import ConvStep, WinogradStep
@@ -134,3 +136,14 @@ def test_patches_built_per_unit(name, backend_name, request):
     _, oh, ow = conv.images
     patch_matrix = n * c * kernel[0] * kernel[1] * oh * ow
     assert conv.scratch.shape[0] < patch_matrix  # per-thread blocks only
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.parametrize("name", ["stem 7x7 stride 2, 112x112", "3x3 stride 2, two images"])
+def test_patches_per_unit_with_avx2_blocking(name):
+    """``isa="avx2"``: 8-lane tiles read each unit's patch block (rows of whole vectors)."""
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+    n, c, o, hw, kernel, strides, below, above = UNIT_CASES[name]
+    fn, args = conv_graph(n, c, o, hw, kernel, strides, below, above)
+    (conv,) = [s for s in run(backend, fn, args) if isinstance(s, ConvStep)]
+    assert type(conv) is PointwiseConvStep and conv.unit_patches
