@@ -100,7 +100,9 @@ class CpuBackend(Backend):
             self.name,
             self.config.optimize,
             self.config.num_threads,
-            TargetFeatures(winograd_f4=False, padded_rows=False) if precision == "bf16" else None,
+            TargetFeatures(winograd_f4=False, padded_rows=False, patches=False)
+            if precision == "bf16"
+            else None,
         )
         self._require_compiler()
         program, plan = fused.program, fused.plan

@@ -55,12 +55,17 @@ class TargetFeatures:
         padded_rows: a panel product's left operand whose rows alias in L1 is read from a
             copy with padded rows (``lowering/row_padding.py``); else in place (bf16
             products round their left operand into a buffer of their own anyway).
+        patches: convolutions with larger kernels (not Winograd's, not direct) may run as
+            a ``PointwiseConvStep`` on their patch matrix (``lowering/pointwise.py``); else
+            a ``ConvStep`` (bf16 mode: its products convert to bf16 ones, the patch step's
+            do not).
     """
 
     panels: bool = True
     winograd: bool = True
     winograd_f4: bool = True
     padded_rows: bool = True
+    patches: bool = True
 
 
 class ProgramBuilder:

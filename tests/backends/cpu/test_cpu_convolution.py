@@ -6,6 +6,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.fused.lowering import pointwise
 from opgraph.backends.fused.lowering.conv_panels import PanelConvStep
 from opgraph.backends.fused.lowering.convolution import winograd_layout
 from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep
@@ -52,9 +53,11 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.parametrize("backend_name", ["cpu", "parallel_cpu"])
-def test_convolution_paths(name, backend_name, request):
+def test_convolution_paths(name, backend_name, request, monkeypatch):
     backend = request.getfixturevalue(backend_name)
     params, kind = CASES[name]
+    if kind is ConvStep:  # the im2col paths (else patch steps: test_cpu_conv_patches.py)
+        monkeypatch.setattr(pointwise, "PATCH_FLOATS", 0)
     fn, args = conv_graph(**params)
     exe = backend.compile(fn)
     if backend_name == "cpu":

@@ -109,8 +109,7 @@ def test_pointwise_reads_a_strided_image(cpu):
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(padding_below=(1, 1), padding_above=(1, 1)),  # padded: the general path
-        dict(groups=2),
+        dict(groups=2),  # (padded ones run on their patches: test_cpu_conv_patches.py)
     ],
 )
 def test_other_1x1_convolutions_keep_the_general_path(cpu, kwargs):

@@ -24,17 +24,18 @@ from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.pointwise_kernels import RB_MAX
 from opgraph.backends.cpu.codegen.windows import _pointer
-from opgraph.backends.fused.lowering.pointwise import PANEL, ROWS, TAIL, PointwiseConvStep
+from opgraph.backends.fused.lowering.pointwise import (
+    BLOCK_STEP,
+    PANEL,
+    ROWS,
+    TAIL,
+    UNIT_FLOATS,
+    PointwiseConvStep,
+    pixel_blocks,
+)
 from opgraph.backends.fused.program import Buffer, BufferKind, ConvStep, Step
 from opgraph.backends.fused.views import View, static_all
 from opgraph.core import element_type as et
-
-#: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
-#: a quarter of an L2 cache).
-UNIT_FLOATS = 1 << 16
-#: Pixels per block of the ``pixels`` layout are a multiple of this (whole tiles on every
-#: instruction set: 3 x 16, 6 x 8, 12 x 4).
-BLOCK_STEP = 48
 
 
 def _ceil(a: int, b: int) -> int:
@@ -95,13 +96,13 @@ class PointwiseConvEmitter:
 
     def pixel_layout(self) -> tuple[int, int]:
         """(channel blocks, pixel blocks) of the ``pixels`` layout."""
-        pixel_blocks = max(1, self.pixels * (self.c + self.o) // UNIT_FLOATS)
-        self.per = _ceil(_ceil(self.pixels, pixel_blocks), BLOCK_STEP) * BLOCK_STEP
-        pixel_blocks = -(-self.pixels // self.per)
+        blocks, self.per = pixel_blocks(self.pixels, self.c, self.o)
         panels = -(-self.o // ROWS)
         want = 2 * self.threads if self.parallel else 1
-        channel_blocks = min(panels, max(1, -(-want // (self.n * pixel_blocks))))
-        return channel_blocks, pixel_blocks
+        channel_blocks = min(panels, max(1, -(-want // (self.n * blocks))))
+        # (the lowering builds patches per unit only where n·blocks >= 2·threads)
+        assert channel_blocks == 1 or not self.step.unit_patches
+        return channel_blocks, blocks
 
     def channel_layout(self) -> tuple[int, int]:
         """(channel blocks, pixel blocks) of the ``channels`` layout."""
@@ -151,6 +152,8 @@ class PointwiseConvEmitter:
         ]
         if s.channels_first:
             lines += self.channel_body(pixel_blocks)
+        elif s.unit_patches:
+            lines += self.patch_body(pixel_blocks, worker)
         else:
             lines += self.pixel_body(pixel_blocks, worker)
         return [*lines, "  }", "#undef OG_IMAGE", "  return err;", "}"]
@@ -168,10 +171,14 @@ class PointwiseConvEmitter:
 
     def pixel_body(self, pixel_blocks: int, worker: str) -> list[str]:
         c, o, p = self.c, self.o, self.pixels
-        per = self.per  # pixels per block (pixel_layout)
         whole = p - p % TAIL
+        # blocks of whole BLOCK_STEP runs, balanced (3136 pixels in 14 blocks: 192 or 240
+        # each, not 13 x 240 and 16: each thread's contiguous home of blocks is half)
+        steps = _ceil(p, BLOCK_STEP)
         lines = [
-            f"    long p0 = pb * {per}L, p1 = p0 + {per}L < {p}L ? p0 + {per}L : {p}L;",
+            f"    long p0 = {steps}L * pb / {pixel_blocks}L * {BLOCK_STEP}L;",
+            f"    long p1 = {steps}L * (pb + 1) / {pixel_blocks}L * {BLOCK_STEP}L;",
+            f"    if (p1 > {p}L) p1 = {p}L;",
         ]
         if whole < p:
             lines += [
@@ -205,10 +212,78 @@ class PointwiseConvEmitter:
         last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
         return lines + self.epilogue(f"q0 * {ROWS}L", last, "p0", "p1")
 
+    def patch_body(self, pixel_blocks: int, worker: str) -> list[str]:
+        """A unit of a ``unit_patches`` step: the patches of its pixels into the thread's
+        block ``xb`` (``per`` columns a row, zeros up to whole vectors), then the products
+        from it (no tail copy: every row is readable for whole vectors)."""
+        c, o, p, per = self.c, self.o, self.pixels, self.per
+        steps = _ceil(p, BLOCK_STEP)
+        return [
+            f"    long p0 = {steps}L * pb / {pixel_blocks}L * {BLOCK_STEP}L;",
+            f"    long p1 = {steps}L * (pb + 1) / {pixel_blocks}L * {BLOCK_STEP}L;",
+            f"    if (p1 > {p}L) p1 = {p}L;",
+            f"    float* xb = scratch + {worker} * {c * per}L;",
+            "    long padded = (p1 - p0 + 15) / 16 * 16;  /* whole vectors (per: 48k) */",
+            f"    for (long r = 0; r < {c}L; ++r) {{",
+            *self.patch_block(),
+            "      for (long t = p1 - p0; t < padded; ++t) d[t] = 0.0f;",
+            "    }",
+            f"    for (long j = p0; j < p1; j += {BLOCK_STEP}L) {{",
+            f"      long je = j + {BLOCK_STEP}L < p1 ? j + {BLOCK_STEP}L : p1;",
+            "      for (long q = q0; q < q1; ++q) {",
+            f"        const float* wp = w0 + q * {c * ROWS}L;",
+            f"        long rows = {o}L - q * {ROWS}L < {ROWS}L ? {o}L - q * {ROWS}L : {ROWS}L;",
+            f"        float* yq = y + q * {ROWS * p}L;",
+            "        for (long jj = j; jj < je; jj += OG_PW_TILE) {",
+            "          long cols = je - jj < OG_PW_TILE ? je - jj : OG_PW_TILE;",
+            f"          og_pw_px(wp, xb + (jj - p0), {per}L, {c}L, yq + jj, {p}L, rows, cols);",
+            "        }",
+            "      }",
+            "    }",
+            *self.epilogue(f"q0 * {ROWS}L", f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)",
+                           "p0", "p1"),
+        ]  # fmt: skip
+
+    def patch_block(self) -> list[str]:
+        """Row ``r`` (channel, kernel row ``ki``, kernel column ``kj``) of the patches of
+        pixels ``p0 .. p1`` of image ``x`` into ``d``, output row by output row."""
+        s = self.step
+        _, _, ow = s.images
+        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
+        h, w = static_all(self.x.shape[2:])
+        xs = self.x.strides
+        return [
+            f"      long ki = r / {kw}L % {kh}L, kj = r % {kw}L, off = kj * {dw}L - {pw}L;",
+            f"      const float* xc = x + r / {kh * kw}L * {xs[1]}L;",
+            f"      float* d = xb + r * {self.per}L;",
+            # output columns j0 .. j1 read inside the row: j * sw + off in [0, w)
+            f"      long j0 = off >= 0 ? 0 : (-off + {sw - 1}L) / {sw}L;",
+            f"      long j1 = {w}L - off <= 0 ? 0 : ({w}L - off + {sw - 1}L) / {sw}L;",
+            "      for (long pp = p0; pp < p1;) {",
+            f"        long i = pp / {ow}L, ja = pp % {ow}L;",
+            f"        long jb = ja + (p1 - pp) < {ow}L ? ja + (p1 - pp) : {ow}L;",
+            "        long at = pp - p0 - ja;  /* d[at + j]: output column j of row i */",
+            f"        long ii = i * {sh}L + ki * {dh}L - {ph}L;",
+            "        long lo = j0 > ja ? j0 : ja, hi = j1 < jb ? j1 : jb;",
+            f"        if (ii < 0 || ii >= {h}L || hi < lo) hi = lo = jb;",
+            f"        const float* xi = xc + (hi > lo ? ii : 0) * {xs[2]}L;",
+            "        for (long j = ja; j < lo; ++j) d[at + j] = 0.0f;",
+            f"        for (long j = lo; j < hi; ++j) d[at + j] = xi[(j * {sw}L + off) * {xs[3]}L];",
+            "        for (long j = hi; j < jb; ++j) d[at + j] = 0.0f;",
+            "        pp += jb - ja;",
+            "      }",
+        ]
+
     def channel_body(self, pixel_blocks: int) -> list[str]:
         c, o, p = self.c, self.o, self.pixels
+        # blocks of whole RB_MAX-pixel tiles but the last: a block's rest runs in smaller
+        # tiles, each a full pass over the inner dimension (196 pixels in 4 blocks of 49:
+        # 20 passes of 12 pixels or fewer; in blocks of 48, 48, 48, 52: 17)
+        steps = _ceil(p, RB_MAX)
         return [
-            f"    long p0 = {p}L * pb / {pixel_blocks}L, p1 = {p}L * (pb + 1) / {pixel_blocks}L;",
+            f"    long p0 = {steps}L * pb / {pixel_blocks}L * {RB_MAX}L;",
+            f"    long p1 = {steps}L * (pb + 1) / {pixel_blocks}L * {RB_MAX}L;",
+            f"    if (p1 > {p}L) p1 = {p}L;",
             "    for (long q = q0; q < q1; ++q) {",
             f"      long valid = {o}L - q * {PANEL}L < {PANEL}L ? {o}L - q * {PANEL}L : {PANEL}L;",
             f"      og_pw_ch(w0 + q * {c * PANEL}L, x, ldx, {c}L, y + q * {PANEL * p}L, {p}L, "
@@ -221,11 +296,12 @@ class PointwiseConvEmitter:
         ]
 
     def compact(self) -> list[str]:
-        """``<name>_compact``: units (image, channel); the pixels the filters read, dense."""
+        """``<name>_compact``: units (image, row of the patch matrix: input channel, kernel
+        row, kernel column); the pixels the filters read, dense, zeros where a window reads
+        padding (a 1x1 unpadded step: the strided pixels)."""
         s = self.step
         c, p = self.c, self.pixels
-        _, oh, ow = s.images
-        sh, sw = s.strides
+        kh, kw = s.kernel
         xs = self.x.strides
         at = self.module.num_threads * c * TAIL
         return [
@@ -233,14 +309,47 @@ class PointwiseConvEmitter:
             _pointer(self.module, self.x, "x0", True),
             _pointer(self.module, self.scratch, "scratch", False),
             "  for (long u = lo; u < hi; ++u) {",
-            f"    const float* x = x0 + (u / {c}L) * {xs[0]}L + (u % {c}L) * {xs[1]}L;",
+            f"    long r = u % {c}L, ki = r / {kw}L % {kh}L, kj = r % {kw}L;",
+            f"    const float* x = x0 + (u / {c}L) * {xs[0]}L + r / {kh * kw}L * {xs[1]}L;",
             f"    float* d = scratch + {at}L + u * {p}L;",
-            f"    for (long i = 0; i < {oh}L; ++i)",
-            f"      for (long j = 0; j < {ow}L; ++j)",
-            f"        d[i * {ow}L + j] = x[i * {sh * xs[2]}L + j * {sw * xs[3]}L];",
+            *self.patch_row(),
             "  }",
             "  return 0;",
             "}",
+        ]
+
+    def patch_row(self) -> list[str]:
+        """The loops of one patch row ``d`` (kernel tap ``ki``, ``kj`` of channel ``x``)."""
+        s = self.step
+        _, oh, ow = s.images
+        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
+        h, w = static_all(self.x.shape[2:])
+        xs = self.x.strides
+        if (kh, kw, ph, pw) == (1, 1, 0, 0):
+            return [
+                f"    for (long i = 0; i < {oh}L; ++i)",
+                f"      for (long j = 0; j < {ow}L; ++j)",
+                f"        d[i * {ow}L + j] = x[i * {sh * xs[2]}L + j * {sw * xs[3]}L];",
+            ]
+        # output columns j0 .. j1 read inside the row: j * sw + kj * dw - pw in [0, w)
+        return [
+            f"    long off = kj * {dw}L - {pw}L;",
+            f"    long j0 = off >= 0 ? 0 : (-off + {sw - 1}L) / {sw}L;",
+            f"    long j1 = {w}L - off <= 0 ? 0 : ({w}L - off + {sw - 1}L) / {sw}L;",
+            f"    if (j1 > {ow}L) j1 = {ow}L;",
+            "    if (j0 > j1) j0 = j1;",
+            f"    for (long i = 0; i < {oh}L; ++i) {{",
+            f"      float* di = d + i * {ow}L;",
+            f"      long ii = i * {sh}L + ki * {dh}L - {ph}L;",
+            f"      if (ii < 0 || ii >= {h}L) {{",
+            f"        for (long j = 0; j < {ow}L; ++j) di[j] = 0.0f;",
+            "        continue;",
+            "      }",
+            f"      const float* xi = x + ii * {xs[2]}L;",
+            "      for (long j = 0; j < j0; ++j) di[j] = 0.0f;",
+            f"      for (long j = j0; j < j1; ++j) di[j] = xi[(j * {sw}L + off) * {xs[3]}L];",
+            f"      for (long j = j1; j < {ow}L; ++j) di[j] = 0.0f;",
+            "    }",
         ]
 
 

@@ -94,8 +94,9 @@ class WinogradEmitter:
             f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
             f"    long img1 = {last};",
             f"    long o0 = cb * {part}L, o1 = o0 + {part}L < {o}L ? o0 + {part}L : {o}L;",
-            f"    long tr0 = blk * {s.block_rows}L;",
-            f"    long tr1 = tr0 + {s.block_rows}L < {th}L ? tr0 + {s.block_rows}L : {th}L;",
+            # blocks of tile rows balanced (14 rows in 4 units: 4, 3, 4, 3, not 4, 4, 4, 2:
+            # two threads then finish together), none larger than block_rows
+            f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
             f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
             f"    float* V = scratch + (long)og_worker_index() * {per_thread}L;",
             f"    float* M = V + {taps * c}L * tb;",

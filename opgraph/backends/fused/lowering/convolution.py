@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from opgraph.backends.fused import views
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import panel_conv_step
-from opgraph.backends.fused.lowering.pointwise import pointwise_conv_step
+from opgraph.backends.fused.lowering.pointwise import patch_conv_step, pointwise_conv_step
 from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.lowering.winograd_tiles import (
     F4_BLOCK,
@@ -117,13 +117,22 @@ def _convolution(builder: ProgramBuilder, node: Node) -> None:
     if pointwise is not None:
         builder.add_step(pointwise)
         return
-    if oh * ow < WIDE_BELOW:  # small outputs: one GEMM over all images, split by channels
-        columns = n * oh * ow
+    windows = (_pair(op.strides, 1), _pair(op.dilations, 1), _pair(op.padding_below, 0))
+    small = oh * ow < WIDE_BELOW
+    static4 = (views.static(n), channels, oh, ow) if type(n) is int else None
+    columns = n * oh * ow
+    plane = dense
+    if small:  # small outputs: one GEMM over all images, split by channels
         plane = dense if n == 1 and compute is t else builder.scratch(compute, (o, columns))
         plane = View(plane.buffer, compute, (o, columns), (columns, 1), plane.offset)
-        windows = (_pair(op.strides, 1), _pair(op.dilations, 1), _pair(op.padding_below, 0))
-        static4 = (views.static(n), channels, oh, ow) if type(n) is int else None
-        panels = static4 and panel_conv_step(builder, node, data, plane, static4, windows)
+    panels = small and static4 and panel_conv_step(builder, node, data, plane, static4, windows)
+    patches = None if panels or compute is not t else patch_conv_step(
+        builder, node, data, dense, ((kh, kw), *windows)
+    )  # fmt: skip
+    if patches is not None:
+        builder.add_step(patches)
+        return
+    if small:
         step = panels or _conv_step(builder, node, data, matrix, plane, (kh, kw), shape4)
         builder.add_step(step)
         # (O, N, OH, OW) back to (N, O, OH, OW), converted to the output type if needed.

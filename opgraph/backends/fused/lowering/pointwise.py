@@ -21,12 +21,22 @@ Strided convolutions (ResNet's downsampling shortcuts) and images read through o
 strides copy the pixels they read into a dense scratch first (one pass over a quarter of the
 image for stride 2). The fused epilogue runs on each unit's output while it is in cache.
 Measured with ``bench/pointwise.py`` (docs/performance.md).
+
+**Patches** (:func:`patch_conv_step`): a larger kernel that neither Winograd nor the direct
+kernel takes (ResNet's 7x7 stride-2 stem and its stride-2 3x3 convolutions, Whisper's
+Conv1d layers) runs the same way on its im2col patch matrix: the copy phase writes every
+(channel, kernel row, kernel column) row of the patches, in parallel, zeros where the window
+reads padding, and the product takes ``C·kh·kw`` as its inner dimension, the filters packed
+as ``(O, C·kh·kw)``. Against im2col blocks and OpenBLAS (``ConvStep``) this parallelizes
+the copy, packs the filters once and fuses the epilogue per unit (``bench/zoo_layers.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import packed_filters
@@ -56,10 +66,38 @@ class PointwiseConvStep(ConvStep):
     ``w`` views the packed filters as ``(C, O)``: ``ROWS``-channel panels (``(O/8, C, 8)``)
     when ``channels_first`` is False, else ``PANEL``-channel panels of ``Wᵀ``. ``out`` is the
     dense (N, O, OH, OW) output. ``scratch`` holds, per thread, a tail buffer of ``C x TAIL``
-    floats, then (``compact``) the dense (N, C, OH·OW) copy of the pixels the filters read."""
+    floats, then (``compact``) the dense (N, C, OH·OW) copy of the pixels the filters read;
+    or (``unit_patches``) per thread the ``C x`` block patches of one unit's pixels (the
+    ``pixels`` layout, block sizes from :func:`pixel_blocks`)."""
 
     channels_first: bool = False
     compact: bool = False
+    unit_patches: bool = False
+
+
+#: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
+#: a quarter of an L2 cache).
+UNIT_FLOATS = 1 << 16
+#: Pixels per block of the ``pixels`` layout are a multiple of this (whole tiles on every
+#: instruction set: 3 x 16, 6 x 8, 12 x 4).
+BLOCK_STEP = 48
+
+
+def pixel_blocks(pixels: int, inner: int, channels: int) -> tuple[int, int]:
+    """(blocks, pixels of the largest) of one image's pixels in the ``pixels`` layout: each
+    block's input and output within :data:`UNIT_FLOATS`, whole :data:`BLOCK_STEP` runs,
+    balanced."""
+    blocks = max(1, pixels * (inner + channels) // UNIT_FLOATS)
+    least = -(-pixels // blocks)
+    per = -(-least // BLOCK_STEP) * BLOCK_STEP
+    blocks = -(-pixels // per)
+    steps = -(-pixels // BLOCK_STEP)
+    return blocks, -(-steps // blocks) * BLOCK_STEP
+
+
+#: Floats of the patch matrix (all images) up to which :func:`patch_conv_step` takes a
+#: convolution (64 MiB); larger ones keep the row-blocked im2col of ``ConvStep``.
+PATCH_FLOATS = 1 << 24
 
 
 #: The ``channels`` layout's transposed stores cost about this many multiply-adds per
@@ -102,11 +140,57 @@ def pointwise_conv_step(
         or any(p != 0 for p in (*(op.padding_below or ()), *(op.padding_above or ())))
     ):
         return None
-    n, o, oh, ow = (int(d) for d in out.shape)  # static: not symbolic
-    c, h, w = (int(d) for d in data.shape[1:])
+    _, _, oh, ow = (int(d) for d in out.shape)  # static: not symbolic
+    h, w = (int(d) for d in data.shape[2:])
     xs = data.strides
-    pixels = oh * ow
     compact = strides != (1, 1) or xs[3] != 1 or (h > 1 and xs[2] != w) or oh != h or ow != w
+    return _packed_step(builder, node, data, out, compact, ((1, 1), strides, (1, 1), (0, 0)))
+
+
+def patch_conv_step(
+    builder: ProgramBuilder,
+    node: Node,
+    data: View,
+    out: View,
+    windows: tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]],
+) -> PointwiseConvStep | None:
+    """The :class:`PointwiseConvStep` of ``node`` on its patch matrix (``compact``; see the
+    module), writing ``out`` (dense (N, O, OH, OW)); ``windows`` are its kernel, strides,
+    dilations and padding below as 2-D pairs. None when it does not qualify (grouped, not
+    f32, not constant filters, a symbolic batch, or patches over :data:`PATCH_FLOATS`)."""
+    op = node.op
+    assert isinstance(op, Convolution)
+    filters = node.inputs[1].node.op
+    if (
+        builder.symbolic
+        or not builder.features.panels
+        or not builder.features.patches
+        or not isinstance(filters, Constant)
+        or op.groups != 1
+        or out.element_type is not et.f32
+        or data.element_type is not et.f32
+    ):
+        return None
+    n, _, oh, ow = (int(d) for d in out.shape)
+    if n * int(np.prod(filters.shape[1:])) * oh * ow > PATCH_FLOATS:
+        return None
+    return _packed_step(builder, node, data, out, True, windows)
+
+
+def _packed_step(
+    builder: ProgramBuilder,
+    node: Node,
+    data: View,
+    out: View,
+    compact: bool,
+    windows: tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]],
+) -> PointwiseConvStep:
+    """The step with the filters packed for its layout (``c`` = the inner dimension)."""
+    filters = node.inputs[1].node.op
+    assert isinstance(filters, Constant)
+    n, o, oh, ow = (int(d) for d in out.shape)
+    c = int(np.prod(filters.shape[1:]))
+    pixels = oh * ow
     along_pixels, along_channels = layout_waste(pixels, o, c)
     channels_first = along_channels < along_pixels
     width = PANEL if channels_first else ROWS
@@ -115,10 +199,24 @@ def pointwise_conv_step(
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
-    size = builder.threads * c * TAIL + (n * c * pixels if compact else 0)
+    kernel, strides, dilations, padding = windows
+    blocks, per = pixel_blocks(pixels, c, o)
+    # patches built per unit, in the thread's L2 (no patch matrix written to memory and read
+    # back: the 7x7 stem's is 7.4 MB) when every unit has its own pixels (one channel block)
+    unit_patches = (
+        compact
+        and (kernel != (1, 1) or padding != (0, 0))
+        and not channels_first
+        and n * blocks >= 2 * builder.threads
+    )
+    if unit_patches:
+        size = builder.threads * c * per
+    else:
+        size = builder.threads * c * TAIL + (n * c * pixels if compact else 0)
     scratch = builder.scratch(et.f32, (size,))
     return PointwiseConvStep(
-        builder.describe(node), (node,), data, packed_view, out, (1, 1), strides, (1, 1),
-        (0, 0), 1, 1, scratch, False, (n, oh, ow),
-        channels_first=channels_first, compact=compact,
+        builder.describe(node), (node,), data, packed_view, out, kernel, strides, dilations,
+        padding, 1, 1, scratch, False, (n, oh, ow),
+        channels_first=channels_first, compact=compact and not unit_patches,
+        unit_patches=unit_patches,
     )  # fmt: skip
