@@ -37,10 +37,13 @@ pytestmark = pytest.mark.timeout(300, method="thread")
 KERNEL = r"""
 #include <time.h>
 /* T[0] flags: [0] microseconds each block sleeps, [1] block 0 waits (waking the pool's
-   workers, up to 10 s) until a worker is stalled; T[1] per element, how often it ran. */
+   workers, up to 10 s) until a worker is stalled; per element, T[1] how often it ran,
+   T[2] the CPU it ran on and T[3] the participant that ran it. */
 int og_place_kernel(void* const* T, char* A, long lo, long hi) {
   const long* flags = (const long*)T[0];
   int* hits = (int*)T[1];
+  int* cpus = (int*)T[2];
+  int* who = (int*)T[3];
   struct timespec ms = {0, 1000000}, nap = {0, flags[0] * 1000};
   if (lo == 0 && flags[1])
     for (int i = 0; i < 10000 && !og_test_stalled(); ++i) {
@@ -48,9 +51,17 @@ int og_place_kernel(void* const* T, char* A, long lo, long hi) {
       nanosleep(&ms, 0);
     }
   if (flags[0]) nanosleep(&nap, 0);
-  for (long i = lo; i < hi; ++i) hits[i] += 1;
+  int cpu = sched_getcpu(), me = og_worker_index();
+  for (long i = lo; i < hi; ++i) {
+    hits[i] += 1;
+    cpus[i] = cpu;
+    who[i] = me;
+  }
   return 0;
 }
+
+/* How many pool workers sleep on the futex (done with their last job). */
+int og_place_sleepers(void) { return __atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST); }
 
 /* The thread id of pool worker ``slot`` (0 until it has started). */
 int og_place_worker_tid(int slot) { return __atomic_load_n(&og_info[slot].tid, __ATOMIC_ACQUIRE); }
@@ -90,24 +101,31 @@ def _build(hooked_runtime: Callable[[str, str], ctypes.CDLL], name: str) -> ctyp
     return lib
 
 
-def _job(lib: ctypes.CDLL, nap_us: int = 200, wait_for_stall: bool = False) -> None:
-    """One two-thread job of ``BLOCKS`` blocks that each sleep ``nap_us``; every element once."""
+def _job(lib: ctypes.CDLL, nap_us: int = 200, wait_for_stall: bool = False) -> np.ndarray:
+    """One two-thread job of ``BLOCKS`` blocks that each sleep ``nap_us``; every element once.
+    Returns the CPUs the worker's elements ran on."""
     flags = np.array([nap_us, int(wait_for_stall)], np.int64)
-    hits = np.zeros(BLOCKS * 4, np.int32)
-    table = (ctypes.c_void_p * 2)(flags.ctypes.data, hits.ctypes.data)
+    hits, cpus, who = (np.zeros(BLOCKS * 4, np.int32) for _ in range(3))
+    table = (ctypes.c_void_p * 4)(*(a.ctypes.data for a in (flags, hits, cpus, who)))
     kernel = ctypes.cast(lib.og_place_kernel, ctypes.c_void_p).value
     assert lib.og_parallel(kernel, table, None, hits.size, 4, 2) == 0
     assert (hits == 1).all(), "a block ran twice or never"
+    return cpus[who == 1]
 
 
 def _worker(lib: ctypes.CDLL) -> int:
-    """The thread id of the pool's one worker (created by a first job)."""
+    """The thread id of the pool's one worker (created by a first job), once it sleeps."""
     _job(lib, nap_us=0)
+    _until_asleep(lib)
+    return int(lib.og_place_worker_tid(0))
+
+
+def _until_asleep(lib: ctypes.CDLL) -> None:
     for _ in range(10000):
-        if tid := lib.og_place_worker_tid(0):
-            return int(tid)
+        if lib.og_place_sleepers() == 1:
+            return
         time.sleep(0.001)
-    raise AssertionError("the pool's worker never started")
+    raise AssertionError("the pool's worker never went to sleep")
 
 
 def _jobs_until(lib: ctypes.CDLL, done: Callable[[PoolCounters], bool]) -> PoolCounters:
@@ -163,27 +181,30 @@ def test_worker_never_leaves_the_cpus_it_was_created_with(hooked_runtime, pinned
 
 def test_waiting_caller_hands_its_cpu_to_the_worker_holding_a_block(hooked_runtime, pinned):
     """The worker stops for 0.3 s holding a block, on a CPU the caller cannot use: the caller
-    runs every other block, and before it sleeps moves the worker onto its own CPU. At its next
-    join there, the worker moves off again."""
+    runs every other block, and before it sleeps moves the worker onto its own CPU, where the
+    block runs. With both rules on, the worker then moves back off that CPU by itself."""
     cpus = _allowed()
     lib = _build(hooked_runtime, "placement_hand_over")
     lib.og_test_stall.argtypes = [ctypes.c_int, ctypes.c_long]
-    lib.og_set_placement(HAND_OVER)
     tid = _worker(lib)
     first = min(cpus)
     pinned(0, {first})
-    pinned(tid, cpus - {first})
-    before = runtime_counters(lib)
-    lib.og_test_stall(2, 300_000)
-    _job(lib, nap_us=0, wait_for_stall=True)
-    handed = runtime_counters(lib)
-    assert handed.handoffs == before.handoffs + 1
-    assert handed.wait_sleeps > before.wait_sleeps
-    assert os.sched_getaffinity(tid) == {first}
-    lib.og_set_placement(APART)  # (with both, a later wait could hand it over again)
-    after = _jobs_until(lib, lambda c: c.moves > handed.moves)
-    assert after.moves > handed.moves
-    assert os.sched_getaffinity(tid) == cpus - {first}
+    for rules in (HAND_OVER, APART | HAND_OVER):
+        lib.og_set_placement(rules)
+        pinned(tid, cpus - {first})
+        before = runtime_counters(lib)
+        lib.og_test_stall(2, 300_000)
+        ran_on = _job(lib, nap_us=0, wait_for_stall=True)
+        after = runtime_counters(lib)
+        assert ran_on.size and (ran_on == first).all(), "the worker's block ran elsewhere"
+        assert after.handoffs == before.handoffs + 1
+        assert after.wait_sleeps > before.wait_sleeps
+        _until_asleep(lib)  # what it does after its block may come after the call returned
+        moved = runtime_counters(lib).moves - before.moves
+        if rules == HAND_OVER:
+            assert (moved, os.sched_getaffinity(tid)) == (0, {first})
+        else:
+            assert (moved, os.sched_getaffinity(tid)) == (1, cpus - {first})
 
 
 def pin(pinned: Callable[[int, set[int]], None], caller: int, worker: int, cpu: int) -> None:

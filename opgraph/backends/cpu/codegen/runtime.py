@@ -46,8 +46,8 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   whose wait outlasts its spin and yield moves the workers holding unfinished blocks onto
   its own CPU before it sleeps there (``og_hand_over``): they are descheduled behind another
   process, and the CPU the caller leaves idle is where they run at once (the scheduler does
-  not move a task that ran a moment ago). Such a worker sleeps as soon as its blocks are
-  done, and moves off again at its next join. ``og_set_placement`` switches either rule
+  not move a task that ran a moment ago). Such a worker moves back off that CPU as soon
+  as its blocks are done, then sleeps. ``og_set_placement`` switches either rule
   off (measurements compare them). A worker never runs outside the mask it was created with.
 * A caller that finds the pool busy (another Python thread is running a job) runs its range
   serially.
@@ -107,7 +107,7 @@ typedef int (*og_range_fn)(void* const*, char*, long, long);
 /* ``ran``: blocks run by the workers that were this participant (og_pool_counters); on the
    line its owner already writes for every claim, so counting costs no extra traffic. */
 /* ``holder``: while participant p runs a block, 1 + the pool slot of its worker (og_hand_over);
-   ``handed``: the caller moved that worker onto its own CPU (the worker sleeps at once after). */
+   ``handed``: 1 + the CPU the waiting caller moved that worker onto (og_hand_over). */
 typedef struct {
   _Alignas(64) _Atomic uint64_t word;
   _Atomic long ran;
@@ -282,9 +282,9 @@ static int og_same_cpu(int cpu, int want) { return cpu == want; }
 /* A worker that joined a job on the caller's CPU: the two would share one core while another
    may have none of theirs (on a 2-core machine beside a busy process: one core for the job
    instead of one and a half). Move off it, to the rest of this worker's home mask; the rule
-   applies again at every join, so the worker follows a caller that moves. */
+   applies again at every join, so the worker follows a caller that moves, and when a
+   worker handed the caller's CPU (og_hand_over) has finished its blocks. */
 static void og_move_off(int cpu) {
-  og_count(OG_N_COLOCATED, 1);
   if (__atomic_load_n(&og_placement, __ATOMIC_RELAXED) & OG_PLACE_APART &&
       og_narrow(og_slot, og_other_cpu, cpu))
     og_count(OG_N_MOVES, 1);
@@ -293,15 +293,15 @@ static void og_move_off(int cpu) {
 /* The caller's wait outlasted its spin: the workers still holding blocks of this job are
    descheduled (they share a core with another process, the caller's being its own). Move
    them onto the caller's CPU, which the caller is about to leave idle by sleeping: they run
-   there at once instead of after the other process's slice. Each goes back off that CPU
-   when it next joins a job on it (og_move_off). */
+   there at once instead of after the other process's slice. Each moves back off that CPU
+   as soon as its blocks are done (og_move_off), and sleeps. */
 static void og_hand_over(og_job* job, int homes) {
   if (!(__atomic_load_n(&og_placement, __ATOMIC_RELAXED) & OG_PLACE_HAND_OVER)) return;
   int cpu = sched_getcpu();
   for (int p = 1; p < homes && cpu >= 0; ++p) {
     int holder = __atomic_load_n(&job->home[p].holder, __ATOMIC_ACQUIRE);
     if (!holder) continue;
-    __atomic_store_n(&job->home[p].handed, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&job->home[p].handed, cpu + 1, __ATOMIC_RELEASE);
     if (og_narrow(holder - 1, og_same_cpu, cpu)) og_count(OG_N_HANDOFFS, 1);
   }
 }
@@ -418,15 +418,22 @@ static void* og_worker(void* slot) {
     OG_HOOK(1);
     og_self = self;
     int cpu = sched_getcpu();
-    if (cpu >= 0 && cpu == og_the_job.caller_cpu) og_move_off(cpu);
+    if (cpu >= 0 && cpu == og_the_job.caller_cpu) {
+      og_count(OG_N_COLOCATED, 1);
+      og_move_off(cpu);
+    }
     uint64_t started = og_ticks();
     og_work(&og_the_job, gen, self, homes);
     uint64_t took = og_ticks() - started;
     patience = 4 * took;
     if (patience < OG_MIN_SPIN) patience = OG_MIN_SPIN;
     if (patience > OG_MAX_SPIN) patience = OG_MAX_SPIN;
-    /* handed onto the caller's CPU: the caller wants it back now */
-    if (__atomic_exchange_n(&home->handed, 0, __ATOMIC_ACQ_REL)) patience = 0;
+    /* handed onto the caller's CPU, which the caller wants back now: off it, then sleep */
+    int handed = __atomic_exchange_n(&home->handed, 0, __ATOMIC_ACQ_REL);
+    if (handed) {
+      og_move_off(handed - 1);
+      patience = 0;
+    }
   }
   return 0;
 }
