@@ -253,8 +253,8 @@ static void og_test_hook(int point) {
    blocks run by the other participants (pool workers or a host team's threads), of the jobs
    shared out those run on a host team, futex wake-ups of sleeping workers, host-team jobs
    whose closing barrier waited for a late thread, TSC ticks callers waited for blocks in
-   progress, of those waits the ones that slept, worker joins on the caller's CPU, of those
-   the ones that moved off it, and workers a waiting caller moved onto its CPU (a job's
+   progress, of those waits the ones that slept, worker joins on the caller's CPU, moves
+   of workers off the caller's CPU, and workers a waiting caller moved onto its CPU (a job's
    counts are complete when its og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
@@ -613,10 +613,10 @@ class PoolCounters(NamedTuple):
     team_jobs: int  #: of the jobs shared out, those run on a host OpenMP team (og_set_team)
     wakes: int  #: futex wake-ups of sleeping workers (og_wake_if_worth)
     team_late: int  #: host-team jobs whose closing barrier waited for a late thread
-    wait_ticks: int  #: TSC ticks callers waited for blocks in progress (about 2.5 GHz)
+    wait_ticks: int  #: TSC ticks callers waited for blocks in progress (2.6 GHz here)
     wait_sleeps: int  #: caller waits that slept on the futex
     colocated: int  #: worker joins on the caller's CPU
-    moves: int  #: of those, the joins after which the worker moved off the caller's CPU
+    moves: int  #: workers that moved off the caller's CPU (joined there, or handed it)
     handoffs: int  #: workers a waiting caller moved onto its own CPU (og_hand_over)
 
 
