@@ -2,8 +2,8 @@
 
     python bench/pool_load.py [--case w2|w1_32|...] [--groups 6] [--budget 600]
 
-Measures one case (``bench/models.py``: W2, or W1 at a size) with ``exe.call`` in blocks of
-calls: two threads and one thread, quiet and beside one busy-looping process
+Measures one case (``bench/models.py``: W2, W1 at a size or W3 at a batch) with ``exe.call``
+in blocks of calls: two threads and one thread, quiet and beside one busy-looping process
 (``bench/load.py``), and two threads with each placement rule of the pool switched off
 (``og_set_placement``: ``apart`` keeps the worker off the caller's CPU but never hands the
 caller's CPU over, ``none`` is the pool before 2026-11-26's placement rules). One *group*
@@ -139,13 +139,14 @@ class Bench:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--case", default="w2", help="w2, or w1_N for W1 at N x N")
+    parser.add_argument("--case", default="w2", help="w2, w1_N (W1 at N x N), w3_B (batch B)")
     parser.add_argument("--groups", type=int, default=6)
     parser.add_argument("--budget", type=float, default=600, help="seconds to wait at most")
     parser.add_argument("--seconds", type=float, default=0.15, help="per block")
     parser.add_argument("--gate", type=float, default=0.05, help="others' share of 2 cores")
     args = parser.parse_args()
-    case = models.w2() if args.case == "w2" else models.w1(int(args.case.split("_")[1]))
+    name, _, size = args.case.partition("_")
+    case = models.w2() if name == "w2" else getattr(models, name)(int(size))
     cache = Path(os.environ.get("OPGRAPH_CACHE_DIR") or tempfile.mkdtemp(prefix="opgraph-pool-"))
     bench = Bench(case, cache)
     configs: list[Config] = [
