@@ -40,9 +40,10 @@ at once, where yielding would keep the core busy until the worker's turn comes o
 * **Where workers run.** A worker that joins a job on the CPU the caller published it from
   narrows its affinity to the CPUs it was created with, less that one (``og_move_off``;
   again at every join, so it follows a caller that moves): the two would share one core
-  while another process has the other, and the scheduler's wake-up placement put the
-  worker there on most jobs beside a busy process (W2 on 2 cores beside one busy loop: one
-  core's worth for caller and worker together, no faster than one thread). And a caller
+  while another process has the other, and once there nothing moves the worker off (W2 on
+  2 cores beside one busy loop: one core's worth for caller and worker together, no faster
+  than one thread; Linux may wake a thread on its waker's CPU when none is idle, and its
+  load balancer leaves a 2:1 placement of three threads on two cores alone). And a caller
   whose wait outlasts its spin and yield moves the workers holding unfinished blocks onto
   its own CPU before it sleeps there (``og_hand_over``): they are descheduled behind another
   process, and the CPU the caller leaves idle is where they run at once (the scheduler does
