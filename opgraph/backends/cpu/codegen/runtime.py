@@ -37,6 +37,19 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   worker woken for less arrives when the caller has finished and costs it a system call: the
   W3 MLP batch 1 (two jobs of 8 blocks per 35 µs call) had its worker run 3 of 16 blocks
   while burning 17-31 µs of CPU per call on a loaded machine.
+* **Where workers run.** A worker that joins a job on the CPU the caller published it from
+  narrows its affinity to the CPUs it was created with, less that one (``og_move_off``;
+  again at every join, so it follows a caller that moves): the two would share one core
+  while another process has the other, and once there nothing moves the worker off (W2 on
+  2 cores beside one busy loop: one core's worth for caller and worker together, no faster
+  than one thread; Linux may wake a thread on its waker's CPU when none is idle, and its
+  load balancer leaves a 2:1 placement of three threads on two cores alone). And a caller
+  whose wait outlasts its spin and yield moves the workers holding unfinished blocks onto
+  its own CPU before it sleeps there (``og_hand_over``): they are descheduled behind another
+  process, and the CPU the caller leaves idle is where they run at once (the scheduler does
+  not move a task that ran a moment ago). Such a worker moves back off that CPU as soon
+  as its blocks are done, then sleeps. ``og_set_placement`` switches either rule
+  off (measurements compare them). A worker never runs outside the mask it was created with.
 * A caller that finds the pool busy (another Python thread is running a job) runs its range
   serially.
 * **A host's OpenMP team.** ``og_set_team(GOMP_parallel)`` (``backends/cpu/host_team.py``,
@@ -49,13 +62,15 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   caller longer than the job's own work (and over ~100 µs), the next 64 jobs run on the own
   workers (other processes want the cores, and there the own pool measured faster).
 
-``og_pool_counters(long out[7])`` reads counts kept since the library was loaded: jobs
+``og_pool_counters(long out[12])`` reads counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
 run by callers, blocks run by the other participants (a worker adds one per block on its
 home's cache line, which it writes for every claim anyway, before marking the block finished:
 a job's counts are complete when ``og_parallel`` returns), jobs run on a host team,
-wake-ups of sleeping workers, and host-team jobs that waited for a late team thread. Tests
-use them to check that a kernel really is split between threads and where
+wake-ups of sleeping workers, host-team jobs that waited for a late team thread, the time
+callers waited for blocks in progress and how often they slept doing so, worker joins on
+the caller's CPU and the moves off it, and hand-overs. Tests use them to check that a
+kernel really is split between threads, where, and which placement rule acted
 (``runtime_counters`` below reads them from Python).
 
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
@@ -92,7 +107,13 @@ typedef int (*og_range_fn)(void* const*, char*, long, long);
 
 /* ``ran``: blocks run by the workers that were this participant (og_pool_counters); on the
    line its owner already writes for every claim, so counting costs no extra traffic. */
-typedef struct { _Alignas(64) _Atomic uint64_t word; _Atomic long ran; } og_home;
+/* ``holder``: while participant p runs a block, 1 + the pool slot of its worker (og_hand_over);
+   ``handed``: 1 + the CPU the waiting caller moved that worker onto (og_hand_over). */
+typedef struct {
+  _Alignas(64) _Atomic uint64_t word;
+  _Atomic long ran;
+  _Atomic int holder, handed;
+} og_home;
 
 typedef struct {
   /* Written by the caller before it publishes the job; read by a worker only after it has
@@ -103,6 +124,7 @@ typedef struct {
   long total, chunk, nblocks;
   uint32_t gen;  /* the job's generation (read by a host team's threads, og_team_body) */
   uint64_t caller_done;  /* on a host team: when the caller ran out of blocks to claim */
+  int caller_cpu;  /* where the caller published the job (sched_getcpu) */
   _Alignas(64) _Atomic uint64_t joined;   /* generation | participants | limit */
   _Alignas(64) _Atomic uint32_t finished; /* blocks done: the waiting caller's futex word */
   _Atomic int waiting;
@@ -119,6 +141,12 @@ static int og_workers;
 static pthread_mutex_t og_grow = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int og_self;  /* participant index in the running job: 0 for callers */
+static __thread int og_slot = -1;  /* this pool worker's slot in og_info (-1: not a worker) */
+
+/* The pool's workers: thread id and the CPU mask each had when it was created (its home
+   mask; og_move_off and og_hand_over only ever narrow it to a subset). */
+typedef struct { _Atomic int tid; cpu_set_t mask; uint32_t start; } og_thread_info;
+static og_thread_info og_info[OG_MAX_THREADS];
 static __thread int og_calling;  /* this thread called og_parallel and runs a host team */
 
 /* The host's OpenMP team (og_set_team): libgomp's GOMP_parallel(fn, data, threads, flags),
@@ -129,10 +157,31 @@ static _Atomic int og_team_rest;  /* jobs for the own workers after a late team 
 #define OG_TEAM_LATE 250000ull  /* about 100 microseconds of closing barrier: a late thread */
 #define OG_TEAM_REST 64
 
-/* Counters since the library was loaded (og_pool_counters): jobs shared out, calls run
-   serially, blocks run by callers (the workers' blocks are counted in their homes). Tests
-   read them to check that a product really is split between threads. */
-static _Atomic long og_counters[6];
+/* Counters since the library was loaded (og_pool_counters; the workers' blocks are counted
+   in their homes). Tests read them to check that a product really is split between threads
+   and which scheduling rule acted. */
+enum {
+  OG_N_JOBS, OG_N_SERIAL, OG_N_CALLER_BLOCKS, OG_N_TEAM_JOBS, OG_N_WAKES, OG_N_TEAM_LATE,
+  OG_N_WAIT_TICKS, OG_N_WAIT_SLEEPS, OG_N_COLOCATED, OG_N_MOVES, OG_N_HANDOFFS, OG_N_COUNTERS
+};
+static _Atomic long og_counters[OG_N_COUNTERS];
+static void og_count(int which, long n) {
+  __atomic_fetch_add(&og_counters[which], n, __ATOMIC_RELAXED);
+}
+
+/* Where workers run (og_set_placement): bit 0, a worker that joins a job on the caller's CPU
+   moves off it (og_move_off); bit 1, a caller whose wait outlasts its spin moves the workers
+   holding unfinished blocks onto its own CPU before it sleeps (og_hand_over). */
+#define OG_PLACE_APART 1
+#define OG_PLACE_HAND_OVER 2
+static _Atomic int og_placement = OG_PLACE_APART | OG_PLACE_HAND_OVER;
+
+/* Set the placement rules (bits as above; a negative value restores the default, both):
+   measurements compare them. */
+void og_set_placement(long rules) {
+  __atomic_store_n(&og_placement, rules < 0 ? OG_PLACE_APART | OG_PLACE_HAND_OVER : (int)rules,
+                   __ATOMIC_RELAXED);
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 static void og_relax(void) { __builtin_ia32_pause(); }
@@ -201,19 +250,61 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
-/* out[0..6] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+/* out[0..11] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
    blocks run by the other participants (pool workers or a host team's threads), of the jobs
-   shared out those run on a host team, futex wake-ups of sleeping workers, and host-team
-   jobs whose closing barrier waited for a late thread (a job's counts are complete when its
-   og_parallel returns). */
+   shared out those run on a host team, futex wake-ups of sleeping workers, host-team jobs
+   whose closing barrier waited for a late thread, TSC ticks callers waited for blocks in
+   progress, of those waits the ones that slept, worker joins on the caller's CPU, moves
+   of workers off the caller's CPU, and workers a waiting caller moved onto its CPU (a job's
+   counts are complete when its og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
   out[3] = 0;
   for (int p = 1; p < OG_MAX_THREADS; ++p)
     out[3] += __atomic_load_n(&og_the_job.home[p].ran, __ATOMIC_RELAXED);
-  out[4] = __atomic_load_n(&og_counters[3], __ATOMIC_RELAXED);
-  out[5] = __atomic_load_n(&og_counters[4], __ATOMIC_RELAXED);
-  out[6] = __atomic_load_n(&og_counters[5], __ATOMIC_RELAXED);
+  for (int i = 3; i < OG_N_COUNTERS; ++i)
+    out[i + 1] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
+}
+
+/* Narrow pool worker ``slot`` to the CPUs of its home mask for which ``keep(cpu, arg)``
+   holds (the worker itself, or a caller handing its CPU over); 1 when the mask changed. */
+static int og_narrow(int slot, int (*keep)(int, int), int arg) {
+  int tid = __atomic_load_n(&og_info[slot].tid, __ATOMIC_ACQUIRE);  /* then its mask is set */
+  if (!tid) return 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &og_info[slot].mask) && keep(cpu, arg)) CPU_SET(cpu, &set);
+  return CPU_COUNT(&set) && !sched_setaffinity(tid, sizeof set, &set);
+}
+static int og_other_cpu(int cpu, int avoid) { return cpu != avoid; }
+static int og_same_cpu(int cpu, int want) { return cpu == want; }
+
+/* A worker that joined a job on the caller's CPU: the two would share one core while another
+   may have none of theirs (on a 2-core machine beside a busy process: one core for the job
+   instead of one and a half). Move off it, to the rest of this worker's home mask; the rule
+   applies again at every join, so the worker follows a caller that moves, and when a
+   worker handed the caller's CPU (og_hand_over) has finished its blocks. */
+static void og_move_off(int cpu) {
+  if (__atomic_load_n(&og_placement, __ATOMIC_RELAXED) & OG_PLACE_APART &&
+      og_narrow(og_slot, og_other_cpu, cpu))
+    og_count(OG_N_MOVES, 1);
+}
+
+/* The caller's wait outlasted its spin: the workers still holding blocks of this job are
+   descheduled (they share a core with another process, the caller's being its own). Move
+   them onto the caller's CPU, which the caller is about to leave idle by sleeping: they run
+   there at once instead of after the other process's slice. Each moves back off that CPU
+   as soon as its blocks are done (og_move_off), and sleeps. */
+static void og_hand_over(og_job* job, int homes) {
+  if (!(__atomic_load_n(&og_placement, __ATOMIC_RELAXED) & OG_PLACE_HAND_OVER)) return;
+  int cpu = sched_getcpu();
+  for (int p = 1; p < homes && cpu >= 0; ++p) {
+    int holder = __atomic_load_n(&job->home[p].holder, __ATOMIC_ACQUIRE);
+    if (!holder) continue;
+    __atomic_store_n(&job->home[p].handed, cpu + 1, __ATOMIC_RELEASE);
+    if (og_narrow(holder - 1, og_same_cpu, cpu)) og_count(OG_N_HANDOFFS, 1);
+  }
 }
 
 /* Run the blocks of later jobs on a host's OpenMP team: ``gomp_parallel`` is the address of
@@ -259,11 +350,14 @@ static long og_work(og_job* job, uint32_t gen, int self, int homes) {
   uint64_t started = self || og_calling ? 0 : og_ticks();
   for (long block; (block = og_claim(job, gen, self, homes)) >= 0; ++ran) {
     if (started && ran == 1) og_wake_if_worth(job, gen, homes, og_ticks() - started);
+    if (self && og_slot >= 0)
+      __atomic_store_n(&job->home[self].holder, og_slot + 1, __ATOMIC_RELEASE);
     OG_HOOK(2);
     /* The job is fixed while this block is unfinished: read it now, not after. */
     long lo = block * job->chunk, hi = lo + job->chunk, nblocks = job->nblocks;
     if (hi > job->total) hi = job->total;
     int r = job->fn(job->T, job->A, lo, hi);
+    if (self) __atomic_store_n(&job->home[self].holder, 0, __ATOMIC_RELEASE);
     if (r) __atomic_fetch_or(&job->err, r, __ATOMIC_RELAXED);
     /* counted before the block is marked finished: complete when og_parallel returns */
     if (self) __atomic_fetch_add(&job->home[self].ran, 1, __ATOMIC_RELAXED);
@@ -309,21 +403,38 @@ static uint32_t og_await(uint32_t seen, uint64_t* patience) {
   }
 }
 
-static void* og_worker(void* start) {
-  uint32_t seen = (uint32_t)(uintptr_t)start;  /* the generation before this thread existed */
+static void* og_worker(void* slot) {
+  og_slot = (int)(uintptr_t)slot;
+  og_thread_info* info = &og_info[og_slot];
+  uint32_t seen = info->start;  /* the generation before this thread existed */
+  if (pthread_getaffinity_np(pthread_self(), sizeof info->mask, &info->mask)) CPU_ZERO(&info->mask);
+  __atomic_store_n(&info->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
   uint64_t patience = OG_MIN_SPIN;
   for (;;) {
     uint32_t gen = seen = og_await(seen, &patience);
     int homes, self = og_join(&og_the_job, gen, &homes);
     if (self < 0) continue;
+    og_home* home = &og_the_job.home[self];
+    __atomic_store_n(&home->handed, 0, __ATOMIC_RELAXED);
     OG_HOOK(1);
     og_self = self;
+    int cpu = sched_getcpu();
+    if (cpu >= 0 && cpu == og_the_job.caller_cpu) {
+      og_count(OG_N_COLOCATED, 1);
+      og_move_off(cpu);
+    }
     uint64_t started = og_ticks();
     og_work(&og_the_job, gen, self, homes);
     uint64_t took = og_ticks() - started;
     patience = 4 * took;
     if (patience < OG_MIN_SPIN) patience = OG_MIN_SPIN;
     if (patience > OG_MAX_SPIN) patience = OG_MAX_SPIN;
+    /* handed onto the caller's CPU, which the caller wants back now: off it, then sleep */
+    int handed = __atomic_exchange_n(&home->handed, 0, __ATOMIC_ACQ_REL);
+    if (handed) {
+      og_move_off(handed - 1);
+      patience = 0;
+    }
   }
   return 0;
 }
@@ -341,7 +452,7 @@ static void og_team_body(void* data) {
   og_self = outer;
   if (og_calling) {
     job->caller_done = og_ticks();
-    __atomic_fetch_add(&og_counters[2], ran, __ATOMIC_RELAXED);
+    og_count(OG_N_CALLER_BLOCKS, ran);
   }
 }
 
@@ -354,7 +465,8 @@ static void og_ensure_workers(int wanted, uint32_t gen) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int failed = pthread_create(&t, &attr, og_worker, (void*)(uintptr_t)gen);
+    og_info[og_workers].start = gen;
+    int failed = pthread_create(&t, &attr, og_worker, (void*)(uintptr_t)og_workers);
     pthread_attr_destroy(&attr);
     if (failed) break;  /* fewer workers: the caller does their blocks */
     __atomic_store_n(&og_workers, og_workers + 1, __ATOMIC_RELEASE);
@@ -366,18 +478,21 @@ static void og_ensure_workers(int wanted, uint32_t gen) {
    own blocks took; then yield the core as long again (a preempted worker queued on it runs);
    then sleep: the worker is descheduled, and an idle core is where the scheduler puts it
    (module docstring). */
-static void og_wait_done(og_job* job, uint32_t nblocks, uint64_t spin) {
+static void og_wait_done(og_job* job, uint32_t nblocks, int homes, uint64_t spin) {
   uint64_t t0 = og_ticks();
   while (__atomic_load_n(&job->finished, __ATOMIC_ACQUIRE) != nblocks) {
     uint64_t waited = og_ticks() - t0;
     if (waited > 2 * spin) {
       __atomic_store_n(&job->waiting, 1, __ATOMIC_SEQ_CST);
+      og_count(OG_N_WAIT_SLEEPS, 1);
+      og_hand_over(job, homes);
       for (uint32_t f; (f = __atomic_load_n(&job->finished, __ATOMIC_SEQ_CST)) != nblocks;)
         og_futex_wait(&job->finished, f);
-      return;
+      break;
     }
     if (waited > spin) sched_yield(); else og_relax();
   }
+  og_count(OG_N_WAIT_TICKS, (long)(og_ticks() - t0));
 }
 
 /* Set up generation ``gen``: participant p's home is the p-th run of blocks. */
@@ -395,11 +510,12 @@ static void og_homes(og_job* job, uint32_t gen, int threads) {
    job of a few large blocks (a BLAS product split once per thread), where the caller's first
    block is a whole share: those wake now. */
 static void og_publish(og_job* job, uint32_t gen, int threads) {
+  job->caller_cpu = sched_getcpu();
   og_homes(job, gen, threads);
   __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
   if (job->nblocks < OG_COARSE_BLOCKS * threads &&
       __atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) {
-    __atomic_fetch_add(&og_counters[4], 1, __ATOMIC_RELAXED);
+    og_count(OG_N_WAKES, 1);
     og_futex_wake(&og_generation, threads - 1);
   }
 }
@@ -416,14 +532,14 @@ static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t bloc
     if (OG_GEN(w) == gen && OG_NEXT(w) < OG_END(w)) left += OG_END(w) - OG_NEXT(w);
   }
   if (left && (uint64_t)left * block_ticks >= __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED)) {
-    __atomic_fetch_add(&og_counters[4], 1, __ATOMIC_RELAXED);
+    og_count(OG_N_WAKES, 1);
     og_futex_wake(&og_generation, homes - 1);
   }
 }
 
 /* Run a set-up job on the host's team (og_set_team); returns its error. */
 static int og_run_on_team(og_team_fn team, og_job* job, uint32_t gen, int threads) {
-  __atomic_fetch_add(&og_counters[3], 1, __ATOMIC_RELAXED);
+  og_count(OG_N_TEAM_JOBS, 1);
   og_homes(job, gen, threads);
   og_calling = 1;
   uint64_t started = og_ticks();
@@ -437,7 +553,7 @@ static int og_run_on_team(og_team_fn team, og_job* job, uint32_t gen, int thread
   uint64_t barrier = og_ticks() - job->caller_done, work = job->caller_done - started;
   if (barrier > OG_TEAM_LATE && barrier > work) {
     og_team_rest = OG_TEAM_REST;
-    __atomic_fetch_add(&og_counters[5], 1, __ATOMIC_RELAXED);
+    og_count(OG_N_TEAM_LATE, 1);
   }
   int err = __atomic_load_n(&job->err, __ATOMIC_RELAXED);
   __atomic_store_n(&og_busy, 0, __ATOMIC_RELEASE);
@@ -452,10 +568,10 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   if (most > OG_MAX_BLOCKS) most = OG_MAX_BLOCKS;
   if (nblocks > most) nblocks = most;
   if (threads <= 1 || nblocks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE)) {
-    __atomic_fetch_add(&og_counters[1], 1, __ATOMIC_RELAXED);
+    og_count(OG_N_SERIAL, 1);
     return fn(T, A, 0, total);
   }
-  __atomic_fetch_add(&og_counters[0], 1, __ATOMIC_RELAXED);
+  og_count(OG_N_JOBS, 1);
   long chunk = (total + nblocks - 1) / nblocks;
   if (chunk % 16 && chunk > 16) chunk += 16 - chunk % 16;  /* whole vectors per block */
   nblocks = (total + chunk - 1) / chunk;
@@ -476,11 +592,11 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   og_publish(job, gen, threads);
   uint64_t started = og_ticks();
   long ran = og_work(job, gen, 0, threads);
-  __atomic_fetch_add(&og_counters[2], ran, __ATOMIC_RELAXED);
+  og_count(OG_N_CALLER_BLOCKS, ran);
   uint64_t spin = ran ? 2 * (og_ticks() - started) / ran : OG_MAX_WAIT;
   if (spin < OG_MIN_WAIT) spin = OG_MIN_WAIT;
   if (spin > OG_MAX_WAIT) spin = OG_MAX_WAIT;
-  og_wait_done(job, (uint32_t)nblocks, spin);
+  og_wait_done(job, (uint32_t)nblocks, threads, spin);
   int err = __atomic_load_n(&job->err, __ATOMIC_RELAXED);
   __atomic_store_n(&og_busy, 0, __ATOMIC_RELEASE);
   return err;
@@ -498,11 +614,16 @@ class PoolCounters(NamedTuple):
     team_jobs: int  #: of the jobs shared out, those run on a host OpenMP team (og_set_team)
     wakes: int  #: futex wake-ups of sleeping workers (og_wake_if_worth)
     team_late: int  #: host-team jobs whose closing barrier waited for a late thread
+    wait_ticks: int  #: TSC ticks callers waited for blocks in progress (2.6 GHz here)
+    wait_sleeps: int  #: caller waits that slept on the futex
+    colocated: int  #: worker joins on the caller's CPU
+    moves: int  #: workers that moved off the caller's CPU (joined there, or handed it)
+    handoffs: int  #: workers a waiting caller moved onto its own CPU (og_hand_over)
 
 
 def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
     """``og_pool_counters`` of a loaded runtime library (``Toolchain.runtime()``)."""
-    out = (ctypes.c_long * 7)()
+    out = (ctypes.c_long * len(PoolCounters._fields))()
     library.og_pool_counters(out)
     return PoolCounters(*out)
 
