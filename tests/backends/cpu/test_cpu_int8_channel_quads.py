@@ -33,6 +33,10 @@ def _bytes(rng: np.random.Generator, t: og.ElementType, shape: tuple[int, ...]) 
     return rng.integers(int(info.min), int(info.max) + 1, shape).astype(t.dtype)
 
 
+def _qconv_steps(exe: object) -> list[QConvStep]:
+    return [s for s in getattr(exe, "program").steps if isinstance(s, QConvStep)]  # noqa: B009
+
+
 CASES = [  # (N, C, H, W, O, kernel, strides, padding, dilations, groups, type, zero)
     (1, 64, 40, 40, 24, (3, 3), (1, 1), (1, 1), (1, 1), 1, og.u8, 9),  # blocks of 11 rows
     (2, 16, 17, 15, 24, (3, 3), (2, 2), (1, 1), (1, 1), 1, og.u8, 128),  # shared, odd sizes
@@ -50,8 +54,20 @@ CASES = [  # (N, C, H, W, O, kernel, strides, padding, dilations, groups, type, 
     CASES,
 )
 def test_channel_quad_convolutions_are_exact(
-    backend, n, c, h, w, o, kernel, strides, padding, dilations, groups, t, zero
-):
+    backend: CpuBackend,
+    n: int,
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    padding: tuple[int, int],
+    dilations: tuple[int, int],
+    groups: int,
+    t: og.ElementType,
+    zero: int,
+) -> None:
     rng = np.random.default_rng(c * o + h)
     x = og.parameter(t, (n, c, h, w))
     weights = _bytes(rng, og.i8, (o, c // groups, *kernel))
@@ -62,12 +78,12 @@ def test_channel_quad_convolutions_are_exact(
     fn = og.Function([y], [x])
     data = _bytes(rng, t, (n, c, h, w))
     exe = backend.compile(fn)
-    steps = [s for s in exe.program.steps if isinstance(s, QConvStep)]  # type: ignore[attr-defined]
+    steps = _qconv_steps(exe)
     assert steps and all(s.interleaved > 0 for s in steps)
     np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
 
 
-def test_one_dimensional_convolution_on_channel_quads(cpu):
+def test_one_dimensional_convolution_on_channel_quads(cpu: CpuBackend) -> None:
     rng = np.random.default_rng(4)
     x = og.parameter(og.u8, (2, 8, 30))
     weights = _bytes(rng, og.i8, (10, 8, 5))
@@ -78,11 +94,11 @@ def test_one_dimensional_convolution_on_channel_quads(cpu):
     fn = og.Function([y], [x])
     data = _bytes(rng, og.u8, (2, 8, 30))
     exe = cpu.compile(fn)
-    assert any(getattr(s, "interleaved", 0) for s in exe.program.steps)
+    assert any(s.interleaved for s in _qconv_steps(exe))
     np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
 
 
-def test_channels_not_in_quads_keep_the_byte_patches(cpu):
+def test_channels_not_in_quads_keep_the_byte_patches(cpu: CpuBackend) -> None:
     """Three input channels (an image stem) are not whole quads: the patches are built tap
     by tap as before, and stay exact."""
     rng = np.random.default_rng(5)
@@ -95,12 +111,12 @@ def test_channels_not_in_quads_keep_the_byte_patches(cpu):
     fn = og.Function([y], [x])
     data = _bytes(rng, og.u8, (1, 3, 16, 16))
     exe = cpu.compile(fn)
-    steps = [s for s in exe.program.steps if isinstance(s, QConvStep)]
+    steps = _qconv_steps(exe)
     assert steps and steps[0].interleaved == 0
     np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
 
 
-def test_interleaved_rows_cover_every_tap():
+def test_interleaved_rows_cover_every_tap() -> None:
     """The interleaved block holds every input row and column a block of output rows reads:
     the taps' reach, the padding below, and the whole input row."""
     windows = ((3, 3), (2, 2), (1, 1), (1, 1))

@@ -8,6 +8,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu import CpuBackend
 from opgraph.backends.cpu.codegen import windows
 
 INTERPRETER = og.backend("INTERPRETER")
@@ -24,8 +25,19 @@ CASES = [  # (shape, window, strides, padding below, padding above, dilations, c
 
 @pytest.mark.parametrize(("shape", "window", "strides", "below", "above", "dil", "ceil"), CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.int8, np.uint8, np.float16])
-def test_max_pool_rows_are_exact(cpu, shape, window, strides, below, above, dil, ceil, dtype):
+def test_max_pool_rows_are_exact(
+    cpu: CpuBackend,
+    shape: tuple[int, int, int, int],
+    window: tuple[int, int],
+    strides: tuple[int, int],
+    below: tuple[int, int],
+    above: tuple[int, int],
+    dil: tuple[int, int],
+    ceil: bool,
+    dtype: type,
+) -> None:
     rng = np.random.default_rng(sum(shape))
+    data: np.ndarray
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         data = rng.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
@@ -43,7 +55,7 @@ def test_max_pool_rows_are_exact(cpu, shape, window, strides, below, above, dil,
     np.testing.assert_array_equal(got, want)
 
 
-def test_rows_past_the_stack_limit_keep_the_tap_loop(cpu):
+def test_rows_past_the_stack_limit_keep_the_tap_loop(cpu: CpuBackend) -> None:
     """A padded input row longer than ``MAX_ROW`` is pooled tap by tap (no row of maxima on
     the stack), and agrees too."""
     width = windows.MAX_ROW + 5
