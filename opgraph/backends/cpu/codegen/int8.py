@@ -735,26 +735,48 @@ class QConvEmitter:
 
     def quad_patches(self, quads: int, size: tuple[int, int], ow: int) -> list[str]:
         """Channel quads (``QConvStep.interleaved``): the unit's input rows interleaved once
-        (four channels per u32, ``x_zero`` columns and rows around them) into this thread's
-        area, then each quad row of ``col`` copied from it, output row by output row."""
+        (:meth:`interleave`), then each quad row of ``col`` copied from them, output row by
+        output row."""
         s = self.step
-        (kh, kw), (sh, sw), (dh, dw), (ph, pl) = s.kernel, s.strides, s.dilations, s.padding
-        h, w = size
-        xs = self.x.strides
+        (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.strides, s.dilations
         windows = (s.kernel, s.strides, s.dilations, s.padding)
         rows, width = channel_quads(size, (s.images[1], ow), s.block_rows, windows, self.cg)
+        if sw == 1:
+            copy = f"__builtin_memcpy(d_, src_, {4 * ow});"
+        else:
+            copy = f"for (long p_ = 0; p_ < {ow}L; ++p_) d_[p_] = src_[p_ * {sw}L];"
+        return [
+            "    {",
+            *self.interleave(size, rows, width),
+            f"    for (long q = 0; q < {quads}L; ++q) {{",
+            f"      long cq = q / {kh * kw}L, i = q / {kw}L % {kh}L, j = q % {kw}L;",
+            "      uint32_t* quad = (uint32_t*)(col + q * pitch * 4);",
+            f"      const uint32_t* from = xi + (cq * {rows}L + i * {dh}L) * {width}L + j * {dw}L;",
+            "      for (long r = 0; r < oh1 - oh0; ++r) {",
+            f"          const uint32_t* src_ = from + r * {sh * width}L;",
+            f"          uint32_t* d_ = quad + r * {ow}L;",
+            f"          {copy}",
+            "      }",
+            "      for (long cc = cols; cc < span; ++cc) quad[cc] = 0;",
+            "    }",
+            "    }",
+        ]
+
+    def interleave(self, size: tuple[int, int], rows: int, width: int) -> list[str]:
+        """``xi``, this thread's area: per channel quad, ``rows`` rows of ``width`` u32 (four
+        channels of one input pixel each, ``x_zero`` bytes where the window reads padding),
+        the unit's input rows from ``oh0``."""
+        s = self.step
+        (kh, _), (sh, _), (dh, _), (ph, pl) = s.kernel, s.strides, s.dilations, s.padding
+        h, w = size
+        xs = self.x.strides
         zero = f"{s.x_zero}u * 0x01010101u"
         flip = "0x80808080u" if s.flip else "0u"
         load = " | ".join(
             f"(uint32_t)x_[{t * xs[1]}L + c_ * {xs[3]}L]" + (f" << {8 * t}" if t else "")
             for t in range(QUAD)
         )
-        if sw == 1:
-            copy = [f"          __builtin_memcpy(d_, src_, {4 * ow});"]
-        else:
-            copy = [f"          for (long p_ = 0; p_ < {ow}L; ++p_) d_[p_] = src_[p_ * {sw}L];"]
         return [
-            "    {",
             f"    uint32_t* xi = (uint32_t*)(scratch + {s.interleaved_at}L + "
             f"(long)og_worker_index() * {s.interleaved}L);",
             f"    long r0_ = oh0 * {sh}L - {ph}L;",
@@ -773,18 +795,6 @@ class QConvEmitter:
             f"        for (long c_ = 0; c_ < {w}L; ++c_) d_[{pl}L + c_] = ({load}) ^ {flip};",
             f"        for (long c_ = {pl + w}L; c_ < {width}L; ++c_) d_[c_] = {zero};",
             "      }",
-            "    }",
-            f"    for (long q = 0; q < {quads}L; ++q) {{",
-            f"      long cq = q / {kh * kw}L, i = q / {kw}L % {kh}L, j = q % {kw}L;",
-            "      uint32_t* quad = (uint32_t*)(col + q * pitch * 4);",
-            f"      const uint32_t* from = xi + (cq * {rows}L + i * {dh}L) * {width}L + j * {dw}L;",
-            "      for (long r = 0; r < oh1 - oh0; ++r) {",
-            f"          const uint32_t* src_ = from + r * {sh * width}L;",
-            f"          uint32_t* d_ = quad + r * {ow}L;",
-            *copy,
-            "      }",
-            "      for (long cc = cols; cc < span; ++cc) quad[cc] = 0;",
-            "    }",
             "    }",
         ]
 
