@@ -39,6 +39,7 @@ from opgraph.backends.fused.lowering.quantized import (
     ROWS,
     QConvStep,
     QGemmStep,
+    channel_quads,
     shared_blocks,
 )
 from opgraph.backends.fused.views import View, static, static_all
@@ -686,6 +687,8 @@ class QConvEmitter:
         """The block's patch matrix as quads: four patch rows (inner indices 4q .. 4q+3) at a
         time into ``lanes``, then interleaved into quad row ``q`` of ``col``."""
         s = self.step
+        if s.interleaved:
+            return self.quad_patches(quads, size, ow)
         (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
         h, w = size
         xs = self.x.strides
@@ -727,6 +730,71 @@ class QConvEmitter:
             "      for (long p = 0; p < span; ++p)",
             "        quad[p] = (uint32_t)lanes[0][p] | (uint32_t)lanes[1][p] << 8 |",
             "                  (uint32_t)lanes[2][p] << 16 | (uint32_t)lanes[3][p] << 24;",
+            "    }",
+        ]
+
+    def quad_patches(self, quads: int, size: tuple[int, int], ow: int) -> list[str]:
+        """Channel quads (``QConvStep.interleaved``): the unit's input rows interleaved once
+        (:meth:`interleave`), then each quad row of ``col`` copied from them, output row by
+        output row."""
+        s = self.step
+        (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.strides, s.dilations
+        windows = (s.kernel, s.strides, s.dilations, s.padding)
+        rows, width = channel_quads(size, (s.images[1], ow), s.block_rows, windows, self.cg)
+        if sw == 1:
+            copy = f"__builtin_memcpy(d_, src_, {4 * ow});"
+        else:
+            copy = f"for (long p_ = 0; p_ < {ow}L; ++p_) d_[p_] = src_[p_ * {sw}L];"
+        return [
+            "    {",
+            *self.interleave(size, rows, width),
+            f"    for (long q = 0; q < {quads}L; ++q) {{",
+            f"      long cq = q / {kh * kw}L, i = q / {kw}L % {kh}L, j = q % {kw}L;",
+            "      uint32_t* quad = (uint32_t*)(col + q * pitch * 4);",
+            f"      const uint32_t* from = xi + (cq * {rows}L + i * {dh}L) * {width}L + j * {dw}L;",
+            "      for (long r = 0; r < oh1 - oh0; ++r) {",
+            f"          const uint32_t* src_ = from + r * {sh * width}L;",
+            f"          uint32_t* d_ = quad + r * {ow}L;",
+            f"          {copy}",
+            "      }",
+            "      for (long cc = cols; cc < span; ++cc) quad[cc] = 0;",
+            "    }",
+            "    }",
+        ]
+
+    def interleave(self, size: tuple[int, int], rows: int, width: int) -> list[str]:
+        """``xi``, this thread's area: per channel quad, ``rows`` rows of ``width`` u32 (four
+        channels of one input pixel each, ``x_zero`` bytes where the window reads padding),
+        the unit's input rows from ``oh0``."""
+        s = self.step
+        (kh, _), (sh, _), (dh, _), (ph, pl) = s.kernel, s.strides, s.dilations, s.padding
+        h, w = size
+        xs = self.x.strides
+        zero = f"{s.x_zero}u * 0x01010101u"
+        flip = "0x80808080u" if s.flip else "0u"
+        load = " | ".join(
+            f"(uint32_t)x_[{t * xs[1]}L + c_ * {xs[3]}L]" + (f" << {8 * t}" if t else "")
+            for t in range(QUAD)
+        )
+        return [
+            f"    uint32_t* xi = (uint32_t*)(scratch + {s.interleaved_at}L + "
+            f"(long)og_worker_index() * {s.interleaved}L);",
+            f"    long r0_ = oh0 * {sh}L - {ph}L;",
+            f"    long rows_ = (oh1 - oh0 - 1) * {sh}L + {(kh - 1) * dh + 1}L;",
+            f"    for (long cq = 0; cq < {self.cg // QUAD}L; ++cq) {{",
+            "      for (long rr = 0; rr < rows_; ++rr) {",
+            f"        uint32_t* d_ = xi + (cq * {rows}L + rr) * {width}L;",
+            "        long ih = r0_ + rr;",
+            f"        if (ih < 0 || ih >= {h}L) {{",
+            f"          for (long c_ = 0; c_ < {width}L; ++c_) d_[c_] = {zero};",
+            "          continue;",
+            "        }",
+            f"        const uint8_t* x_ = x + {QUAD * xs[1]}L * cq + ih * {xs[2]}L;",
+            f"        for (long c_ = 0; c_ < {pl}L; ++c_) d_[c_] = {zero};",
+            "        #pragma omp simd",
+            f"        for (long c_ = 0; c_ < {w}L; ++c_) d_[{pl}L + c_] = ({load}) ^ {flip};",
+            f"        for (long c_ = {pl + w}L; c_ < {width}L; ++c_) d_[c_] = {zero};",
+            "      }",
             "    }",
         ]
 

@@ -314,6 +314,10 @@ def window_columns(
     ]
 
 
+#: Longest padded input row (elements) a max pool keeps as one row of maxima on the stack.
+MAX_ROW = 4096
+
+
 class PoolEmitter:
     """``static int <name>(T, A, lo, hi)`` over (image, channel) planes."""
 
@@ -357,6 +361,9 @@ class PoolEmitter:
         """Output row ``i``: a row of accumulators, updated tap by tap with a vector loop over
         the output columns whose input column lies inside the data."""
         s = self.step
+        w = static(self.x.shape[3])
+        if s.maximum and s.padding[1] + w + s.window[1] * s.dilations[1] <= MAX_ROW:
+            return self.window_max()
         t = self.x.element_type
         h, w = static_all(self.x.shape[2:])  # only the batch may be symbolic
         ow = static(self.out.shape[3])
@@ -405,6 +412,51 @@ class PoolEmitter:
         stored = dialect.store(t, dialect.round_to(t, value))
         lines.append(f"      for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = {stored};")
         return lines
+
+    def window_max(self) -> list[str]:
+        """Output row ``i`` of a max pool, separably: the maximum of the window's input rows
+        over the whole input row (unit stride, one vector pass per window row) into ``m``,
+        which has ``lowest`` columns either side for the padding; then each output column
+        the maximum of its window's columns of ``m``. A NaN anywhere in a window gives NaN
+        (``v != v`` takes ``v``; an ``m`` that is NaN then stays: ``v > m`` is false)."""
+        s = self.step
+        t = self.x.element_type
+        h, w = static_all(self.x.shape[2:])
+        ow = static(self.out.shape[3])
+        xs = self.x.strides
+        (fh, fw), (sh, sw), (dh, dw), (pt, pl) = s.window, s.strides, s.dilations, s.padding
+        compute = dialect.compute_type(t)
+        lowest = dialect.lowest(t)
+        width = max(pl + w, (ow - 1) * sw + (fw - 1) * dw + 1)  # every column a window reads
+        take = "v > m[c] || v != v" if t.is_real else "v > m[c]"
+        taps = " ".join(
+            f"v = r[j * {sw}L + {b * dw}L]; a = v > a || v != v ? v : a;"
+            if t.is_real
+            else f"v = r[j * {sw}L + {b * dw}L]; a = v > a ? v : a;"
+            for b in range(1, fw)
+        )
+        stored = dialect.store(t, dialect.round_to(t, "a"))
+        return [
+            f"      {compute} m[{width}];",
+            f"      for (long c = 0; c < {width}L; ++c) m[c] = {lowest};",
+            f"      for (long a = 0; a < {fh}L; ++a) {{",
+            f"        long ih = i * {sh}L - {pt}L + a * {dh}L;",
+            f"        if (ih < 0 || ih >= {h}L) continue;",
+            f"        const {dialect.storage_type(t)}* src = x + ih * {xs[2]}L;",
+            "        #pragma omp simd",
+            f"        for (long c = {pl}L; c < {pl + w}L; ++c) {{",
+            f"          {compute} v = {dialect.load(t, f'src[(c - {pl}L) * {xs[3]}L]')};",
+            f"          m[c] = {take} ? v : m[c];",
+            "        }",
+            "      }",
+            "      const " + compute + "* r = m;",
+            "      #pragma omp simd",
+            f"      for (long j = 0; j < {ow}L; ++j) {{",
+            f"        {compute} a = r[j * {sw}L], v;",
+            f"        {taps}",
+            f"        y[i * {ow}L + j] = {stored};",
+            "      }",
+        ]
 
     def divisor(self) -> str:
         """Taps counted in the average: in the data, or in data and padding."""

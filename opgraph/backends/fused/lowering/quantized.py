@@ -134,10 +134,36 @@ class QConvStep(ConvStep):
     x_zero: int = 0
     shared: bool = False
     batched: bool = False
+    #: Channel quads (every group's channels a multiple of 4, :func:`channel_quads`): the
+    #: inner dimension is ordered (channel quad, filter row, filter column, channel in the
+    #: quad), so a quad is four channels of one input pixel. Each unit first interleaves its
+    #: input rows once into ``interleaved`` bytes of its thread's area of ``scratch`` (from
+    #: ``interleaved_at``): per channel quad, rows of u32 quads with ``x_zero`` columns on
+    #: either side; every patch row is then a copy of a run of it (no per-tap bounds).
+    interleaved: int = 0
+    interleaved_at: int = 0
 
     def reads(self) -> list[View]:
         assert self.offsets is not None
         return [*super().reads(), self.offsets]
+
+
+def channel_quads(
+    size: tuple[int, int],
+    out: tuple[int, int],
+    block: int,
+    windows: tuple[tuple[int, int], ...],
+    channels: int,
+) -> tuple[int, int]:
+    """(rows, columns) of one unit's interleaved input rows (``block`` output rows of a
+    convolution of ``size`` (H, W) into ``out`` (OH, OW); ``windows``: kernel, strides,
+    dilations, padding below), or (0, 0) when the group's ``channels`` are not whole quads."""
+    (kh, kw), (sh, sw), (dh, dw), (_, pl) = windows
+    if channels % QUAD or channels == 0:
+        return 0, 0
+    rows = (block - 1) * sh + (kh - 1) * dh + 1
+    reach = (out[1] - 1) * sw - pl + (kw - 1) * dw + 1  # one past the last input column read
+    return rows, pl + max(size[1], reach)
 
 
 def _zero(value: Output) -> np.ndarray | None:
@@ -231,8 +257,14 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
     o = weights.shape[0]
     k = math.prod(weights.shape[1:])
     quads = -(-k // QUAD)
+    kernel = (1, weights.shape[2]) if out.rank == 3 else (weights.shape[2], weights.shape[3])
+    cg = weights.shape[1]
     matrix = np.zeros((o, quads * QUAD), np.int8)
-    matrix[:, :k] = weights.reshape(o, k)
+    if cg % QUAD == 0:  # channel quads: (channel quad, row, column, channel in the quad)
+        grouped = weights.reshape(o, cg // QUAD, QUAD, *kernel)
+        matrix[:, :k] = grouped.transpose(0, 1, 3, 4, 2).reshape(o, k)
+    else:
+        matrix[:, :k] = weights.reshape(o, k)
     filters = _const(builder, w, et.i8, matrix)
     sums = weights.astype(np.int64).reshape(o, k).sum(axis=1)
     offsets = _const(builder, w, et.i32, (-point * sums).astype(np.int32))
@@ -241,7 +273,6 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
     )
     shape4 = (n, o, oh, ow)
     dense = View(target.buffer, et.i32, shape4, _strides(shape4), target.offset)
-    kernel = (1, weights.shape[2]) if out.rank == 3 else (weights.shape[2], weights.shape[3])
     shared = oh * ow < SHARED_BELOW
     batched = shared and n > 1 and (oh * ow) % PANEL != 0
     if batched:  # the images' columns side by side, then a product per block of channels
@@ -249,11 +280,11 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
         padded_cols = -(-(n * oh * ow) // PANEL) * PANEL
         _, rows = shared_blocks(o // op.groups, op.groups, builder.threads)
         patches = op.groups * quads * QUAD * padded_cols
-        scratch = builder.scratch(et.u8, (1, patches + builder.threads * rows * padded_cols * 4))
+        scratch_bytes = patches + builder.threads * rows * padded_cols * 4
     elif shared:  # small planes: patches once per image, then units split the channels
         block = oh
         padded_cols = -(-(oh * ow) // PANEL) * PANEL
-        scratch = builder.scratch(et.u8, (n * op.groups, quads * QUAD * padded_cols))
+        scratch_bytes = n * op.groups * quads * QUAD * padded_cols
     else:
         fit = PATCH_BYTES // max(1, quads * QUAD * ow)
         block = max(1, min(oh, fit))
@@ -261,15 +292,23 @@ def _conv_integer(builder: ProgramBuilder, node: Node) -> None:
             wanted = -(-2 * builder.threads // (n * op.groups))
             block = max(1, min(block, -(-oh // max(1, wanted))))
         padded_cols = -(-(block * ow) // PANEL) * PANEL
-        scratch = builder.scratch(et.u8, (builder.threads, quads * QUAD * padded_cols))
+        scratch_bytes = builder.threads * quads * QUAD * padded_cols
+    windows = (kernel, _pair(op.strides, 1), _pair(op.dilations, 1), _pair(op.padding_below, 0))
+    height, width = views.static_all(data.shape[2:])
+    rows, cols = channel_quads((height, width), (oh, ow), block, windows, cg)
+    interleaved = -(-(cg * rows * cols) // 64) * 64  # bytes: cg / 4 quads of 4 per column
+    interleaved_at = -(-scratch_bytes // 64) * 64
+    if interleaved:
+        scratch_bytes = interleaved_at + builder.threads * interleaved
+    scratch = builder.scratch(et.u8, (1, scratch_bytes))
     matrix_view = View(filters.buffer, et.i8, (o, k), (quads * QUAD, 1), 0)
     step = QConvStep(
         builder.describe(node), (node,), data, matrix_view,
-        dense, kernel, _pair(op.strides, 1), _pair(op.dilations, 1), _pair(op.padding_below, 0),
-        op.groups, block, scratch, False, (n, oh, ow),
+        dense, *windows, op.groups, block, scratch, False, (n, oh, ow),
     )  # fmt: skip
     step.offsets, step.flip, step.x_zero = offsets, x.element_type is et.i8, point
     step.shared, step.batched = shared, batched
+    step.interleaved, step.interleaved_at = interleaved, interleaved_at
     builder.add_step(step)
 
 
