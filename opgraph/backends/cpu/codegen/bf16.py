@@ -505,6 +505,11 @@ static void og_bf16_chunk(const uint16_t* restrict a, long lda, const uint16_t* 
     }}
   }}
 }}
+/* The inner block of a K-deep bf16 product: equal even blocks of at most {PANEL_DEPTH}. */
+static inline long og_bf16_depth(long K) {{
+  long blocks = K > {PANEL_DEPTH} ? (K + {PANEL_DEPTH - 1}) / {PANEL_DEPTH} : 1;
+  return ((K + blocks - 1) / blocks + 1) / 2 * 2;
+}}
 /* C[:, n0:n1] = A (M x K f32, rows lda apart) times P (K x N as bf16 pair panels of 32
    columns); n0 is a multiple of 32. A is rounded to bf16 by chunks of {CHUNK} rows and equal
    even blocks of at most {PANEL_DEPTH} inner elements; each panel slice (block x 32, L1 or L2)
@@ -514,8 +519,7 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
                                 float* restrict C, long ldc, long M, long K, long n0,
                                 long n1) {{
   uint16_t chunk[{CHUNK} * {PANEL_DEPTH}];
-  long blocks = K > {PANEL_DEPTH} ? (K + {PANEL_DEPTH - 1}) / {PANEL_DEPTH} : 1;
-  long depth = ((K + blocks - 1) / blocks + 1) / 2 * 2;
+  long depth = og_bf16_depth(K);
   for (long k0 = 0; k0 < K; k0 += depth) {{
     long k1 = k0 + depth < K ? k0 + depth : K;
     for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
@@ -533,8 +537,7 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
 static void og_gemm_bf16_rows(const uint16_t* restrict A16, long ld16,
                               const uint16_t* restrict P, float* restrict C, long ldc, long M,
                               long K, long n0, long n1) {{
-  long blocks = K > {PANEL_DEPTH} ? (K + {PANEL_DEPTH - 1}) / {PANEL_DEPTH} : 1;
-  long depth = ((K + blocks - 1) / blocks + 1) / 2 * 2;
+  long depth = og_bf16_depth(K);
   for (long k0 = 0; k0 < K; k0 += depth) {{
     long k1 = k0 + depth < K ? k0 + depth : K;
     for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{

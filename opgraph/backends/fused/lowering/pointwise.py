@@ -128,13 +128,9 @@ def pointwise_conv_step(
     constant filters, or a symbolic batch)."""
     op = node.op
     assert isinstance(op, Convolution)
-    filters = node.inputs[1].node.op
+    filters = _packable(builder, node, out)
     if (
-        builder.symbolic
-        or not builder.features.panels
-        or not isinstance(filters, Constant)
-        or op.groups != 1
-        or out.element_type is not et.f32
+        filters is None
         or node.inputs[0].rank != 4
         or tuple(filters.shape[2:]) != (1, 1)
         or any(p != 0 for p in (*(op.padding_below or ()), *(op.padding_above or ())))
@@ -158,23 +154,30 @@ def patch_conv_step(
     module), writing ``out`` (dense (N, O, OH, OW)); ``windows`` are its kernel, strides,
     dilations and padding below as 2-D pairs. None when it does not qualify (grouped, not
     f32, not constant filters, a symbolic batch, or patches over :data:`PATCH_FLOATS`)."""
-    op = node.op
-    assert isinstance(op, Convolution)
-    filters = node.inputs[1].node.op
-    if (
-        builder.symbolic
-        or not builder.features.panels
-        or not builder.features.patches
-        or not isinstance(filters, Constant)
-        or op.groups != 1
-        or out.element_type is not et.f32
-        or data.element_type is not et.f32
-    ):
+    filters = _packable(builder, node, out)
+    if filters is None or not builder.features.patches or data.element_type is not et.f32:
         return None
     n, _, oh, ow = (int(d) for d in out.shape)
     if n * int(np.prod(filters.shape[1:])) * oh * ow > PATCH_FLOATS:
         return None
     return _packed_step(builder, node, data, out, True, windows)
+
+
+def _packable(builder: ProgramBuilder, node: Node, out: View) -> Constant | None:
+    """The constant filters of convolution ``node`` when they may be packed at compile time
+    (a static batch, panel products on the target, one group, an f32 result), else None."""
+    op = node.op
+    filters = node.inputs[1].node.op
+    assert isinstance(op, Convolution)
+    if (
+        builder.symbolic
+        or not builder.features.panels
+        or not isinstance(filters, Constant)
+        or op.groups != 1
+        or out.element_type is not et.f32
+    ):
+        return None
+    return filters
 
 
 def _packed_step(
