@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -194,7 +195,28 @@ def test_a_hung_job_is_ended_with_all_its_ranks():
     # ends the job, and it must take every process of the job with it.
     with pytest.raises(pytest.fail.Exception, match="did not end within 10 s"):
         mpiexec("hang", timeout=10)
-    leftovers = subprocess.run(
-        ["pgrep", "-f", f"{WORKER} hang"], capture_output=True, text=True
-    ).stdout.split()
-    assert leftovers == []
+    assert _live_workers("hang", settle=10.0) == []
+
+
+def _live_workers(mode: str, settle: float) -> list[str]:
+    """The worker processes of ``mode`` still alive (not zombies), waiting up to ``settle`` s
+    for killed ones to be gone: a SIGKILLed rank whose parent died too is reaped by init
+    some moments later, and until then pgrep still lists it."""
+    deadline = time.monotonic() + settle
+    while True:
+        found = subprocess.run(
+            ["pgrep", "-f", f"{WORKER} {mode}"], capture_output=True, text=True
+        ).stdout.split()
+        alive = [pid for pid in found if _state(pid) not in ("Z", "X", "")]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def _state(pid: str) -> str:
+    """The process state letter of ``pid`` ('' when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
