@@ -68,7 +68,6 @@ class CpuExecutable(Executable):
         self._callback = ctypes.c_void_p(
             ctypes.cast(self._fallbacks.callback, ctypes.c_void_p).value
         )
-        self._free: list[tuple[Any, ctypes.c_void_p, np.ndarray]] = []
         self._in_types = [(t.element_type, t.shape) for t in self.parameter_types]
         self._out_types = [(t.element_type, t.shape) for t in self.result_types]
         types = (*self.parameter_types, *self.result_types)
@@ -192,23 +191,17 @@ class CpuExecutable(Executable):
         return pointers
 
     def _invoke(self, pointers: list[int]) -> None:
-        # the free slots (pointer table, arena): list.pop/append are atomic, so concurrent
-        # calls each take their own; one that finds none makes another
-        free = self._free
-        try:
-            slot = free.pop()
-        except IndexError:
-            table, aligned, arena = self._pool.make()
-            slot = (table, ctypes.c_void_p(aligned), arena)
-        table = slot[0]
+        pool = self._pool
+        slot = pool.take()
+        table, arena, _ = slot
         table[self._io_slice] = pointers
         if self.profile:
             times = (ctypes.c_double * max(len(self.program.steps), 1))()
-            code = self._entry(table, slot[1], self._callback, times)
+            code = self._entry(table, arena, self._callback, times)
             self._record_steps(times)
         else:
-            code = self._entry(table, slot[1], self._callback, None)
-        free.append(slot)
+            code = self._entry(table, arena, self._callback, None)
+        pool.give(slot)
         if code:
             raise self._error(code)
 

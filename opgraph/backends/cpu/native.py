@@ -44,23 +44,28 @@ def _forget(key: int) -> Callable[[weakref.ref[np.ndarray]], None]:
     return forget
 
 
+Slot = tuple[Any, ctypes.c_void_p, np.ndarray]
+
+
 class ArenaPool:
     """Arenas (and pointer tables) for concurrent calls: a call takes one and gives it back;
-    a thread that finds none free makes another. ``list.pop``/``append`` are atomic."""
+    a thread that finds none free makes another. ``list.pop``/``append`` are atomic. A slot
+    is (pointer table, the arena's 64-byte aligned address as a ``c_void_p``, the arena):
+    both pointers go to ``og_run`` as they are, with no conversion per call."""
 
     def __init__(self, arena_bytes: int, table_size: int, constants: list[int]) -> None:
         self.arena_bytes = arena_bytes
         self.table_size = table_size
         self.constants = constants
-        self.free: list[tuple[Any, int, np.ndarray]] = []
+        self.free: list[Slot] = []
 
-    def take(self) -> tuple[Any, int, np.ndarray]:
+    def take(self) -> Slot:
         try:
             return self.free.pop()
         except IndexError:
             return self.make()
 
-    def take_at_least(self, arena_bytes: int) -> tuple[Any, int, np.ndarray]:
+    def take_at_least(self, arena_bytes: int) -> Slot:
         """A slot whose arena holds ``arena_bytes`` (a symbolic program's peak differs per
         binding: a slot too small for this call gets a larger arena, which it keeps)."""
         slot = self.take()
@@ -69,18 +74,18 @@ class ArenaPool:
         grown = max(arena_bytes, 2 * (slot[2].size - 64))  # a few sizes cover growing calls
         arena = np.empty(grown + 64, np.uint8)
         aligned = (address(arena) + 63) // 64 * 64
-        return slot[0], aligned, arena
+        return slot[0], ctypes.c_void_p(aligned), arena
 
-    def give(self, slot: tuple[Any, int, np.ndarray]) -> None:
+    def give(self, slot: Slot) -> None:
         self.free.append(slot)
 
-    def make(self) -> tuple[Any, int, np.ndarray]:
+    def make(self) -> Slot:
         table = (ctypes.c_void_p * max(self.table_size, 1))()
         table[: len(self.constants)] = self.constants  # type: ignore[assignment]
         arena = np.empty(self.arena_bytes + 64, np.uint8)
         start = address(arena)
         aligned = (start + 63) // 64 * 64
-        return table, aligned, arena
+        return table, ctypes.c_void_p(aligned), arena
 
 
 class FallbackRunner:

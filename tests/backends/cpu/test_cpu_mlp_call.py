@@ -73,7 +73,7 @@ def test_calls_reuse_their_slots_after_errors_and_from_threads(cpu):
     for _ in range(3):
         with pytest.raises(og.ExecutionError, match="division by zero"):
             exe(ones, zero)
-    assert len(exe._free) == 1  # one slot, taken and given back by every call
+    assert len(exe._pool.free) == 1  # one slot, taken and given back by every call
     assert exe(ones * 7, ones * 2)[0].tolist() == [10] * 8
     again = cpu.compile(fn)  # the same cached module: both call it
     assert again(ones * 9, ones * 3)[0].tolist() == [12] * 8
@@ -85,4 +85,4 @@ def test_calls_reuse_their_slots_after_errors_and_from_threads(cpu):
 
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(work, range(8)))
-    assert 1 <= len(exe._free) <= 4
+    assert 1 <= len(exe._pool.free) <= 4
