@@ -1,12 +1,14 @@
 """Depthwise and grouped convolutions: the CPU backend's direct kernel against its previous
 path (im2col and one GEMM per group) and onnxruntime, same threads, calls interleaved.
 
-    python bench/depthwise.py [--threads 2] [--rounds 15] [--calls 20] [--only NAME]
+    python bench/depthwise.py [--threads 2] [--rounds 15] [--calls 20] [--only NAME[,NAME]]
+                              [--old im2col|rows]
 
 Every case is one ONNX model (convolutions with bias, as exported models have them), imported
 into opgraph and run by onnxruntime. "opgraph old" compiles the same Function with the direct
 kernel switched off (the lowering's ``_direct`` selection), so both opgraph columns are
-measured in the same process. Each round calls every runtime ``--calls`` times in turn; the
+measured in the same process; ``--old rows`` makes it the direct kernel without the
+channel-blocked form of narrow planes (``DIRECT_BLOCKED_WIDTH`` 0: the row-wise vectors). Each round calls every runtime ``--calls`` times in turn; the
 table gives the median and best per-call time over all rounds, and checks that the outputs
 agree with onnxruntime's.
 """
@@ -96,6 +98,11 @@ CASES: dict[str, Callable[[], tuple[onnx.ModelProto, np.ndarray]]] = {
     "dw7x7 192ch 28x28 s1": lambda: conv_case(192, 28, 7, 1, 192),
     "dw7x7 384ch 14x14 s1": lambda: conv_case(384, 14, 7, 1, 384),
     "dw7x7 768ch 7x7 s1": lambda: conv_case(768, 7, 7, 1, 768),
+    "dw3x3 480ch 14x14 s1": lambda: conv_case(480, 14, 3, 1, 480),
+    "dw5x5 672ch 14x14 s1": lambda: conv_case(672, 14, 5, 1, 672),
+    "dw5x5 672ch 14x14 s2": lambda: conv_case(672, 14, 5, 2, 672),
+    "dw3x3 1152ch 7x7 s1": lambda: conv_case(1152, 7, 3, 1, 1152),
+    "dw3x3 72ch 13x13 s1 (odd)": lambda: conv_case(72, 13, 3, 1, 72),
     "MobileNetV2 block 24->144->24 56x56": lambda: mobilenet_block(),
     "grouped 3x3 128ch 32g 56x56": lambda: conv_case(128, 56, 3, 1, 32),
     "grouped 3x3 256ch 32g 28x28": lambda: conv_case(256, 28, 3, 1, 32),
@@ -105,16 +112,19 @@ CASES: dict[str, Callable[[], tuple[onnx.ModelProto, np.ndarray]]] = {
 
 
 def _opgraph(
-    model: onnx.ModelProto, threads: int, cache: Path, direct: bool
+    model: onnx.ModelProto, threads: int, cache: Path, old: str
 ) -> Callable[[np.ndarray], object]:
     fn = og.onnx.import_model(model)
     config = CpuConfig(cache, default_config().compiler, num_threads=threads)
     backend = CpuBackend(config)
-    if direct:
-        exe = backend.compile(fn)
-    else:
+    if old == "rows":
+        with mock.patch.object(convolution, "DIRECT_BLOCKED_WIDTH", 0):
+            exe = backend.compile(fn)
+    elif old == "im2col":
         with mock.patch.object(convolution, "_direct", lambda *args: False):
             exe = backend.compile(fn)
+    else:
+        exe = backend.compile(fn)
 
     def make(x: np.ndarray) -> Callable[[], object]:
         inputs = [backend.create_tensor(og.f32, x.shape, x.copy())]
@@ -130,7 +140,7 @@ def _opgraph(
 
 
 def measure(
-    name: str, threads: int, rounds: int, calls: int, cache: Path
+    name: str, threads: int, rounds: int, calls: int, cache: Path, old: str
 ) -> dict[str, list[float]]:
     model, x = CASES[name]()
     options = ort.SessionOptions()
@@ -140,8 +150,8 @@ def measure(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     runs: dict[str, Callable[[], object]] = {
-        "opgraph": _opgraph(model, threads, cache, True)(x),
-        "opgraph old": _opgraph(model, threads, cache, False)(x),
+        "opgraph": _opgraph(model, threads, cache, "")(x),
+        "opgraph old": _opgraph(model, threads, cache, old)(x),
         "onnxruntime": lambda: session.run(None, {"x": x})[0],
     }
     want = np.asarray(runs["onnxruntime"]())
@@ -166,7 +176,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--only", default="", help="run the cases whose name contains this")
+    parser.add_argument(
+        "--only", default="", help="run the cases whose name contains this (or one of a,b)"
+    )
+    parser.add_argument(
+        "--old",
+        choices=("im2col", "rows"),
+        default="im2col",
+        help="the 'opgraph old' column: im2col and GEMM, or the direct kernel without the "
+        "channel-blocked form",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         print(
@@ -176,9 +195,9 @@ def main() -> None:
         print("| case | opgraph | opgraph old | onnxruntime | old / new | new / ort |")
         print("|---|---|---|---|---|---|")
         for name in CASES:
-            if args.only not in name:
+            if not any(part in name for part in args.only.split(",")):
                 continue
-            times = measure(name, args.threads, args.rounds, args.calls, Path(tmp))
+            times = measure(name, args.threads, args.rounds, args.calls, Path(tmp), args.old)
             med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
             best = {k: min(v) * 1e3 for k, v in times.items()}
             cells = [f"{med[k]:.3f} ({best[k]:.3f})" for k in times]

@@ -24,6 +24,9 @@ columns are zeroed once per call). Small one-pass units are pipelined
 and the fused epilogue runs over several consecutive units at once
 (:data:`EPILOGUE_BATCH`).
 
+One-pass f32 depthwise steps on planes narrower than a vector run channel-blocked instead
+(``codegen/depthwise_blocked.py``, ``DirectPlan.blocked``).
+
 One-pass f32 steps with filters of :data:`VECTOR_TAPS` taps or more (5x5, 7x7) run their
 tap loops as register-blocked GCC vector code instead (``codegen/depthwise_vector.py``:
 each phase row loaded once as a pair of vectors, the column shifts made by permutes, a few
@@ -41,6 +44,7 @@ import math
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.depthwise_blocked import BlockedDepthwiseEmitter
 from opgraph.backends.cpu.codegen.depthwise_vector import TapOutput, span_loop, tap_block
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
@@ -80,6 +84,10 @@ class DirectConvEmitter:
         self.og = static(self.w.shape[0]) // step.groups
         self.plan = direct_plan(step, static(step.scratch.shape[0]))
         assert self.plan.rows == step.block_rows
+        self.blocked: BlockedDepthwiseEmitter | None = None
+        if self.plan.blocked:  # narrow planes: codegen/depthwise_blocked.py
+            self.blocked = BlockedDepthwiseEmitter(step, name, module, self.plan, self.checks)
+            return
         self.rowwise = self.plan.in_place
         self.sets = 2 if self.plan.pipelined else 1  # sets of phases
         # units in order cover consecutive outputs when they are whole planes or one channel
@@ -99,12 +107,16 @@ class DirectConvEmitter:
             module.helper("dw_vector")
 
     def parallel(self) -> bool:
+        if self.blocked is not None:
+            return self.blocked.parallel()
         n, o, oh, ow = static_all(self.out.shape)
         kh, kw = self.step.kernel
         work = n * o * oh * ow * self.cg * kh * kw
         return work >= PARALLEL_MACS and self.module.num_threads > 1
 
     def emit(self) -> str:
+        if self.blocked is not None:
+            return self.blocked.emit()
         s, p, ct = self.step, self.plan, self.ctype
         n, o, oh, _ = static_all(self.out.shape)
         blocks = -(-oh // p.rows)

@@ -186,6 +186,13 @@ DIRECT_PIPELINE = 1024
 #: Elements of slack past a thread's direct-convolution scratch: vector kernels may read one
 #: vector (16 f32) past the last input they use (the CPU's pair of loads per phase row).
 DIRECT_SLACK = 16
+#: Output widths below which one-pass f32 depthwise steps with one output channel per
+#: group run channel-blocked (``codegen/depthwise_blocked.py``: 16 channels per vector,
+#: every tap a full-vector multiply-add; rows of 7 or 14 outputs fill half a vector or
+#: less). 0 switches the channel-blocked kernel off.
+DIRECT_BLOCKED_WIDTH = 16
+#: Channels of one vector (and one unit) of the channel-blocked depthwise kernel.
+CHANNEL_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -221,15 +228,29 @@ class DirectPlan:
     phases: int
     pipelined: bool = False
     in_place: bool = False
+    frame: tuple[int, int] | None = None
 
     @property
     def phase_size(self) -> int:
         return self.in_rows * self.pitch
 
     @property
+    def blocked(self) -> bool:
+        """Channel-blocked units (:func:`blocked_frame`): :data:`CHANNEL_BLOCK` channels of
+        one image's whole planes, in a zero-padded ``frame`` (rows, columns) of channel
+        vectors."""
+        return self.frame is not None
+
+    @property
     def per_thread(self) -> int:
         """Scratch elements of one thread: the phases (twice when pipelined) and the flat
-        outputs."""
+        outputs; channel-blocked units: the padded frame, the filters and the outputs, each
+        as vectors of :data:`CHANNEL_BLOCK` channels."""
+        if self.frame is not None:
+            outputs = self.rows * self.pitch  # whole planes: rows x output columns
+            taps = self.flat  # blocked plans keep the filter taps here
+            used = (self.frame[0] * self.frame[1] + taps + outputs) * CHANNEL_BLOCK
+            return used + DIRECT_SLACK
         sets = 2 if self.pipelined else 1
         used = sets * self.phases * self.phase_size + self.block * self.together * self.flat
         return used + DIRECT_SLACK
@@ -241,6 +262,9 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     (kh, kw), (sh, sw), (dh, dw) = step.kernel, step.strides, step.dilations
     n = views.static(step.images[0])  # direct steps are static (symbolic ones fall back)
     oh, ow = step.images[1:]
+    frame = blocked_frame(step)
+    if frame is not None:  # whole planes; pitch: output columns, flat: filter taps
+        return DirectPlan(oh, ow, 0, kh * kw, 1, 1, False, 1, frame=frame)
     og = views.static(step.w.shape[0]) // step.groups
     row_passes = kh * kw > DIRECT_UNROLL and kh > 1
     taps = kw if row_passes else kh * kw
@@ -267,6 +291,33 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
     return DirectPlan(
         rows, pitch, in_rows, flat, block, together, row_passes, phases, pipelined, in_place
     )
+
+
+def blocked_frame(step: ConvStep) -> tuple[int, int] | None:
+    """The padded frame (rows, columns) of a depthwise step that runs channel-blocked, or
+    None: one-pass f32 depthwise steps (one input and one output channel per group, filters
+    of at most :data:`DIRECT_UNROLL` taps) with output rows narrower than
+    :data:`DIRECT_BLOCKED_WIDTH`, no negative padding and unit-stride planes. The frame holds
+    every padded row and column a tap reads and the whole image."""
+    assert step.x is not None and step.w is not None and step.out is not None
+    (kh, kw), (sh, sw), (dh, dw) = step.kernel, step.strides, step.dilations
+    oh, ow = step.images[1:]
+    _, c, h, w = step.x.shape
+    depthwise = c == step.groups and step.w.shape[0] == step.groups
+    if not (
+        depthwise
+        and step.out.element_type is et.f32
+        and ow < DIRECT_BLOCKED_WIDTH
+        and kh * kw <= DIRECT_UNROLL
+        and min(step.padding) >= 0
+        and step.x.strides[3] == 1
+        and step.x.strides[2] == w
+    ):
+        return None
+    pt, pl = step.padding
+    rows = max((oh - 1) * sh + (kh - 1) * dh + 1, pt + views.static(h))
+    columns = max((ow - 1) * sw + (kw - 1) * dw + 1, pl + views.static(w))
+    return rows, columns
 
 
 def _together(kh: int, kw: int, oh: int, ow: int, row_passes: bool) -> int:

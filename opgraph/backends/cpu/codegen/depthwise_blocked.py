@@ -1,0 +1,262 @@
+"""The channel-blocked depthwise kernel: one-pass f32 depthwise steps on narrow planes
+(output rows narrower than a vector: the 7x7 and 14x14 planes of MobileNetV3,
+EfficientNet-B0 and ConvNeXt), chosen by the plan (``DirectPlan.blocked``,
+``lowering/convolution.py`` :func:`blocked_frame`).
+
+With row-wise vectors a 7-wide row fills under half of a 16-lane vector. Here a unit is
+:data:`CHANNEL_BLOCK` consecutive channels of one image, whole planes, laid out as channel
+vectors (NCHW16c, as onnxruntime and OpenVINO do): the unit transposes its 16 input planes
+into a zero-padded frame of vectors in this thread's scratch (``og_cb_in``: 16x16 blocks
+transposed in registers, two-source permutes with AVX-512), its filters the same way, then
+every tap of every output is one full-vector multiply-add: an output row's columns (and a
+few rows together, up to :data:`ACCUMULATORS` vectors) accumulate in registers, each tap's
+filter vector loaded once for all of them and every input vector read at a constant offset
+from one row pointer. The outputs, kept as channel vectors, are transposed back into the
+NCHW planes (``og_cb_out``), and the fused epilogue runs on them as before. A last block of
+fewer than 16 channels reads its last channel again in the missing lanes and stores only
+its own channels.
+"""
+
+from __future__ import annotations
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
+from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.cpu.codegen.windows import _pointer
+from opgraph.backends.fused.lowering.convolution import CHANNEL_BLOCK, DirectPlan
+from opgraph.backends.fused.program import ConvStep
+from opgraph.backends.fused.views import static, static_all
+
+#: Output vectors one group of rows accumulates in registers at most (each with a
+#: multiply-add per tap; with AVX-512 they and the filter vector fit the 32 registers).
+ACCUMULATORS = 14
+#: Outputs the fused epilogue runs on at once, at least.
+EPILOGUE_BATCH = 2048
+
+
+class BlockedDepthwiseEmitter:
+    """``static int <name>(T, A, lo, hi)`` over (image, block of 16 channels) units, and
+    ``<name>_run``."""
+
+    def __init__(
+        self, step: ConvStep, name: str, module: ModuleContext, plan: DirectPlan, checks: list[Check]
+    ) -> None:
+        assert step.x is not None and step.w is not None and plan.frame is not None
+        assert step.out is not None and step.scratch is not None
+        self.step, self.name, self.module, self.plan = step, name, module, plan
+        self.checks = checks
+        self.x, self.w, self.out, self.scratch = step.x, step.w, step.out, step.scratch
+        self.frame = plan.frame
+        module.helper("dw_blocked")
+
+    def parallel(self) -> bool:
+        n, o, oh, ow = static_all(self.out.shape)
+        kh, kw = self.step.kernel
+        return n * o * oh * ow * kh * kw >= PARALLEL_MACS and self.module.num_threads > 1
+
+    def emit(self) -> str:
+        s, p = self.step, self.plan
+        n, o, oh, ow = static_all(self.out.shape)
+        kh, kw = s.kernel
+        rows, cols = self.frame
+        blocks = -(-o // CHANNEL_BLOCK)
+        total = n * blocks
+        parts = min(total, 4 * self.module.num_threads) if self.parallel() else 1
+        worker = "(long)og_worker_index()" if parts > 1 else "0L"
+        h, w = static_all(self.x.shape[2:])
+        pt, pl = s.padding
+        xs = self.x.strides
+        v = CHANNEL_BLOCK
+        head = [f"/* {self.name}: channel-blocked depthwise: {s.label.replace('*/', '* /')} */"]
+        if s.epilogue is not None:
+            label = "epilogue of " + self.name
+            ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
+            head.append(ep.emit())
+        body = [
+            f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
+            "  int err = 0;",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, self.w, "w0", True),
+            _pointer(self.module, self.out, "y0", False),
+            _pointer(self.module, self.scratch, "scratch", False),
+            f"  float* buf = scratch + {worker} * {p.per_thread}L;",
+            f"  float* wt = buf + {rows * cols * v}L;",
+            f"  float* ob = wt + {kh * kw * v}L;",
+            "  #pragma omp simd",
+            f"  for (long f = 0; f < {rows * cols * v}L; ++f) buf[f] = 0;",
+            f"  long first = lo * {total}L / {parts}L, last = hi * {total}L / {parts}L;",
+            "  long pending = -1;",
+            "  for (long u = first; u < last; ++u) {",
+            f"    long img = u / {blocks}L, c0 = (u % {blocks}L) * {v}L;",
+            f"    long cnt = {o}L - c0 < {v}L ? {o}L - c0 : {v}L;",
+            f"    const float* x = x0 + img * {xs[0]}L + c0 * {xs[1]}L;",
+            f"    og_cb_in(buf + {(pt * cols + pl) * v}L, x, {xs[1]}L, {h * w}L, {w}L, {cols}L,"
+            " cnt);",
+            f"    og_cb_in(wt, w0 + c0 * {kh * kw}L, {kh * kw}L, {kh * kw}L, {kh * kw}L,"
+            f" {kh * kw}L, cnt);",
+            *["    " + line for line in self.rows_loop()],
+            f"    float* y = y0 + (img * {o}L + c0) * {oh * ow}L;",
+            f"    og_cb_out(y, ob, {oh * ow}L, {oh * ow}L, cnt);",
+            *self.epilogue(),
+            "  }",
+            "  return err;",
+            "}",
+            f"static int {self.name}_run(void* const* T, char* A) {{",
+            f"  return {self.dispatch(parts)};",
+            "}",
+        ]
+        return "\n".join(head + body)
+
+    def dispatch(self, parts: int) -> str:
+        if parts > 1:
+            self.module.uses_pool = True
+            return f"og_parallel({self.name}, T, A, {parts}L, 1L, {self.module.num_threads})"
+        return f"{self.name}(T, A, 0, 1L)"
+
+    def rows_loop(self) -> list[str]:
+        """The output rows in groups of ``together`` (as many whole rows as
+        :data:`ACCUMULATORS` vectors hold), then a last group of the rows left."""
+        oh, ow = static_all(self.out.shape[2:])
+        together = max(1, min(oh, ACCUMULATORS // ow))
+        full = oh // together
+        lines = [
+            f"for (long i = 0; i < {full * together}L; i += {together}L) {{",
+            *["  " + line for line in self.row_group(together, ow)],
+            "}",
+        ]
+        if oh % together:
+            lines += [
+                "{",
+                f"  const long i = {full * together}L;",
+                *["  " + line for line in self.row_group(oh % together, ow)],
+                "}",
+            ]
+        return lines
+
+    def row_group(self, count: int, ow: int) -> list[str]:
+        """Output rows ``i .. i + count`` (every column) into ``ob``: per filter row ``a``
+        one filter vector per tap, multiplied into every output vector of the group."""
+        s, v = self.step, CHANNEL_BLOCK
+        (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.strides, s.dilations
+        cols = self.frame[1]
+        outs = [(r, j) for r in range(count) for j in range(ow)]
+        names = [f"a{r}_{j}" for r, j in outs]
+        lines = [
+            f"const float* s_ = buf + i * {sh * cols * v}L;",
+            f"og_cbv {', '.join(n + ' = {0}' for n in names)};",
+            f"for (long a = 0; a < {kh}L; ++a) {{",
+            f"  const float* sa = s_ + a * {dh * cols * v}L;",
+            f"  const float* wa = wt + a * {kw * v}L;",
+        ]
+        for b in range(kw):
+            lines.append(f"  {{ const og_cbv f_ = og_cb_load(wa + {b * v}L);")
+            for (r, j), name in zip(outs, names, strict=True):
+                at = (r * sh * cols + j * sw + b * dw) * v
+                lines.append(f"    {name} += f_ * og_cb_load(sa + {at}L);")
+            lines.append("  }")
+        lines.append("}")
+        for (r, j), name in zip(outs, names, strict=True):
+            lines.append(f"og_cb_store(ob + (i * {ow}L + {r * ow + j}L) * {v}L, {name});")
+        return lines
+
+    def epilogue(self) -> list[str]:
+        """The unit's outputs join the pending range (units in order cover consecutive
+        planes), which the epilogue runs on once it holds :data:`EPILOGUE_BATCH` elements,
+        and at the end of the part."""
+        if self.step.epilogue is None:
+            return []
+        _, o, oh, ow = static_all(self.out.shape)
+        return [
+            f"    long at_ = (img * {o}L + c0) * {oh * ow}L;",
+            "    if (pending < 0) pending = at_;",
+            f"    at_ += cnt * {oh * ow}L;",
+            f"    if (at_ - pending >= {EPILOGUE_BATCH}L || u + 1 == last) {{",
+            f"      err |= {self.name}_ep(T, A, pending, at_);",
+            "      pending = -1;",
+            "    }",
+        ]
+
+
+def _transpose(names: list[str]) -> list[str]:
+    """C transposing the 16 x 16 block held in the vectors ``names`` (row ``c`` in
+    ``names[c]``) in place: four rounds of interleaving vector ``i`` with vector ``i + 8``."""
+    lo = ", ".join(f"{k}, {16 + k}" for k in range(8))
+    hi = ", ".join(f"{k}, {16 + k}" for k in range(8, 16))
+    lines = [f"const og_cbi lo_ = {{{lo}}}, hi_ = {{{hi}}};", "og_cbv t_[16];"]
+    for _ in range(4):
+        for i in range(8):
+            lines.append(f"t_[{2 * i}] = __builtin_shuffle({names[i]}, {names[i + 8]}, lo_);")
+            lines.append(f"t_[{2 * i + 1}] = __builtin_shuffle({names[i]}, {names[i + 8]}, hi_);")
+        lines += [f"{names[c]} = t_[{c}];" for c in range(16)]
+    return lines
+
+
+@dialect.helper("dw_blocked")
+def _dw_blocked() -> str:
+    v = [f"v{c}" for c in range(16)]
+    transpose = "\n".join("      " + line for line in _transpose(v))
+    loads_in = "\n".join(
+        f"      __builtin_memcpy(&v{c}, s + ({c} < cnt ? {c} : cnt - 1) * cs + p, 64);"
+        for c in range(16)
+    )
+    stores_in = "\n".join(
+        f"      {{ long q = p + {k}; __builtin_memcpy(d + ((q / w) * pw + q % w) * 16, &v{k}, 64); }}"
+        for k in range(16)
+    )
+    loads_out = "\n".join(
+        f"      __builtin_memcpy(&v{k}, ob + (p + {k}) * 16, 64);" for k in range(16)
+    )
+    stores_out = "\n".join(
+        f"      if ({c} < cnt) __builtin_memcpy(y + {c} * ys + p, &v{c}, 64);" for c in range(16)
+    )
+    return f"""typedef float og_cbv __attribute__((vector_size(64)));
+typedef int og_cbi __attribute__((vector_size(64)));
+static inline __attribute__((always_inline)) og_cbv og_cb_load(const float* p) {{
+  og_cbv v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}}
+static inline __attribute__((always_inline)) void og_cb_store(float* p, og_cbv v) {{
+  __builtin_memcpy(p, &v, sizeof v);
+}}
+/* Channel vectors from planes: d[((q / w) * pw + q % w) * 16 + c] = s[c * cs + q] for the
+   n positions q of 16 channels (channels from cnt on read channel cnt - 1 again). */
+static inline __attribute__((always_inline)) void og_cb_in(
+    float* d, const float* s, long cs, long n, long w, long pw, long cnt) {{
+#if defined(__AVX512F__)
+  if (n >= 16) {{
+    for (long p0 = 0; p0 < n; p0 += 16) {{
+      long p = p0 + 16 <= n ? p0 : n - 16;
+      og_cbv {", ".join(v)};
+{loads_in}
+{transpose}
+{stores_in}
+    }}
+    return;
+  }}
+#endif
+  for (long c = 0; c < 16; ++c) {{
+    const float* r = s + (c < cnt ? c : cnt - 1) * cs;
+    for (long q = 0; q < n; ++q) d[((q / w) * pw + q % w) * 16 + c] = r[q];
+  }}
+}}
+/* Planes from channel vectors: y[c * ys + q] = ob[q * 16 + c] for the n positions q of
+   channels c < cnt. */
+static inline __attribute__((always_inline)) void og_cb_out(
+    float* y, const float* ob, long ys, long n, long cnt) {{
+#if defined(__AVX512F__)
+  if (n >= 16) {{
+    for (long p0 = 0; p0 < n; p0 += 16) {{
+      long p = p0 + 16 <= n ? p0 : n - 16;
+      og_cbv {", ".join(v)};
+{loads_out}
+{transpose}
+{stores_out}
+    }}
+    return;
+  }}
+#endif
+  for (long c = 0; c < cnt; ++c)
+    for (long q = 0; q < n; ++q) y[c * ys + q] = ob[q * 16 + c];
+}}"""
