@@ -8,9 +8,9 @@ Every case is one ONNX model (convolutions with bias, as exported models have th
 into opgraph and run by onnxruntime. "opgraph old" compiles the same Function with the direct
 kernel switched off (the lowering's ``_direct`` selection), so both opgraph columns are
 measured in the same process; ``--old rows`` makes it the direct kernel without the
-channel-blocked form of narrow planes (``DIRECT_BLOCKED_WIDTH`` 0: the row-wise vectors). Each round calls every runtime ``--calls`` times in turn; the
-table gives the median and best per-call time over all rounds, and checks that the outputs
-agree with onnxruntime's.
+channel-blocked form of narrow planes (``DIRECT_BLOCKED_WIDTH`` 0: the row-wise vectors).
+Each round calls every runtime ``--calls`` times in turn; the table gives the median and
+best per-call time over all rounds, and checks that the outputs agree with onnxruntime's.
 """
 
 from __future__ import annotations

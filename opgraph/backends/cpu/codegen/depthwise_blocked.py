@@ -26,7 +26,7 @@ from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.convolution import CHANNEL_BLOCK, DirectPlan
 from opgraph.backends.fused.program import ConvStep
-from opgraph.backends.fused.views import static, static_all
+from opgraph.backends.fused.views import static_all
 
 #: Output vectors one group of rows accumulates in registers at most (each with a
 #: multiply-add per tap; with AVX-512 they and the filter vector fit the 32 registers).
@@ -40,7 +40,12 @@ class BlockedDepthwiseEmitter:
     ``<name>_run``."""
 
     def __init__(
-        self, step: ConvStep, name: str, module: ModuleContext, plan: DirectPlan, checks: list[Check]
+        self,
+        step: ConvStep,
+        name: str,
+        module: ModuleContext,
+        plan: DirectPlan,
+        checks: list[Check],
     ) -> None:
         assert step.x is not None and step.w is not None and plan.frame is not None
         assert step.out is not None and step.scratch is not None
@@ -136,24 +141,35 @@ class BlockedDepthwiseEmitter:
 
     def row_group(self, count: int, ow: int) -> list[str]:
         """Output rows ``i .. i + count`` (every column) into ``ob``: per filter row ``a``
-        one filter vector per tap, multiplied into every output vector of the group."""
+        one filter vector per tap, multiplied into every output vector of the group. Taps
+        that read padding are skipped: columns when generated (they do not depend on the
+        row), filter rows that read padding for every row of the group at run time."""
         s, v = self.step, CHANNEL_BLOCK
-        (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.strides, s.dilations
+        (kh, kw), (sh, sw), (dh, dw), (pt, pl) = s.kernel, s.strides, s.dilations, s.padding
+        h, w = static_all(self.x.shape[2:])
         cols = self.frame[1]
         outs = [(r, j) for r in range(count) for j in range(ow)]
         names = [f"a{r}_{j}" for r, j in outs]
         lines = [
             f"const float* s_ = buf + i * {sh * cols * v}L;",
             f"og_cbv {', '.join(n + ' = {0}' for n in names)};",
-            f"for (long a = 0; a < {kh}L; ++a) {{",
+            f"long lo_ = {pt}L - (i + {count - 1}L) * {sh}L, hi_ = {h - 1 + pt}L - i * {sh}L;",
+            f"lo_ = lo_ > 0 ? (lo_ + {dh - 1}L) / {dh}L : 0;",
+            f"hi_ = hi_ < 0 ? 0 : hi_ / {dh}L + 1 < {kh}L ? hi_ / {dh}L + 1 : {kh}L;",
+            "for (long a = lo_; a < hi_; ++a) {",
             f"  const float* sa = s_ + a * {dh * cols * v}L;",
             f"  const float* wa = wt + a * {kw * v}L;",
         ]
         for b in range(kw):
+            terms = [
+                (name, (r * sh * cols + j * sw + b * dw) * v)
+                for (r, j), name in zip(outs, names, strict=True)
+                if 0 <= j * sw + b * dw - pl < w
+            ]
+            if not terms:
+                continue
             lines.append(f"  {{ const og_cbv f_ = og_cb_load(wa + {b * v}L);")
-            for (r, j), name in zip(outs, names, strict=True):
-                at = (r * sh * cols + j * sw + b * dw) * v
-                lines.append(f"    {name} += f_ * og_cb_load(sa + {at}L);")
+            lines += [f"    {name} += f_ * og_cb_load(sa + {at}L);" for name, at in terms]
             lines.append("  }")
         lines.append("}")
         for (r, j), name in zip(outs, names, strict=True):
@@ -201,7 +217,7 @@ def _dw_blocked() -> str:
         for c in range(16)
     )
     stores_in = "\n".join(
-        f"      {{ long q = p + {k}; __builtin_memcpy(d + ((q / w) * pw + q % w) * 16, &v{k}, 64); }}"
+        f"      {{ long q = p + {k}; og_cb_store(d + ((q / w) * pw + q % w) * 16, v{k}); }}"
         for k in range(16)
     )
     loads_out = "\n".join(

@@ -191,6 +191,10 @@ DIRECT_SLACK = 16
 #: every tap a full-vector multiply-add; rows of 7 or 14 outputs fill half a vector or
 #: less). 0 switches the channel-blocked kernel off.
 DIRECT_BLOCKED_WIDTH = 16
+#: ... and filters of at least this many taps (5x5 and 7x7: 1.4-2.4x faster than the
+#: row-wise vectors, one thread, Zen 4; 3x3 ones measured 0.93-1.03x: the transposes in
+#: and out cost as much as the nine taps save).
+DIRECT_BLOCKED_TAPS = 25
 #: Channels of one vector (and one unit) of the channel-blocked depthwise kernel.
 CHANNEL_BLOCK = 16
 
@@ -296,7 +300,7 @@ def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
 def blocked_frame(step: ConvStep) -> tuple[int, int] | None:
     """The padded frame (rows, columns) of a depthwise step that runs channel-blocked, or
     None: one-pass f32 depthwise steps (one input and one output channel per group, filters
-    of at most :data:`DIRECT_UNROLL` taps) with output rows narrower than
+    of :data:`DIRECT_BLOCKED_TAPS` to :data:`DIRECT_UNROLL` taps) with output rows narrower than
     :data:`DIRECT_BLOCKED_WIDTH`, no negative padding and unit-stride planes. The frame holds
     every padded row and column a tap reads and the whole image."""
     assert step.x is not None and step.w is not None and step.out is not None
@@ -308,7 +312,7 @@ def blocked_frame(step: ConvStep) -> tuple[int, int] | None:
         depthwise
         and step.out.element_type is et.f32
         and ow < DIRECT_BLOCKED_WIDTH
-        and kh * kw <= DIRECT_UNROLL
+        and DIRECT_BLOCKED_TAPS <= kh * kw <= DIRECT_UNROLL
         and min(step.padding) >= 0
         and step.x.strides[3] == 1
         and step.x.strides[2] == w
