@@ -10,6 +10,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
+from opgraph.backends.fused.lowering import convolution
 from opgraph.backends.fused.lowering.convolution import DirectPlan, direct_plan
 from opgraph.backends.fused.program import ConvStep
 
@@ -160,8 +161,11 @@ def test_data_dilation_keeps_the_reference_path(cpu):
 
 
 @pytest.mark.parametrize("threads", [1, 3, 8])
-def test_plan_covers_every_read(threads):
-    """The padded phases hold every element the flat loop reads, and units cover the rows."""
+def test_plan_covers_every_read(threads, monkeypatch):
+    """The padded phases hold every element the flat loop reads, and units cover the rows
+    (the row-wise plans: the channel-blocked ones are checked in
+    test_cpu_depthwise_blocked.py)."""
+    monkeypatch.setattr(convolution, "DIRECT_BLOCKED_WIDTH", 0)
     for params in CASES.values():
         fn, _ = depthwise(**params)
         exe = og.backend("CPU").compile(fn)

@@ -3,7 +3,8 @@ and larger f32 filters, one pass; AVX-512 builds shift each loaded pair of vecto
 permute, other builds load every shift) against INTERPRETER: rows in place and flat outputs,
 strides, dilations, channel multipliers, widths that are not a multiple of the vector,
 fused epilogues, several threads, the AVX2 build; and the scratch slack the pair of loads
-reads into."""
+reads into. The narrow planes here would run channel-blocked (test_cpu_depthwise_blocked.py):
+every test switches that form off, to run the row-wise vector loops."""
 
 import dataclasses
 
@@ -14,6 +15,7 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
 from opgraph.backends.cpu.codegen import depthwise as emitter
+from opgraph.backends.fused.lowering import convolution
 from opgraph.backends.fused.lowering.convolution import (
     DIRECT_SLACK,
     DIRECT_TOGETHER_LARGE,
@@ -22,6 +24,12 @@ from opgraph.backends.fused.lowering.convolution import (
 from opgraph.backends.fused.program import ConvStep
 
 RNG = np.random.default_rng(23)
+
+
+@pytest.fixture(autouse=True)
+def rows_only(monkeypatch):
+    """The row-wise vector loops on every plane (no channel-blocked narrow planes)."""
+    monkeypatch.setattr(convolution, "DIRECT_BLOCKED_WIDTH", 0)
 
 
 def depthwise(shape, kernel, strides=(1, 1), dilations=(1, 1), multiplier=1, epilogue=False):
