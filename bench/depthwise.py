@@ -8,7 +8,8 @@ Every case is one ONNX model (convolutions with bias, as exported models have th
 into opgraph and run by onnxruntime. "opgraph old" compiles the same Function with the direct
 kernel switched off (the lowering's ``_direct`` selection), so both opgraph columns are
 measured in the same process; ``--old rows`` makes it the direct kernel without the
-channel-blocked form of narrow planes (``DIRECT_BLOCKED_WIDTH`` 0: the row-wise vectors).
+channel-blocked form of narrow planes (``DIRECT_BLOCKED_WIDTH`` 0: the row-wise vectors)
+and max pools by rows, not whole planes (``windows.PLANE_MAX``).
 Each round calls every runtime ``--calls`` times in turn; the table gives the median and
 best per-call time over all rounds, and checks that the outputs agree with onnxruntime's.
 """
@@ -34,6 +35,7 @@ import onnxruntime as ort
 import opgraph as og
 from bench.onnx_builder import OnnxGraph
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config
+from opgraph.backends.cpu.codegen import windows
 from opgraph.backends.fused.lowering import convolution
 
 RNG = np.random.default_rng(0)
@@ -65,6 +67,16 @@ def conv_case(
         y = g.op("Relu", y)
     side = (size + 2 * (k // 2) - k) // stride + 1
     g.output(y, (1, o or c, side, side))
+    return g.model(), RNG.standard_normal((1, c, size, size)).astype(np.float32)
+
+
+def pool_case(c: int, size: int, k: int, stride: int) -> tuple[onnx.ModelProto, np.ndarray]:
+    g = OnnxGraph("pool")
+    x = g.input("x", (1, c, size, size))
+    pads = [k // 2] * 4
+    y = g.op("MaxPool", x, kernel_shape=[k, k], strides=[stride, stride], pads=pads)
+    side = (size + 2 * (k // 2) - k) // stride + 1
+    g.output(y, (1, c, side, side))
     return g.model(), RNG.standard_normal((1, c, size, size)).astype(np.float32)
 
 
@@ -103,6 +115,9 @@ CASES: dict[str, Callable[[], tuple[onnx.ModelProto, np.ndarray]]] = {
     "dw5x5 672ch 14x14 s2": lambda: conv_case(672, 14, 5, 2, 672),
     "dw3x3 1152ch 7x7 s1": lambda: conv_case(1152, 7, 3, 1, 1152),
     "dw3x3 72ch 13x13 s1 (odd)": lambda: conv_case(72, 13, 3, 1, 72),
+    "maxpool 3x3 s2 64ch 112x112": lambda: pool_case(64, 112, 3, 2),
+    "maxpool 3x3 s1 192ch 28x28": lambda: pool_case(192, 28, 3, 1),
+    "maxpool 3x3 s2 256ch 56x56": lambda: pool_case(256, 56, 3, 2),
     "MobileNetV2 block 24->144->24 56x56": lambda: mobilenet_block(),
     "grouped 3x3 128ch 32g 56x56": lambda: conv_case(128, 56, 3, 1, 32),
     "grouped 3x3 256ch 32g 28x28": lambda: conv_case(256, 28, 3, 1, 32),
@@ -118,7 +133,10 @@ def _opgraph(
     config = CpuConfig(cache, default_config().compiler, num_threads=threads)
     backend = CpuBackend(config)
     if old == "rows":
-        with mock.patch.object(convolution, "DIRECT_BLOCKED_WIDTH", 0):
+        with (
+            mock.patch.object(convolution, "DIRECT_BLOCKED_WIDTH", 0),
+            mock.patch.object(windows, "PLANE_MAX", False),
+        ):
             exe = backend.compile(fn)
     elif old == "im2col":
         with mock.patch.object(convolution, "_direct", lambda *args: False):

@@ -316,6 +316,11 @@ def window_columns(
 
 #: Longest padded input row (elements) a max pool keeps as one row of maxima on the stack.
 MAX_ROW = 4096
+#: Whether max pools run by bands of whole padded rows (``PoolEmitter.plane_max``).
+PLANE_MAX = True
+#: Elements of the padded band of ``PoolEmitter.plane_max`` at most (on the stack, with its
+#: column maxima: about 24 KB of f32).
+PLANE_BAND = 4096
 
 
 class PoolEmitter:
@@ -341,9 +346,7 @@ class PoolEmitter:
             "  for (long u = lo; u < hi; ++u) {",
             f"    const {ctype}* x = x0 + (u / {c}L) * {xs[0]}L + (u % {c}L) * {xs[1]}L;",
             f"    {ctype}* y = y0 + u * {oh * ow}L;",
-            f"    for (long i = 0; i < {oh}L; ++i) {{",
-            *self.window(),
-            "    }",
+            *(self.plane_max() if self.whole_plane() else self.rows()),
             "  }",
             "  return 0;",
             "}",
@@ -356,6 +359,121 @@ class PoolEmitter:
         units, work = static(units), static(work)  # SymbolicPoolEmitter takes the batch
         parallel = work >= PARALLEL_MACS // 4
         return _driver(self.name, units, parallel, self.module.num_threads, self.module)
+
+    def rows(self) -> list[str]:
+        """The plane's output rows, one at a time."""
+        oh = static(self.out.shape[2])
+        return [f"    for (long i = 0; i < {oh}L; ++i) {{", *self.window(), "    }"]
+
+    def whole_plane(self) -> bool:
+        """Max pools whose band of at least one output row fits :data:`PLANE_BAND` run
+        :meth:`plane_max` (when :data:`PLANE_MAX` is on)."""
+        if not (self.step.maximum and PLANE_MAX):
+            return False
+        return self.band()[0] >= 1
+
+    def band(self) -> tuple[int, int, int]:
+        """Output rows of a band of :meth:`plane_max` (0: none fits), the padded pitch
+        (a multiple of the column stride) and the padded rows of a band."""
+        s = self.step
+        (fh, fw), (sh, sw), (dh, dw), (_, pl) = s.window, s.strides, s.dilations, s.padding
+        w = static(self.x.shape[3])
+        oh, ow = static_all(self.out.shape[2:])
+        pitch = max(pl + w, (ow - 1) * sw + (fw - 1) * dw + 1)
+        pitch = -(-pitch // sw) * sw
+        span = (fh - 1) * dh + 1
+        rows = min(oh, (PLANE_BAND // pitch - span) // sh + 1)
+        return rows, pitch, (rows - 1) * sh + span
+
+    def plane_max(self) -> list[str]:
+        """A max pool by bands of output rows, each in three flat loops: the band's input
+        rows copied into a padded band (``lowest`` around the image), the maximum over each
+        window's columns for every padded row at once (one loop over the band, a column
+        stride of ``sw`` folded into the flat index), then each output row the maximum of its
+        window's rows of those (one flat loop over the band for a row stride of 1). Long
+        loops instead of a few short ones per output row (rows of 7-56). NaN propagates as
+        in :meth:`window_max`."""
+        s = self.step
+        t = self.x.element_type
+        h, w = static_all(self.x.shape[2:])
+        oh, ow = static_all(self.out.shape[2:])
+        xs = self.x.strides
+        (fh, fw), (sh, sw), (dh, dw), (pt, pl) = s.window, s.strides, s.dilations, s.padding
+        compute, lowest = dialect.compute_type(t), dialect.lowest(t)
+        rows, pitch, prow = self.band()
+        hp = pitch // sw  # columns of a row of column maxima
+        slack = (fw - 1) * dw + 1
+        take = "v > {0} || v != v" if t.is_real else "v > {0}"
+        hmax = " ".join(
+            f"v = p[q * {sw}L + {b * dw}L]; a = {take.format('a')} ? v : a;" for b in range(1, fw)
+        )
+        vmax = " ".join(
+            f"v = hm[{a * dh * hp}L + q]; a = {take.format('a')} ? v : a;" for a in range(1, fh)
+        )
+        stored = dialect.store(t, dialect.round_to(t, "om[(i - i0) * " + f"{hp}L + j]"))
+        count = (rows - 1) * sh * hp + ow if sh == 1 else 0
+        load = dialect.load(t, f"src[c * {xs[3]}L]")
+        return [
+            f"    {compute} p[{prow * pitch + slack}], hm[{prow * hp}];",
+            *([f"    {compute} om[{rows * hp}];"] if sh == 1 else []),
+            f"    for (long f = 0; f < {prow * pitch + slack}L; ++f) p[f] = {lowest};",
+            f"    for (long i0 = 0; i0 < {oh}L; i0 += {rows}L) {{",
+            f"      long i1 = i0 + {rows}L < {oh}L ? i0 + {rows}L : {oh}L;",
+            f"      for (long r = 0; r < (i1 - i0 - 1) * {sh}L + {(fh - 1) * dh + 1}L; ++r) {{",
+            f"        long ih = i0 * {sh}L - {pt}L + r;",
+            f"        {compute}* d = p + r * {pitch}L + {pl}L;",
+            f"        if (ih < 0 || ih >= {h}L) {{",
+            f"          for (long c = 0; c < {w}L; ++c) d[c] = {lowest};",
+            "        } else {",
+            f"          const {dialect.storage_type(t)}* src = x + ih * {xs[2]}L;",
+            "          #pragma omp simd",
+            f"          for (long c = 0; c < {w}L; ++c) d[c] = {load};",
+            "        }",
+            "      }",
+            "      #pragma omp simd",
+            f"      for (long q = 0; q < ((i1 - i0 - 1) * {sh}L + {(fh - 1) * dh + 1}L) * {hp}L;"
+            " ++q) {",
+            f"        {compute} a = p[q * {sw}L], v;",
+            f"        {hmax}",
+            "        hm[q] = a;",
+            "      }",
+            *self.plane_rows(vmax, stored, count, ow, hp, sh),
+            "    }",
+        ]
+
+    def plane_rows(
+        self, vmax: str, stored: str, count: int, ow: int, hp: int, sh: int
+    ) -> list[str]:
+        """The output rows ``i0 .. i1`` of :meth:`plane_max` from the column maxima ``hm``:
+        one flat loop for a row stride of 1 (then copied out), else one per row."""
+        if sh == 1:
+            return [
+                "      #pragma omp simd",
+                f"      for (long q = 0; q < (i1 - i0 - 1) * {hp}L + {ow}L; ++q) {{",
+                "        " + self.compute_type() + " a = hm[q], v;",
+                f"        {vmax}",
+                "        om[q] = a;",
+                "      }",
+                "      for (long i = i0; i < i1; ++i)",
+                "        #pragma omp simd",
+                f"        for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = {stored};",
+            ]
+        assert count == 0
+        t = self.x.element_type
+        return [
+            "      for (long i = i0; i < i1; ++i) {",
+            f"        const {self.compute_type()}* h0 = hm + (i - i0) * {sh * hp}L;",
+            "        #pragma omp simd",
+            f"        for (long j = 0; j < {ow}L; ++j) {{",
+            f"          {self.compute_type()} a = h0[j], v;",
+            "          " + vmax.replace("hm[", "h0[").replace(" + q]", " + j]"),
+            f"          y[i * {ow}L + j] = {dialect.store(t, dialect.round_to(t, 'a'))};",
+            "        }",
+            "      }",
+        ]
+
+    def compute_type(self) -> str:
+        return dialect.compute_type(self.x.element_type)
 
     def window(self) -> list[str]:
         """Output row ``i``: a row of accumulators, updated tap by tap with a vector loop over
