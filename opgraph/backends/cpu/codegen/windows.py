@@ -319,8 +319,10 @@ MAX_ROW = 4096
 #: Whether max pools run by bands of whole padded rows (``PoolEmitter.plane_max``).
 PLANE_MAX = True
 #: Elements of the padded band of ``PoolEmitter.plane_max`` at most (on the stack, with its
-#: column maxima: about 24 KB of f32).
-PLANE_BAND = 4096
+#: column maxima and output rows: about 14 KB of f32). The stem pool (64x112x112, 3x3 stride
+#: 2) measured 1.2x faster with bands of 1024-2048 than of 4096-8192 (one thread, Zen 4);
+#: 56x56 planes the same from 2048 up.
+PLANE_BAND = 2048
 
 
 class PoolEmitter:
@@ -343,6 +345,7 @@ class PoolEmitter:
             f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
             _pointer(self.module, self.x, "x0", True),
             _pointer(self.module, self.out, "y0", False),
+            *(self.plane_setup() if self.whole_plane() else []),
             "  for (long u = lo; u < hi; ++u) {",
             f"    const {ctype}* x = x0 + (u / {c}L) * {xs[0]}L + (u % {c}L) * {xs[1]}L;",
             f"    {ctype}* y = y0 + u * {oh * ow}L;",
@@ -387,12 +390,13 @@ class PoolEmitter:
 
     def plane_max(self) -> list[str]:
         """A max pool by bands of output rows, each in three flat loops: the band's input
-        rows copied into a padded band (``lowest`` around the image), the maximum over each
-        window's columns for every padded row at once (one loop over the band, a column
-        stride of ``sw`` folded into the flat index), then each output row the maximum of its
-        window's rows of those (one flat loop over the band for a row stride of 1). Long
-        loops instead of a few short ones per output row (rows of 7-56). NaN propagates as
-        in :meth:`window_max`."""
+        rows copied into a padded band (``lowest`` around the image) split into ``sh`` row
+        phases (phase ``k`` holds padded rows ``k, k + sh, ...``), the maximum over each
+        window's columns for every padded row at once (one loop over the band, the column
+        stride folded into the flat index), then the output rows: the maximum of each
+        window's rows, every tap at a constant offset in one of the phases (one loop over the
+        band's outputs, copied out). Long loops instead of a few short ones per output row
+        (rows of 7-56). NaN propagates as in :meth:`window_max`."""
         s = self.step
         t = self.x.element_type
         h, w = static_all(self.x.shape[2:])
@@ -401,27 +405,22 @@ class PoolEmitter:
         (fh, fw), (sh, sw), (dh, dw), (pt, pl) = s.window, s.strides, s.dilations, s.padding
         compute, lowest = dialect.compute_type(t), dialect.lowest(t)
         rows, pitch, prow = self.band()
-        hp = pitch // sw  # columns of a row of column maxima
-        slack = (fw - 1) * dw + 1
+        hp, per = pitch // sw, -(-prow // sh)  # columns of column maxima, rows per phase
         take = "v > {0} || v != v" if t.is_real else "v > {0}"
         hmax = " ".join(
             f"v = p[q * {sw}L + {b * dw}L]; a = {take.format('a')} ? v : a;" for b in range(1, fw)
         )
-        vmax = " ".join(
-            f"v = hm[{a * dh * hp}L + q]; a = {take.format('a')} ? v : a;" for a in range(1, fh)
-        )
-        stored = dialect.store(t, dialect.round_to(t, "om[(i - i0) * " + f"{hp}L + j]"))
-        count = (rows - 1) * sh * hp + ow if sh == 1 else 0
+        offsets = [(a * dh) % sh * per * hp + (a * dh) // sh * hp for a in range(fh)]
+        vmax = " ".join(f"v = hm[q + {o}L]; a = {take.format('a')} ? v : a;" for o in offsets[1:])
         load = dialect.load(t, f"src[c * {xs[3]}L]")
+        stored = dialect.store(t, dialect.round_to(t, f"om[(i - i0) * {hp}L + j]"))
         return [
-            f"    {compute} p[{prow * pitch + slack}], hm[{prow * hp}];",
-            *([f"    {compute} om[{rows * hp}];"] if sh == 1 else []),
-            f"    for (long f = 0; f < {prow * pitch + slack}L; ++f) p[f] = {lowest};",
             f"    for (long i0 = 0; i0 < {oh}L; i0 += {rows}L) {{",
             f"      long i1 = i0 + {rows}L < {oh}L ? i0 + {rows}L : {oh}L;",
             f"      for (long r = 0; r < (i1 - i0 - 1) * {sh}L + {(fh - 1) * dh + 1}L; ++r) {{",
             f"        long ih = i0 * {sh}L - {pt}L + r;",
-            f"        {compute}* d = p + r * {pitch}L + {pl}L;",
+            f"        {compute}* d = p + (r % {sh}L) * {per * pitch}L + (r / {sh}L) * {pitch}L"
+            f" + {pl}L;",
             f"        if (ih < 0 || ih >= {h}L) {{",
             f"          for (long c = 0; c < {w}L; ++c) d[c] = {lowest};",
             "        } else {",
@@ -431,45 +430,36 @@ class PoolEmitter:
             "        }",
             "      }",
             "      #pragma omp simd",
-            f"      for (long q = 0; q < ((i1 - i0 - 1) * {sh}L + {(fh - 1) * dh + 1}L) * {hp}L;"
-            " ++q) {",
+            f"      for (long q = 0; q < {sh * per * hp}L; ++q) {{",
             f"        {compute} a = p[q * {sw}L], v;",
             f"        {hmax}",
             "        hm[q] = a;",
             "      }",
-            *self.plane_rows(vmax, stored, count, ow, hp, sh),
+            "      #pragma omp simd",
+            f"      for (long q = 0; q < (i1 - i0 - 1) * {hp}L + {ow}L; ++q) {{",
+            f"        {compute} a = hm[q + {offsets[0]}L], v;",
+            f"        {vmax}",
+            "        om[q] = a;",
+            "      }",
+            "      for (long i = i0; i < i1; ++i)",
+            "        #pragma omp simd",
+            f"        for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = {stored};",
             "    }",
         ]
 
-    def plane_rows(
-        self, vmax: str, stored: str, count: int, ow: int, hp: int, sh: int
-    ) -> list[str]:
-        """The output rows ``i0 .. i1`` of :meth:`plane_max` from the column maxima ``hm``:
-        one flat loop for a row stride of 1 (then copied out), else one per row."""
-        if sh == 1:
-            return [
-                "      #pragma omp simd",
-                f"      for (long q = 0; q < (i1 - i0 - 1) * {hp}L + {ow}L; ++q) {{",
-                "        " + self.compute_type() + " a = hm[q], v;",
-                f"        {vmax}",
-                "        om[q] = a;",
-                "      }",
-                "      for (long i = i0; i < i1; ++i)",
-                "        #pragma omp simd",
-                f"        for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = {stored};",
-            ]
-        assert count == 0
-        t = self.x.element_type
+    def plane_setup(self) -> list[str]:
+        """The buffers of :meth:`plane_max`, once per call: the padded band's phases (their
+        padding columns stay ``lowest``: the copies write only the image's columns), the
+        column maxima and the output rows."""
+        s, t = self.step, self.x.element_type
+        compute, lowest = dialect.compute_type(t), dialect.lowest(t)
+        (_, fw), (sh, sw), (_, dw) = s.window, s.strides, s.dilations
+        rows, pitch, prow = self.band()
+        per = -(-prow // sh)
+        size = sh * per * pitch + (fw - 1) * dw + 1
         return [
-            "      for (long i = i0; i < i1; ++i) {",
-            f"        const {self.compute_type()}* h0 = hm + (i - i0) * {sh * hp}L;",
-            "        #pragma omp simd",
-            f"        for (long j = 0; j < {ow}L; ++j) {{",
-            f"          {self.compute_type()} a = h0[j], v;",
-            "          " + vmax.replace("hm[", "h0[").replace(" + q]", " + j]"),
-            f"          y[i * {ow}L + j] = {dialect.store(t, dialect.round_to(t, 'a'))};",
-            "        }",
-            "      }",
+            f"  {compute} p[{size}], hm[{sh * per * (pitch // sw)}], om[{rows * (pitch // sw)}];",
+            f"  for (long f = 0; f < {size}L; ++f) p[f] = {lowest};",
         ]
 
     def compute_type(self) -> str:
