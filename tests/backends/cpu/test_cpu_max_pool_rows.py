@@ -1,7 +1,9 @@
 """2-D max pooling on the CPU by rows of maxima (``PoolEmitter.window_max``: the window's
 input rows reduced over whole rows, then each output column's window of that row) agrees
 exactly with INTERPRETER's reference: padding, strides, dilations, ceil mode, NaN and
-infinities, integer and 16-bit float data."""
+infinities, integer and 16-bit float data. These compile with the default form, which is now
+the band form (``PoolEmitter.plane_max``) wherever a band holds an output row;
+test_cpu_max_pool_plane.py runs the rows form with ``PLANE_MAX`` off."""
 
 import numpy as np
 import pytest
