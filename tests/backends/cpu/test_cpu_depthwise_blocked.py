@@ -2,8 +2,8 @@
 depthwise steps on planes narrower than a vector, 16 channels per vector) against
 INTERPRETER: strides 1 and 2, 3x3 (forced: by default they keep the row-wise loops), 5x5
 and 7x7 filters, symmetric, asymmetric, large and no padding, dilations, channel counts that
-are not a multiple of 16, fused epilogues, several threads, AVX2 and AVX-512 code; and which
-steps take it."""
+are not a multiple of 16, fused epilogues, several threads, AVX2 and AVX-512 code (AVX2
+builds compile the row-wise form of the same step); and which steps take it."""
 
 import dataclasses
 
@@ -102,11 +102,16 @@ def test_blocked_small_filters(name, small_filters, parallel_cpu):
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 @pytest.mark.parametrize(
     "name",
-    ["7x7 on 14x14, 20 channels, epilogue", "5x5 stride 2, odd size 15", "5x5 on 3x3 planes"],
+    [
+        "7x7 on 14x14, 20 channels, epilogue",
+        "5x5 stride 2, odd size 15",
+        "5x5 on 3x3 planes",
+        "7x7 on 7x7, 768 channels",  # parallel parts: each thread's scratch at its stride
+    ],
 )
 def test_isa(isa, name):
-    """AVX2 code (scalar transposes, 16-lane vectors as pairs) and AVX-512 code (transposes
-    in registers)."""
+    """AVX-512 code runs the channel-blocked form; AVX2 code the row-wise loops of the same
+    step (its ``#else`` branch), within the blocked plan's per-thread scratch."""
     try:
         backend = CpuBackend(dataclasses.replace(default_config(), isa=isa, num_threads=2))
         check(backend, *depthwise(**CASES[name]))
@@ -159,4 +164,5 @@ def test_frame_holds_every_read(name, cpu):
     assert (oh - 1) * sh + (kh - 1) * dh < rows and (ow - 1) * sw + (kw - 1) * dw < cols
     used = (rows * cols + kh * kw + oh * ow) * CHANNEL_BLOCK
     assert plan.per_thread >= used
+    assert plan.per_thread >= direct_plan(step, 3, blocked=False).per_thread  # AVX2 builds
     assert plan.rows == oh == step.block_rows

@@ -233,6 +233,7 @@ class DirectPlan:
     pipelined: bool = False
     in_place: bool = False
     frame: tuple[int, int] | None = None
+    least: int = 0
 
     @property
     def phase_size(self) -> int:
@@ -249,26 +250,30 @@ class DirectPlan:
     def per_thread(self) -> int:
         """Scratch elements of one thread: the phases (twice when pipelined) and the flat
         outputs; channel-blocked units: the padded frame, the filters and the outputs, each
-        as vectors of :data:`CHANNEL_BLOCK` channels."""
+        as vectors of :data:`CHANNEL_BLOCK` channels, or the row-wise plan's scratch
+        (``least``: builds without AVX-512 run that one), whichever is larger."""
         if self.frame is not None:
             outputs = self.rows * self.pitch  # whole planes: rows x output columns
             taps = self.flat  # blocked plans keep the filter taps here
             used = (self.frame[0] * self.frame[1] + taps + outputs) * CHANNEL_BLOCK
-            return used + DIRECT_SLACK
+            return max(used + DIRECT_SLACK, self.least)
         sets = 2 if self.pipelined else 1
         used = sets * self.phases * self.phase_size + self.block * self.together * self.flat
         return used + DIRECT_SLACK
 
 
-def direct_plan(step: ConvStep, threads: int) -> DirectPlan:
-    """The :class:`DirectPlan` of a direct convolution step with ``threads`` threads."""
+def direct_plan(step: ConvStep, threads: int, blocked: bool = True) -> DirectPlan:
+    """The :class:`DirectPlan` of a direct convolution step with ``threads`` threads;
+    ``blocked`` False: the row-wise plan even where the channel-blocked one applies (what
+    builds without AVX-512 run)."""
     assert step.x is not None and step.w is not None
     (kh, kw), (sh, sw), (dh, dw) = step.kernel, step.strides, step.dilations
     n = views.static(step.images[0])  # direct steps are static (symbolic ones fall back)
     oh, ow = step.images[1:]
-    frame = blocked_frame(step)
+    frame = blocked_frame(step) if blocked else None
     if frame is not None:  # whole planes; pitch: output columns, flat: filter taps
-        return DirectPlan(oh, ow, 0, kh * kw, 1, 1, False, 1, frame=frame)
+        least = direct_plan(step, threads, blocked=False).per_thread
+        return DirectPlan(oh, ow, 0, kh * kw, 1, 1, False, 1, frame=frame, least=least)
     og = views.static(step.w.shape[0]) // step.groups
     row_passes = kh * kw > DIRECT_UNROLL and kh > 1
     taps = kw if row_passes else kh * kw
