@@ -1,14 +1,17 @@
 """2-D max pooling on the CPU by bands of padded rows in flat loops
 (``PoolEmitter.plane_max``) agrees exactly with INTERPRETER: strides 1, 2 and 3, dilations,
 uneven padding, ceil mode, one band and many (small ``PLANE_BAND``), NaN and infinities,
-integer and 16-bit float data; a band too small for one output row keeps the rows form."""
+integer and 16-bit float data, AVX2 code; a band too small for one output row keeps the rows
+form."""
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu import CpuBackend
+from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
 from opgraph.backends.cpu.codegen import windows
 
 INTERPRETER = og.backend("INTERPRETER")
@@ -74,3 +77,15 @@ def test_rows_form_still_exact(cpu: CpuBackend, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(windows, "PLANE_MAX", False)
     for case in CASES:
         check(cpu, case, np.float32, False)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3]])
+def test_avx2_build(case: tuple) -> None:
+    """AVX2 code: bands for a column stride of 1, the rows form (the ``#else`` branch) for
+    column-strided pools."""
+    try:
+        config = dataclasses.replace(default_config(), isa="avx2", num_threads=2)
+        backend = CpuBackend(config)
+        check(backend, case, np.float32, True)
+    except CpuConfigError as e:
+        pytest.skip(f"this CPU cannot run AVX2 code: {e}")
