@@ -77,11 +77,6 @@ class BlockedDepthwiseEmitter:
         pt, pl = s.padding
         xs = self.x.strides
         v = CHANNEL_BLOCK
-        head = [f"/* {self.name}: channel-blocked depthwise: {s.label.replace('*/', '* /')} */"]
-        if s.epilogue is not None:
-            label = "epilogue of " + self.name
-            ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
-            head.append(ep.emit())
         body = [
             f"static int {self.name}(void* const* T, char* A, long lo, long hi) {{",
             "  int err = 0;",
@@ -115,7 +110,17 @@ class BlockedDepthwiseEmitter:
             f"  return {self.dispatch(parts)};",
             "}",
         ]
-        return "\n".join(head + body)
+        return "\n".join(self.head() + body)
+
+    def head(self) -> list[str]:
+        """The step's comment and its fused epilogue's function."""
+        s = self.step
+        head = [f"/* {self.name}: channel-blocked depthwise: {s.label.replace('*/', '* /')} */"]
+        if s.epilogue is not None:
+            label = "epilogue of " + self.name
+            ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
+            head.append(ep.emit())
+        return head
 
     def dispatch(self, parts: int) -> str:
         if parts > 1:
@@ -212,10 +217,25 @@ def _transpose(names: list[str]) -> list[str]:
     return lines
 
 
-@dialect.helper("dw_blocked")
-def _dw_blocked() -> str:
+def _blocks(loads: str, stores: str) -> str:
+    """The AVX-512 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 16 positions (the last
+    moved back to end at ``n``), each 16 vectors loaded, transposed and stored."""
     v = [f"v{c}" for c in range(16)]
     transpose = "\n".join("      " + line for line in _transpose(v))
+    return f"""  if (n >= 16) {{
+    for (long p0 = 0; p0 < n; p0 += 16) {{
+      long p = p0 + 16 <= n ? p0 : n - 16;
+      og_cbv {", ".join(v)};
+{loads}
+{transpose}
+{stores}
+    }}
+    return;
+  }}"""
+
+
+@dialect.helper("dw_blocked")
+def _dw_blocked() -> str:
     loads_in = "\n".join(
         f"      __builtin_memcpy(&v{c}, s + ({c} < cnt ? {c} : cnt - 1) * cs + p, 64);"
         for c in range(16)
@@ -245,16 +265,7 @@ static inline __attribute__((always_inline)) void og_cb_store(float* p, og_cbv v
 static inline __attribute__((always_inline)) void og_cb_in(
     float* d, const float* s, long cs, long n, long w, long pw, long cnt) {{
 #if defined(__AVX512F__)
-  if (n >= 16) {{
-    for (long p0 = 0; p0 < n; p0 += 16) {{
-      long p = p0 + 16 <= n ? p0 : n - 16;
-      og_cbv {", ".join(v)};
-{loads_in}
-{transpose}
-{stores_in}
-    }}
-    return;
-  }}
+{_blocks(loads_in, stores_in)}
 #endif
   for (long c = 0; c < 16; ++c) {{
     const float* r = s + (c < cnt ? c : cnt - 1) * cs;
@@ -266,16 +277,7 @@ static inline __attribute__((always_inline)) void og_cb_in(
 static inline __attribute__((always_inline)) void og_cb_out(
     float* y, const float* ob, long ys, long n, long cnt) {{
 #if defined(__AVX512F__)
-  if (n >= 16) {{
-    for (long p0 = 0; p0 < n; p0 += 16) {{
-      long p = p0 + 16 <= n ? p0 : n - 16;
-      og_cbv {", ".join(v)};
-{loads_out}
-{transpose}
-{stores_out}
-    }}
-    return;
-  }}
+{_blocks(loads_out, stores_out)}
 #endif
   for (long c = 0; c < cnt; ++c)
     for (long q = 0; q < n; ++q) y[c * ys + q] = ob[q * 16 + c];

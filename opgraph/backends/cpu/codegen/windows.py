@@ -406,11 +406,9 @@ class PoolEmitter:
         (rows of 7-56). NaN propagates as in :meth:`window_max`."""
         s = self.step
         t = self.x.element_type
-        h, w = static_all(self.x.shape[2:])
         oh, ow = static_all(self.out.shape[2:])
-        xs = self.x.strides
-        (fh, fw), (sh, sw), (dh, dw), (pt, pl) = s.window, s.strides, s.dilations, s.padding
-        compute, lowest = dialect.compute_type(t), dialect.lowest(t)
+        (fh, fw), (sh, sw), (dh, dw) = s.window, s.strides, s.dilations
+        compute = dialect.compute_type(t)
         rows, pitch, prow = self.band()
         hp, per = pitch // sw, -(-prow // sh)  # columns of column maxima, rows per phase
         take = "v > {0} || v != v" if t.is_real else "v > {0}"
@@ -419,23 +417,11 @@ class PoolEmitter:
         )
         offsets = [(a * dh) % sh * per * hp + (a * dh) // sh * hp for a in range(fh)]
         vmax = " ".join(f"v = hm[q + {o}L]; a = {take.format('a')} ? v : a;" for o in offsets[1:])
-        load = dialect.load(t, f"src[c * {xs[3]}L]")
         stored = dialect.store(t, dialect.round_to(t, f"om[(i - i0) * {hp}L + j]"))
         return [
             f"    for (long i0 = 0; i0 < {oh}L; i0 += {rows}L) {{",
             f"      long i1 = i0 + {rows}L < {oh}L ? i0 + {rows}L : {oh}L;",
-            f"      for (long r = 0; r < (i1 - i0 - 1) * {sh}L + {(fh - 1) * dh + 1}L; ++r) {{",
-            f"        long ih = i0 * {sh}L - {pt}L + r;",
-            f"        {compute}* d = p + (r % {sh}L) * {per * pitch}L + (r / {sh}L) * {pitch}L"
-            f" + {pl}L;",
-            f"        if (ih < 0 || ih >= {h}L) {{",
-            f"          for (long c = 0; c < {w}L; ++c) d[c] = {lowest};",
-            "        } else {",
-            f"          const {dialect.storage_type(t)}* src = x + ih * {xs[2]}L;",
-            "          #pragma omp simd",
-            f"          for (long c = 0; c < {w}L; ++c) d[c] = {load};",
-            "        }",
-            "      }",
+            *self.band_copy(per * pitch, pitch),
             "      #pragma omp simd",
             f"      for (long q = 0; q < {sh * per * hp}L; ++q) {{",
             f"        {compute} a = p[q * {sw}L], v;",
@@ -452,6 +438,29 @@ class PoolEmitter:
             "        #pragma omp simd",
             f"        for (long j = 0; j < {ow}L; ++j) y[i * {ow}L + j] = {stored};",
             "    }",
+        ]
+
+    def band_copy(self, phase: int, pitch: int) -> list[str]:
+        """The band's padded rows into their phases (``phase`` elements each): image rows
+        copied between the padding columns, rows outside the image ``lowest``."""
+        s, t = self.step, self.x.element_type
+        h, w = static_all(self.x.shape[2:])
+        xs = self.x.strides
+        (fh, _), (sh, _), (dh, _), (pt, pl) = s.window, s.strides, s.dilations, s.padding
+        compute, lowest = dialect.compute_type(t), dialect.lowest(t)
+        load = dialect.load(t, f"src[c * {xs[3]}L]")
+        return [
+            f"      for (long r = 0; r < (i1 - i0 - 1) * {sh}L + {(fh - 1) * dh + 1}L; ++r) {{",
+            f"        long ih = i0 * {sh}L - {pt}L + r;",
+            f"        {compute}* d = p + (r % {sh}L) * {phase}L + (r / {sh}L) * {pitch}L + {pl}L;",
+            f"        if (ih < 0 || ih >= {h}L) {{",
+            f"          for (long c = 0; c < {w}L; ++c) d[c] = {lowest};",
+            "        } else {",
+            f"          const {dialect.storage_type(t)}* src = x + ih * {xs[2]}L;",
+            "          #pragma omp simd",
+            f"          for (long c = 0; c < {w}L; ++c) d[c] = {load};",
+            "        }",
+            "      }",
         ]
 
     def plane_setup(self) -> list[str]:
