@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import ClassVar
 
+from opgraph.backends.cpu.codegen import vector_math
 from opgraph.backends.fused.dialect import CStyleDialect
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -338,7 +339,8 @@ typedef __UINT64_TYPE__ uint64_t;"""
 
 def simd_declarations(names: set[tuple[str, ElementType]]) -> str:
     """``__attribute__((simd))`` declarations of the libmvec functions a module uses, so that
-    GCC vectorizes loops calling them without -ffast-math."""
+    GCC vectorizes loops calling them without -ffast-math (f32 ``tanh`` in AVX2 builds: an
+    inline function instead, :mod:`~opgraph.backends.cpu.codegen.vector_math`)."""
     lines = []
     for name, t in sorted(names, key=lambda item: (item[0], item[1].name)):
         if name not in VECTOR_MATH:
@@ -346,5 +348,6 @@ def simd_declarations(names: set[tuple[str, ElementType]]) -> str:
         c = "double" if is_wide_float(t) else "float"
         fn = name if is_wide_float(t) else name + "f"
         params = ", ".join([c] * _ARITY.get(name, 1))
-        lines.append(f'__attribute__((simd("notinbranch"))) extern {c} {fn}({params});')
+        libmvec = f'__attribute__((simd("notinbranch"))) extern {c} {fn}({params});'
+        lines.append(libmvec if is_wide_float(t) else vector_math.declaration(fn, libmvec))
     return "\n".join(lines)
