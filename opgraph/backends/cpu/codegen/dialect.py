@@ -243,8 +243,8 @@ static inline void og_stream_f32(float* dst, const float* src, long n) {
 #: multiplied (panels outer), a share before each micro-kernel call. AVX2's 6 x 16 tile
 #: reads 64 bytes of the panel per 12 multiply-adds, twice AVX-512's rate per flop, so the
 #: first tile over a slice not yet in L2 waited on memory: 49x4608x512 (ResNet-18's 7x7x512
-#: convolutions) ran at 66-72 GF/s against 103-107 with AVX-512, 77-80 with the prefetch;
-#: 128x3072x768 82-86 -> 95 GF/s (C harness, one thread, load 14).
+#: convolutions) ran at 61-73 GF/s against 103-107 with AVX-512, 77-80 with the prefetch
+#: (C harness, one thread, load 9-16; ResNet-18 b1 per core 0.93x).
 GEMM_BLOCKING = (
     ("defined(__AVX512F__)", 16, 12, 1024, False),
     ("defined(__AVX__)", 8, 6, 1024, True),
