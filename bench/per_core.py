@@ -1,12 +1,15 @@
 """Per-core comparison on one thread: thread CPU time per call, interleaved.
 
     python bench/per_core.py [--workload w5] [--precision f32|bf16] [--rounds 25]
+                             [--isa native [--isa avx2 ...]]
 
 opgraph (``exe(x)``), onnxruntime and OpenVINO (``INFERENCE_PRECISION_HINT`` = the precision)
 each on one thread, called three times per round in turn; prints each one's median thread CPU
 time per call (``time.thread_time``: time descheduled is not counted, so the figures hold on
 a loaded machine where wall-clock ones do not) and the ratios, with the load average. To
 compare two builds, run it from each checkout alternately (``PYTHONPATH=<checkout>``).
+``--isa`` (repeatable) runs opgraph's code for each instruction set named (``CpuConfig.isa``)
+in the same rounds; the peers keep the kernels they choose at run time.
 """
 
 from __future__ import annotations
@@ -39,13 +42,17 @@ def main() -> None:
     parser.add_argument("--workload", default="w5")
     parser.add_argument("--precision", choices=("f32", "bf16"), default="f32")
     parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--isa", action="append", choices=("native", "avx2", "avx512"))
     args = parser.parse_args()
+    isas = args.isa or ["native"]
     cache = Path(os.environ.get("OPGRAPH_CACHE_DIR", tempfile.mkdtemp()))
     for case in build(args.workload):
-        config = CpuConfig(cache, default_config().compiler, num_threads=1)
-        exe = CpuBackend(config).compile(case.function, precision=args.precision)
         inputs = [a.copy() for a in case.inputs]
-        runs: dict[str, Callable[[], object]] = {"opgraph": _caller(exe, inputs)}
+        runs: dict[str, Callable[[], object]] = {}
+        for isa in isas:
+            config = CpuConfig(cache, default_config().compiler, num_threads=1, isa=isa)
+            exe = CpuBackend(config).compile(case.function, precision=args.precision)
+            runs["opgraph" if isa == "native" else f"opgraph-{isa}"] = _caller(exe, inputs)
         runs["onnxruntime"] = runners.onnxruntime(case, 1).run
         runs["openvino"] = runners.openvino(case, 1, args.precision).run
         for run in runs.values():
@@ -59,12 +66,16 @@ def main() -> None:
                     run()
                     samples[name].append(time.thread_time() - started)
         med = {name: statistics.median(s) for name, s in samples.items()}
-        cells = ", ".join(f"{name} {m * 1e3:.2f} ms" for name, m in med.items())
+        cells = ", ".join(f"{name} {m * 1e3:.3f} ms" for name, m in med.items())
+        ratios = ", ".join(
+            f"{name} / {peer} {med[name] / med[peer]:.3f}"
+            for name in med
+            if name.startswith("opgraph")
+            for peer in ("onnxruntime", "openvino")
+        )
         print(
             f"{case.name} ({args.precision}, one thread, thread CPU per call): {cells}; "
-            f"opgraph / onnxruntime {med['opgraph'] / med['onnxruntime']:.3f}, "
-            f"opgraph / openvino {med['opgraph'] / med['openvino']:.3f}; "
-            f"load {os.getloadavg()[0]:.1f}"
+            f"{ratios}; load {os.getloadavg()[0]:.1f}"
         )
 
 
