@@ -79,6 +79,19 @@ def test_odd_channels_keep_the_plain_panel_product():
     np.testing.assert_allclose(exe(xv)[0], exact, rtol=1e-4, atol=1e-4 * float(np.abs(exact).max()))
 
 
+@needs_bf16
+def test_an_input_larger_than_the_patches_keeps_the_plain_panel_product():
+    """2x2 filters at stride 3 read 100 of the 225 pixels: the bf16 input (230 KB) would not
+    fit the scratch of the f32 patches (205 KB)."""
+    case = (1, 512, 15, 15, 64, 2, 3, 0, 0, 1)
+    fn, xv, filters = conv(case)
+    exe = og.backend("CPU").compile(fn, precision="bf16")
+    kinds = step_kinds(exe)
+    assert "Bf16PanelConvStep" in kinds and "Bf16TapConvStep" not in kinds
+    exact = oracle(case, xv, filters)
+    np.testing.assert_allclose(exe(xv)[0], exact, rtol=1e-4, atol=1e-4 * float(np.abs(exact).max()))
+
+
 def test_the_tap_ranges_skip_the_padding():
     """At 7x7 with padding 1, the centre tap first; 361 of the 441 pixel-tap pairs run."""
     fn, _, _ = conv(CASES[0])
@@ -88,3 +101,26 @@ def test_the_tap_ranges_skip_the_padding():
     assert order[0] == (1, 1, 0, 7, 0, 7) and len(order) == 9
     assert sum((t[3] - t[2]) * (t[5] - t[4]) for t in order) == 361
     assert bf16_taps.applies(step)
+
+
+@needs_bf16
+@pytest.mark.parametrize("case", [(512, 7, 64, 1), (256, 14, 128, 2)], ids=["s1", "s2"])
+def test_one_dimensional_convolutions_run_by_taps(case):
+    """A 1-D convolution's panel step is 2-D with one filter row: the same kernel."""
+    c, length, o, s = case
+    rng = np.random.default_rng(1)
+    filters = (rng.standard_normal((o, c, 3)) / np.sqrt(3 * c)).astype(np.float32)
+    xv = rng.standard_normal((1, c, length)).astype(np.float32)
+
+    def function(w: np.ndarray) -> og.Function:
+        x = og.parameter(og.f32, (1, c, length), name="x")
+        pads = {"padding_below": (1,), "padding_above": (1,)}
+        y = ops.convolution(x, og.constant(w), strides=(s,), **pads)
+        return og.Function([y], [x], name="conv1d")
+
+    exe = og.backend("CPU").compile(function(filters), precision="bf16")
+    assert "Bf16TapConvStep" in step_kinds(exe)
+    got = exe(xv)[0]
+    oracle_fn = function(rounded(filters).astype(np.float32))
+    exact = og.backend("INTERPRETER").compile(oracle_fn)(rounded(xv).astype(np.float32))[0]
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4 * float(np.abs(exact).max()))
