@@ -165,11 +165,11 @@ def test_convolutions_in_bf16(case):
     xv = rng.standard_normal((n, c, h, h)).astype(np.float32)
     exe = og.backend("CPU").compile(fn, precision="bf16")
     kinds = step_kinds(exe)
-    assert {"Bf16ConvStep", "Bf16WinogradStep", "Bf16PanelConvStep"} & set(kinds)
+    assert {"Bf16ConvStep", "Bf16WinogradStep", "Bf16PanelConvStep", "Bf16TapConvStep"} & set(kinds)
     got = exe(xv)[0]
     f32 = og.backend("CPU").compile(fn)(xv)[0]
     assert relative(got, f32) < BOUND
-    if {"Bf16ConvStep", "Bf16PanelConvStep"} & set(kinds):  # exact on bf16 operands
+    if {"Bf16ConvStep", "Bf16PanelConvStep", "Bf16TapConvStep"} & set(kinds):  # exact
         w16 = og.constant(rounded(w).astype(np.float32))
         y16 = ops.convolution(x, w16, strides=(s, s), groups=g, **pads)
         ref = og.backend("INTERPRETER").compile(og.Function([y16], [x], name="rounded"))

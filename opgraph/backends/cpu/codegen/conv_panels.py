@@ -70,7 +70,7 @@ class PanelConvEmitter:
             "  for (long u = lo; u < hi; ++u) {",
             f"    long n0 = u * {per * PANEL}L;",
             f"    long n1 = n0 + {per * PANEL}L < {o}L ? n0 + {per * PANEL}L : {o}L;",
-            f"    {self.gemm}(scratch, {k}L, {self.panels}, yt, {o}L, {columns}L, {k}L, n0, n1);",
+            *self.product(k, o, columns),
             "    for (long oc = n0; oc < n1; ++oc) {",
             f"      float* y = y0 + oc * {self.out.strides[0]}L;",
             f"      for (long q = 0; q < {columns}L; ++q) y[q] = yt[q * {o}L + oc];",
@@ -81,7 +81,7 @@ class PanelConvEmitter:
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
             "  int err = 0;",
-            self.phase(f"{self.name}_patches", columns, columns * k >= PARALLEL_PATCHES),
+            self.patch_phase(k, columns),
             self.phase(f"{self.name}_gemm", units, columns * k * o >= PARALLEL_MACS),
             "  return err;",
             "}",
@@ -89,6 +89,16 @@ class PanelConvEmitter:
         return "\n".join(head + body)
 
     panels = "w0"
+
+    def product(self, k: int, o: int, columns: int) -> list[str]:
+        """The lines of a unit's product: ``Yᵀ[:, n0:n1]`` into ``yt``."""
+        return [
+            f"    {self.gemm}(scratch, {k}L, {self.panels}, yt, {o}L, {columns}L, {k}L, n0, n1);"
+        ]
+
+    def patch_phase(self, k: int, columns: int) -> str:
+        """The line running ``<name>_patches`` (a unit per output pixel)."""
+        return self.phase(f"{self.name}_patches", columns, columns * k >= PARALLEL_PATCHES)
 
     def epilogue(self, columns: int) -> list[str]:
         if self.step.epilogue is None:
