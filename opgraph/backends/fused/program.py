@@ -325,7 +325,9 @@ class WinogradStep(Step):
     ``block_rows`` covers the whole plane: small planes fold the batch into the products'
     columns) and one of ``channel_blocks`` equal blocks of output channels (more than one when
     there are too few tile blocks to share out: each such unit transforms the same input
-    tiles); ``scratch`` holds each thread's transformed tiles and products."""
+    tiles); ``scratch`` holds each thread's transformed tiles and products, then (``shared``
+    > 0: several channel blocks, a static batch) one row per block of tiles where a phase of
+    its own transforms the input once for all that block's channel-block units."""
 
     x: View | None = None
     u: View | None = None
@@ -337,6 +339,7 @@ class WinogradStep(Step):
     images: int = 1
     channel_blocks: int = 1
     tile: int = 2
+    shared: int = 0  # blocks of tiles transformed once into shared scratch rows (0: per unit)
 
     def reads(self) -> list[View]:
         assert self.x is not None and self.u is not None and self.out is not None

@@ -135,7 +135,8 @@ def test_patches_built_per_unit(name, backend_name, request):
     assert type(conv) is PointwiseConvStep and conv.unit_patches and not conv.compact
     _, oh, ow = conv.images
     patch_matrix = n * c * kernel[0] * kernel[1] * oh * ow
-    assert conv.scratch.shape[0] < patch_matrix  # per-thread blocks only
+    blocks = conv.planes_at if conv.plane_rows else conv.scratch.shape[0]
+    assert blocks < patch_matrix  # per-thread blocks only (then the phase planes, if any)
 
 
 @pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
@@ -147,3 +148,51 @@ def test_patches_per_unit_with_avx2_blocking(name):
     fn, args = conv_graph(n, c, o, hw, kernel, strides, below, above)
     (conv,) = [s for s in run(backend, fn, args) if isinstance(s, ConvStep)]
     assert type(conv) is PointwiseConvStep and conv.unit_patches
+
+
+PLANE_CASES = {  # unit patches copied out of the padded phase planes (``phase_planes``)
+    "stem 7x7 stride 2, 112x112": (1, 3, 16, (112, 112), (7, 7), (2, 2), (3, 3), None, None),
+    "7x7 stride 2, odd plane, padding above 0": (2, 3, 8, (97, 101), (7, 7), (2, 2), (3, 2),
+                                                 (0, 0), None),
+    "5x5 stride (2, 1), asymmetric padding": (1, 4, 24, (120, 90), (5, 5), (2, 1), (1, 2),
+                                              (2, 0), None),
+    "5x7 stride (3, 2), padding over the kernel": (1, 2, 16, (200, 200), (5, 7), (3, 2),
+                                                   (4, 5), (1, 6), None),
+    "dilated 3x3, stride 1": (1, 5, 16, (96, 96), (3, 3), (1, 1), (2, 2), None, (2, 2)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(PLANE_CASES))
+@pytest.mark.parametrize("backend_name", ["cpu", "parallel_cpu"])
+def test_patches_from_phase_planes(name, backend_name, request):
+    """Each unit copies its patch rows out of the input's padded phase planes (exact against
+    INTERPRETER: the same products as patches gathered from the input)."""
+    n, c, o, hw, kernel, strides, below, above, dilations = PLANE_CASES[name]
+    fn, args = conv_graph(n, c, o, hw, kernel, strides, below, above, dilations)
+    steps = run(request.getfixturevalue(backend_name), fn, args)
+    (conv,) = [s for s in steps if isinstance(s, ConvStep)]
+    assert type(conv) is PointwiseConvStep and conv.unit_patches and conv.plane_rows > 0
+    _, oh, ow = conv.images
+    rows, cols = pointwise.phase_planes(c, (oh, ow), (kernel, strides, dilations or (1, 1),
+                                                       below))  # fmt: skip
+    assert (conv.plane_rows, conv.plane_cols) == (rows, cols)
+    assert conv.scratch.shape[0] == conv.planes_at + n * c * strides[1] * rows * cols
+
+
+def test_phase_planes_match_the_gathered_patches(monkeypatch, parallel_cpu):
+    """The same stem with planes and with patches gathered from the input: equal outputs."""
+    n, c, o, hw, kernel, strides, below, above, _ = PLANE_CASES["stem 7x7 stride 2, 112x112"]
+    fn, args = conv_graph(n, c, o, hw, kernel, strides, below, above)
+    with_planes = parallel_cpu.compile(fn)
+    monkeypatch.setattr(pointwise, "PLANE_FLOATS", 0)
+    gathered = parallel_cpu.compile(fn)
+    (conv,) = [s for s in gathered.program.steps if isinstance(s, ConvStep)]
+    assert conv.unit_patches and conv.plane_rows == 0
+    np.testing.assert_array_equal(with_planes(*args)[0], gathered(*args)[0])
+
+
+def test_few_taps_per_stride_step_gather_from_the_input(parallel_cpu):
+    """A 3x3 stride-2 window (9 taps < PLANE_REUSE x 4) builds no planes."""
+    fn, args = conv_graph(2, 32, 24, (64, 64), (3, 3), (2, 2), (1, 1))
+    (conv,) = [s for s in run(parallel_cpu, fn, args) if isinstance(s, ConvStep)]
+    assert type(conv) is PointwiseConvStep and conv.unit_patches and conv.plane_rows == 0

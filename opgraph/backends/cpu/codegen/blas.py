@@ -33,6 +33,12 @@ extern void scipy_cblas_dgemv(int, int, int, int, double, const double*, int, co
 #: Multiply-adds below which a product runs on one thread.
 PARALLEL_MACS = 1 << 17
 BLOCK = 16  # columns per block: whole AVX-512 vectors
+#: A panel product with at least this many rows (Whisper's 1500 frames, ConvNeXt's pixels)
+#: is split into blocks of rows, not of columns (see ``GemmEmitter.row_split``).
+ROW_SPLIT = 512
+#: Rows per block are a multiple of this (whole tiles of the panel GEMM: 12 rows on
+#: AVX-512, 6 on AVX2 and without).
+ROW_TILE = 12
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
@@ -72,7 +78,11 @@ class GemmEmitter:
         parallel = threads > 1 and self.work() >= PARALLEL_MACS
         extent, call = self.split()
         blocks = 1
-        if parallel and len(batch) < threads and extent >= 2 * BLOCK:
+        if parallel and len(batch) < threads and self.row_split():
+            self.split_columns = False
+            extent = self.rows
+            blocks = min(self.blocks_per_thread() * threads, -(-extent // ROW_TILE))
+        elif parallel and len(batch) < threads and extent >= 2 * BLOCK:
             blocks = min(self.blocks_per_thread() * threads, -(-extent // BLOCK))
         self.blocks = blocks  # for the calls that split() returned
         lines = [f"/* {self.name}: {self.step.label.replace('*/', '* /')} */"]
@@ -129,6 +139,20 @@ class GemmEmitter:
         whole = self.rows * self.inner if self.split_columns else self.cols * self.inner
         return 1 if whole * self.out.element_type.itemsize > (1 << 18) else 2
 
+    def row_split(self) -> bool:
+        """Whether the blocks are rows of ``a`` (the f32 panel product of a tall ``a``).
+
+        Column blocks each read all of ``a`` (Whisper's 1500 x 384 rows, 2.3 MB, once per
+        block, both threads streaming it from L3); row blocks read their own rows once and
+        the packed panels, which both threads share. ``_panel_rows`` calls the panel GEMM on
+        a block of rows, the epilogue runs on those rows."""
+        return (
+            type(self) is GemmEmitter
+            and self.step.panel == 32
+            and self.t is et.f32
+            and self.rows >= ROW_SPLIT
+        )
+
     def epilogue_function(self) -> list[str]:
         if self.step.epilogue is None:
             return []
@@ -152,6 +176,11 @@ class GemmEmitter:
         return [f"    err |= {ep}(T, A, {base} + first * {cols}L, {base} + last * {cols}L);"]
 
     def aligned(self, blocks: int) -> list[str]:
+        if blocks > 1 and self.step.panel == 32 and not self.split_columns:  # row blocks
+            return [
+                f"    first = first / {ROW_TILE} * {ROW_TILE};",
+                f"    if (k_ < {blocks - 1}L) last = last / {ROW_TILE} * {ROW_TILE};",
+            ]
         if blocks == 1 or not self.split_columns:
             return []
         block = max(BLOCK, self.step.panel)  # column blocks start on a panel
@@ -207,6 +236,11 @@ class GemmEmitter:
         self.split_columns = True
 
         def call(first: str, count: str) -> str:
+            if not self.split_columns:  # a block of rows (row_split), every column
+                return (
+                    f"og_gemm_panels(a + {first} * {lda}L, {lda}L, b, c + {first} * "
+                    f"{self.cols}L, {self.cols}L, {count}, {self.inner}L, 0, {self.cols}L);"
+                )
             return (
                 f"og_gemm_panels(a, {lda}L, b, c, {self.cols}L, {self.rows}L, {self.inner}L, "
                 f"{first}, {first} + {count});"

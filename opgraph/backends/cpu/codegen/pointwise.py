@@ -77,6 +77,8 @@ class PointwiseConvEmitter:
                 self.module.stream_bytes = stream
         if s.compact:
             head += self.compact()
+        if s.plane_rows:
+            head += self.planes()
         blocks = self.channel_layout() if s.channels_first else self.pixel_layout()
         units = self.n * blocks[0] * blocks[1]
         run = [
@@ -85,6 +87,9 @@ class PointwiseConvEmitter:
         ]
         if s.compact:
             run.append(self.phase(f"{self.name}_compact", self.n * self.c))
+        if s.plane_rows:
+            channels = static_all(self.x.shape)[1]
+            run.append(self.phase(f"{self.name}_planes", self.n * channels * s.plane_rows))
         run += [self.phase(self.name, units), "  return err;", "}"]
         return "\n".join(head + self.units(blocks) + run)
 
@@ -248,6 +253,8 @@ class PointwiseConvEmitter:
         """Row ``r`` (channel, kernel row ``ki``, kernel column ``kj``) of the patches of
         pixels ``p0 .. p1`` of image ``x`` into ``d``, output row by output row."""
         s = self.step
+        if s.plane_rows:
+            return self.plane_block()
         _, _, ow = s.images
         (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
         h, w = static_all(self.x.shape[2:])
@@ -272,6 +279,62 @@ class PointwiseConvEmitter:
             "        for (long j = hi; j < jb; ++j) d[at + j] = 0.0f;",
             "        pp += jb - ja;",
             "      }",
+        ]
+
+    def plane_block(self) -> list[str]:
+        """:meth:`patch_block` from the padded phase planes (``fused/lowering/pointwise.py``
+        ``phase_planes``): each output row's run is a copy of a plane row."""
+        s = self.step
+        _, _, ow = s.images
+        (kh, kw), (sh, sw), (dh, dw), _ = s.kernel, s.strides, s.dilations, s.padding
+        rows, cols, channels = s.plane_rows, s.plane_cols, static_all(self.x.shape)[1]
+        return [
+            f"      long ki = r / {kw}L % {kh}L, kj = r % {kw}L;",
+            f"      const float* pl = scratch + {s.planes_at}L + ((img * {channels}L + "
+            f"r / {kh * kw}L) * {sw}L + kj * {dw}L % {sw}L) * {rows * cols}L "
+            f"+ ki * {dh * cols}L + kj * {dw}L / {sw}L;",
+            f"      float* d = xb + r * {self.per}L;",
+            "      for (long pp = p0; pp < p1;) {",
+            f"        long i = pp / {ow}L, ja = pp % {ow}L;",
+            f"        long jb = ja + (p1 - pp) < {ow}L ? ja + (p1 - pp) : {ow}L;",
+            f"        const float* restrict src = pl + i * {sh * cols}L;",
+            "        float* restrict dst = d + pp - p0;",
+            "        for (long j = ja; j < jb; ++j) dst[j - ja] = src[j];",
+            "        pp += jb - ja;",
+            "      }",
+        ]
+
+    def planes(self) -> list[str]:
+        """``<name>_planes``: units (image, input channel, plane row), each writing that row
+        of every phase plane (zeros where it reads padding)."""
+        s = self.step
+        (sw, (ph, pw)) = (s.strides[1], s.padding)
+        rows, cols = s.plane_rows, s.plane_cols
+        _, channels, h, w = static_all(self.x.shape)
+        xs = self.x.strides
+        return [
+            f"static int {self.name}_planes(void* const* T, char* A, long lo, long hi) {{",
+            _pointer(self.module, self.x, "x0", True),
+            _pointer(self.module, self.scratch, "scratch", False),
+            "  for (long u = lo; u < hi; ++u) {",
+            f"    long img = u / {channels * rows}L, ch = u / {rows}L % {channels}L;",
+            f"    long row = u % {rows}L, ii = row - {ph}L;",
+            f"    const float* xi = x0 + img * {xs[0]}L + ch * {xs[1]}L + ii * {xs[2]}L;",
+            f"    for (long q = 0; q < {sw}L; ++q) {{",
+            f"      float* d = scratch + {s.planes_at}L + ((u / {rows}L) * {sw}L + q) * "
+            f"{rows * cols}L + row * {cols}L;",
+            # plane columns J0 .. J1 read inside the row: J * sw + q - pw in [0, w)
+            f"      long j0 = q >= {pw}L ? 0 : ({pw}L - q + {sw - 1}L) / {sw}L;",
+            f"      long j1 = ({w + pw}L - q + {sw - 1}L) / {sw}L;",
+            f"      if (j1 > {cols}L) j1 = {cols}L;",
+            f"      if (ii < 0 || ii >= {h}L || j0 > j1) j0 = j1 = {cols}L;",
+            "      for (long j = 0; j < j0; ++j) d[j] = 0.0f;",
+            f"      for (long j = j0; j < j1; ++j) d[j] = xi[(j * {sw}L + q - {pw}L) * {xs[3]}L];",
+            f"      for (long j = j1; j < {cols}L; ++j) d[j] = 0.0f;",
+            "    }",
+            "  }",
+            "  return 0;",
+            "}",
         ]
 
     def channel_body(self, pixel_blocks: int) -> list[str]:

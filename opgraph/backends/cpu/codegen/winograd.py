@@ -63,6 +63,8 @@ class WinogradEmitter:
         self.x, self.u, self.out, self.scratch = step.x, step.u, step.out, step.scratch
         self.m = step.tile  # outputs per tile side: F(2x2, 3x3) or F(4x4, 3x3)
         self.t = step.tile + 2  # inputs per tile side
+        self.shared = 0  # blocks of tiles transformed once by <name>_in (emit sets it)
+        self.layout = (1, "", 1, 1, 0)  # (blocks, img1, tile rows, tile columns, per thread)
 
     def emit(self) -> str:
         self.module.uses_blas = True
@@ -87,6 +89,10 @@ class WinogradEmitter:
         kind = f"F({m}x{m},3x3)"
         head = [f"/* {self.name}: Winograd {kind}: {s.label.replace('*/', '* /')} */"]
         head += self.step_head(w)
+        self.shared = s.shared if type(self) is WinogradEmitter else 0
+        self.layout = (blocks, last, th, tw, per_thread)
+        if self.shared:
+            head += self.shared_transform(c, h, w, tw, row)
         body = [
             *self.unit_opening(),
             "  for (long unit = lo; unit < hi; ++unit) {",
@@ -101,11 +107,7 @@ class WinogradEmitter:
             f"    float* V = scratch + (long)og_worker_index() * {per_thread}L;",
             f"    float* M = V + {taps * c}L * tb;",
             f"    float* P = V + {per_thread - self.t * row}L;  /* padded input rows */",
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"  {line}" for line in self.input_transform(c, h, w, tw, row)],
-            "    }",
+            *self.transformed_tiles(c, h, w, tw, row, per_thread),
             f"    for (int xi = 0; xi < {taps}; ++xi)",
             f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
             f"u0 + xi * {o * c}L + o0 * {c}L, {c}, V + xi * {c}L * tb, (int)tb, 0, "
@@ -151,9 +153,83 @@ class WinogradEmitter:
             "  return err;",
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
+            *self.transform_phase(),
             f"  return {self.dispatch(units)};",
             "}",
         ]
+
+    # -------------------------------------------- one input transform for all channel blocks
+    def shared_row(self, rest: str) -> str:
+        """The scratch row holding the transformed tiles of block of tiles ``rest``."""
+        first = static(self.scratch.shape[0]) - self.shared
+        return f"scratch + ({first}L + {rest}) * {self.layout[4]}L"
+
+    def transformed_tiles(
+        self, c: int, h: int, w: int, tw: int, row: int, per_thread: int
+    ) -> list[str]:
+        """A unit's transformed input tiles in ``V``: transformed here, or (``shared``) read
+        from the row its block of tiles was transformed into by ``<name>_in``."""
+        if self.shared:
+            return [f"    V = {self.shared_row('rest')};"]
+        return [
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"  {line}" for line in self.input_transform(c, h, w, tw, row)],
+            "    }",
+        ]
+
+    def chunks(self, c: int) -> int:
+        """Input-channel chunks per block of tiles in ``<name>_in`` (its units)."""
+        return min(c, 4 * self.module.num_threads)
+
+    def shared_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
+        """``<name>_in``: units (block of tiles, chunk of input channels), each transforming
+        its channels' tiles into the block's shared row (every channel-block unit of that
+        block reads them: the input is transformed once, not once per channel block)."""
+        s = self.step
+        blocks, last, th, _, per_thread = self.layout
+        chunks = self.chunks(c)
+        lines = self.input_transform(c, h, w, tw, row)
+        loop = f"    for (long ch = 0; ch < {c}L; ++ch) {{"
+        assert lines.count(loop) == 1, "the input transform loops over the channels once"
+        lines[lines.index(loop)] = "    for (long ch = c0; ch < c1; ++ch) {"
+        opening = self.unit_opening()
+        opening[0] = opening[0].replace(f"static int {self.name}(", f"static int {self.name}_in(")
+        return [
+            *opening,
+            "  (void)u0; (void)y0;",
+            "  for (long unit = lo; unit < hi; ++unit) {",
+            f"    long chunk = unit % {chunks}L, rest = unit / {chunks}L;",
+            f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
+            f"    long img1 = {last};",
+            f"    long c0 = {c}L * chunk / {chunks}L, c1 = {c}L * (chunk + 1) / {chunks}L;",
+            f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
+            f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L;",
+            f"    float* V = {self.shared_row('rest')};",
+            f"    float* P = scratch + (long)og_worker_index() * {per_thread}L + "
+            f"{per_thread - self.t * row}L;",
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"  {line}" for line in lines],
+            "    }",
+            "  }",
+            "  return err;",
+            "}",
+        ]
+
+    def transform_phase(self) -> list[str]:
+        """The ``_run`` statements that run ``<name>_in`` first (``shared``)."""
+        if not self.shared:
+            return []
+        units = self.shared * self.chunks(static_all(self.x.shape[1:])[0])
+        if units > 1 and self.module.num_threads > 1:
+            self.module.uses_pool = True
+            call = f"og_parallel({self.name}_in, T, A, {units}L, 1L, {self.module.num_threads})"
+        else:
+            call = f"{self.name}_in(T, A, 0, {units}L)"
+        return [f"  int e_ = {call};", "  if (e_) return e_;"]
 
     def dispatch(self, units: Dim) -> str:
         units = static(units)  # a static module (SymbolicWinogradEmitter takes the batch)

@@ -371,6 +371,9 @@ WINOGRAD_BLOCK = 128
 WINOGRAD_ROW_TILES = 48
 #: Output channels of one unit at least, when units split them.
 WINOGRAD_CHANNELS = 64
+#: Whether the channel blocks of one block of tiles share one input transform (a phase of
+#: its own before the products; ``WinogradStep.shared``) rather than each transforming it.
+SHARED_TRANSFORM = True
 
 
 def _winograd(builder: ProgramBuilder, node: Node, data: View, out: View) -> bool:
@@ -432,10 +435,15 @@ def add_winograd_step(
     tiles = images * rows * -(-ow // tile)
     row = padded_row(views.static(data.shape[3]), padding[1], ow, tile)
     per_thread = scratch_per_thread(c, part, tiles, tile, row)
-    scratch = builder.scratch(et.f32, (builder.threads, per_thread))
+    n = data.shape[0]
+    shared = 0  # channel blocks of one block of tiles: its input transformed once, shared
+    if channel_blocks > 1 and type(n) is int and SHARED_TRANSFORM:
+        tile_rows = -(-views.static(out.shape[2]) // tile)
+        shared = -(-n // images) * -(-tile_rows // rows)
+    scratch = builder.scratch(et.f32, (builder.threads + shared, per_thread))
     step = WinogradStep(
         builder.describe(node), (node,), data, u, out, padding, rows, scratch,
-        images=images, channel_blocks=channel_blocks, tile=tile,
+        images=images, channel_blocks=channel_blocks, tile=tile, shared=shared,
     )  # fmt: skip
     builder.add_step(step)
 

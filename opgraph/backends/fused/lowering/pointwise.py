@@ -68,11 +68,15 @@ class PointwiseConvStep(ConvStep):
     dense (N, O, OH, OW) output. ``scratch`` holds, per thread, a tail buffer of ``C x TAIL``
     floats, then (``compact``) the dense (N, C, OH·OW) copy of the pixels the filters read;
     or (``unit_patches``) per thread the ``C x`` block patches of one unit's pixels (the
-    ``pixels`` layout, block sizes from :func:`pixel_blocks`)."""
+    ``pixels`` layout, block sizes from :func:`pixel_blocks`), then (``plane_rows`` > 0)
+    the padded phase planes of the input at ``planes_at`` (:func:`phase_planes`)."""
 
     channels_first: bool = False
     compact: bool = False
     unit_patches: bool = False
+    plane_rows: int = 0  # rows of each padded phase plane (0: patches read the input)
+    plane_cols: int = 0  # columns of each padded phase plane
+    planes_at: int = 0  # where the planes start in the scratch (floats)
 
 
 #: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
@@ -98,6 +102,35 @@ def pixel_blocks(pixels: int, inner: int, channels: int) -> tuple[int, int]:
 #: Floats of the patch matrix (all images) up to which :func:`patch_conv_step` takes a
 #: convolution (64 MiB); larger ones keep the row-blocked im2col of ``ConvStep``.
 PATCH_FLOATS = 1 << 24
+
+
+#: Floats of the padded phase planes (all images) up to which a ``unit_patches`` step builds
+#: them (1 MiB: they stay in L2 while the units copy their patches out of them).
+PLANE_FLOATS = 1 << 18
+#: Planes are built where a window has at least this many taps per output pixel's stride
+#: step (``kh·kw >= PLANE_REUSE·sh·sw``: each input value copied into that many patch rows):
+#: the 7x7 stride-2 stem (49 taps, 4 per step: its patches 0.92x the time per core,
+#: docs/performance.md). A 3x3 stride-2 layer (ResNet-18's 64 -> 128 at 56x56) or Whisper's
+#: k3 Conv1d measured the same with and without them.
+PLANE_REUSE = 4
+
+
+def phase_planes(
+    channels: int,
+    out_hw: tuple[int, int],
+    windows: tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]],
+) -> tuple[int, int]:
+    """(rows, columns) of each padded phase plane of a patch step's input.
+
+    The plane of channel ``c`` and phase ``q`` (``0 <= q < sw``) holds, at row ``R`` and
+    column ``J``, the input at row ``R - ph`` and column ``J·sw + q - pw`` (zero outside the
+    input). Kernel column ``kj`` of output column ``j`` reads padded column
+    ``j·sw + kj·dw``: phase ``kj·dw % sw``, plane column ``j + kj·dw // sw``, so one output
+    row of a patch row is a contiguous run of a plane row (a copy, no bounds or strides).
+    The 7x7 stride-2 stem's planes are 3 x 2 x 229 x 115 floats (0.6 MB)."""
+    (kh, kw), (sh, sw), (dh, dw), _ = windows
+    oh, ow = out_hw
+    return (oh - 1) * sh + (kh - 1) * dh + 1, (kw - 1) * dw // sw + ow
 
 
 #: The ``channels`` layout's transposed stores cost about this many multiply-adds per
@@ -212,8 +245,16 @@ def _packed_step(
         and not channels_first
         and n * blocks >= 2 * builder.threads
     )
+    rows = cols = at = 0
     if unit_patches:
-        size = builder.threads * c * per
+        size = at = builder.threads * c * per
+        rows, cols = phase_planes(int(data.shape[1]), (oh, ow), windows)
+        planes = n * int(data.shape[1]) * strides[1] * rows * cols
+        taps, step = kernel[0] * kernel[1], strides[0] * strides[1]
+        if planes <= PLANE_FLOATS and taps >= PLANE_REUSE * step:
+            size += planes
+        else:
+            rows = cols = at = 0
     else:
         size = builder.threads * c * TAIL + (n * c * pixels if compact else 0)
     scratch = builder.scratch(et.f32, (size,))
@@ -221,5 +262,5 @@ def _packed_step(
         builder.describe(node), (node,), data, packed_view, out, kernel, strides, dilations,
         padding, 1, 1, scratch, False, (n, oh, ow),
         channels_first=channels_first, compact=compact and not unit_patches,
-        unit_patches=unit_patches,
+        unit_patches=unit_patches, plane_rows=rows, plane_cols=cols, planes_at=at,
     )  # fmt: skip
