@@ -124,6 +124,7 @@ typedef struct {
   long total, chunk, nblocks;
   uint32_t gen;  /* the job's generation (read by a host team's threads, og_team_body) */
   uint64_t caller_done;  /* on a host team: when the caller ran out of blocks to claim */
+  int woken;  /* the caller woke sleeping workers for this job when it published it */
   int caller_cpu;  /* where the caller published the job (sched_getcpu) */
   _Alignas(64) _Atomic uint64_t joined;   /* generation | participants | limit */
   _Alignas(64) _Atomic uint32_t finished; /* blocks done: the waiting caller's futex word */
@@ -162,7 +163,8 @@ static _Atomic int og_team_rest;  /* jobs for the own workers after a late team 
    and which scheduling rule acted. */
 enum {
   OG_N_JOBS, OG_N_SERIAL, OG_N_CALLER_BLOCKS, OG_N_TEAM_JOBS, OG_N_WAKES, OG_N_TEAM_LATE,
-  OG_N_WAIT_TICKS, OG_N_WAIT_SLEEPS, OG_N_COLOCATED, OG_N_MOVES, OG_N_HANDOFFS, OG_N_COUNTERS
+  OG_N_WAIT_TICKS, OG_N_WAIT_SLEEPS, OG_N_COLOCATED, OG_N_MOVES, OG_N_HANDOFFS, OG_N_PACED_WAKES,
+  OG_N_COUNTERS
 };
 static _Atomic long og_counters[OG_N_COUNTERS];
 static void og_count(int which, long n) {
@@ -202,6 +204,19 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 #define OG_WAKE_WORTH 125000ull  /* about 50 microseconds: work left that pays a futex wake-up */
 #define OG_COARSE_BLOCKS 4       /* fewer blocks per thread: sleeping workers are woken at once */
 static _Atomic uint64_t og_wake_worth = OG_WAKE_WORTH;
+
+/* The pace of each range function's last job (og_pace): TSC ticks per unit of range of the
+   caller's first block, times 256, keyed by the function's address. Written only by callers
+   holding og_busy. A job whose function's last pace says its blocks are worth a wake-up
+   wakes sleeping workers when it is published instead of after the caller's first block:
+   the W3 MLP batch 256's products are 8 blocks of 160-240 µs, and a worker asleep when one
+   was published joined only after the caller's first block, so the caller ran 5 of the 8. */
+#define OG_PACES 64
+typedef struct { og_range_fn fn; uint64_t unit_ticks; } og_pace_entry;
+static og_pace_entry og_paces[OG_PACES];
+static og_pace_entry* og_pace(og_range_fn fn) {
+  return &og_paces[((uintptr_t)fn >> 4) % OG_PACES];
+}
 
 /* Set the work left (TSC ticks at the caller's pace) for which a caller wakes sleeping
    workers; 0 wakes them for every job (measurements compare the two). */
@@ -250,13 +265,14 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
-/* out[0..11] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+/* out[0..12] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
    blocks run by the other participants (pool workers or a host team's threads), of the jobs
    shared out those run on a host team, futex wake-ups of sleeping workers, host-team jobs
    whose closing barrier waited for a late thread, TSC ticks callers waited for blocks in
    progress, of those waits the ones that slept, worker joins on the caller's CPU, moves
-   of workers off the caller's CPU, and workers a waiting caller moved onto its CPU (a job's
-   counts are complete when its og_parallel returns). */
+   of workers off the caller's CPU, workers a waiting caller moved onto its CPU, and of the
+   wake-ups those made when a job was published because its function's last pace was worth
+   one (og_paced_worth; a job's counts are complete when its og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
   out[3] = 0;
@@ -505,17 +521,33 @@ static void og_homes(og_job* job, uint32_t gen, int threads) {
   __atomic_store_n(&job->joined, OG_WORD(gen, 1, threads), __ATOMIC_RELEASE);  /* caller: 0 */
 }
 
+/* Whether the units of ``job`` after the caller's first block are worth a wake-up at the pace
+   its function ran last time (og_pace; 0 when that is not known). */
+static int og_paced_worth(const og_job* job) {
+  const og_pace_entry* pace = og_pace(job->fn);
+  if (pace->fn != job->fn || !pace->unit_ticks) return 0;
+  uint64_t left = (uint64_t)(job->total - job->chunk);
+  uint64_t worth = __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED);
+  if (left > UINT64_MAX / pace->unit_ticks) return 1;
+  return (left * pace->unit_ticks >> 8) >= worth;
+}
+
 /* Publish generation ``gen`` to the pool's workers: spinning ones join at once; sleeping ones
    are woken by the caller after its first block, if at all (og_wake_if_worth), except for a
    job of a few large blocks (a BLAS product split once per thread), where the caller's first
-   block is a whole share: those wake now. */
+   block is a whole share, and a job whose function's last pace says it is worth a wake-up
+   (og_paced_worth): those wake now. */
 static void og_publish(og_job* job, uint32_t gen, int threads) {
   job->caller_cpu = sched_getcpu();
+  job->woken = 0;
   og_homes(job, gen, threads);
   __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
-  if (job->nblocks < OG_COARSE_BLOCKS * threads &&
-      __atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) {
+  if (!__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;
+  int coarse = job->nblocks < OG_COARSE_BLOCKS * threads;
+  if (coarse || og_paced_worth(job)) {
+    job->woken = 1;
     og_count(OG_N_WAKES, 1);
+    if (!coarse) og_count(OG_N_PACED_WAKES, 1);
     og_futex_wake(&og_generation, threads - 1);
   }
 }
@@ -525,7 +557,11 @@ static void og_publish(og_job* job, uint32_t gen, int threads) {
    when the caller has finished, and its wake-up costs the caller a system call. A job left
    to the caller is still claimable by any worker that wakes or spins meanwhile. */
 static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t block_ticks) {
-  if (!__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;
+  long units = job->chunk < job->total ? job->chunk : job->total;
+  og_pace_entry* pace = og_pace(job->fn);
+  pace->fn = job->fn;
+  pace->unit_ticks = (block_ticks << 8) / (uint64_t)units;
+  if (job->woken || !__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;
   long left = 0;
   for (int p = 0; p < homes; ++p) {
     uint64_t w = __atomic_load_n(&job->home[p].word, __ATOMIC_ACQUIRE);
@@ -619,6 +655,7 @@ class PoolCounters(NamedTuple):
     colocated: int  #: worker joins on the caller's CPU
     moves: int  #: workers that moved off the caller's CPU (joined there, or handed it)
     handoffs: int  #: workers a waiting caller moved onto its own CPU (og_hand_over)
+    paced_wakes: int  #: of the wake-ups, those made when a job was published for its pace
 
 
 def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
