@@ -164,7 +164,7 @@ static _Atomic int og_team_rest;  /* jobs for the own workers after a late team 
 enum {
   OG_N_JOBS, OG_N_SERIAL, OG_N_CALLER_BLOCKS, OG_N_TEAM_JOBS, OG_N_WAKES, OG_N_TEAM_LATE,
   OG_N_WAIT_TICKS, OG_N_WAIT_SLEEPS, OG_N_COLOCATED, OG_N_MOVES, OG_N_HANDOFFS, OG_N_PACED_WAKES,
-  OG_N_COUNTERS
+  OG_N_REWAKES, OG_N_COUNTERS
 };
 static _Atomic long og_counters[OG_N_COUNTERS];
 static void og_count(int which, long n) {
@@ -204,6 +204,27 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 #define OG_WAKE_WORTH 125000ull  /* about 50 microseconds: work left that pays a futex wake-up */
 #define OG_COARSE_BLOCKS 4       /* fewer blocks per thread: sleeping workers are woken at once */
 static _Atomic uint64_t og_wake_worth = OG_WAKE_WORTH;
+
+/* A caller whose jobs are each too small to pay a wake-up still wakes sleeping workers when
+   none was woken for about 1 ms (og_wake_if_worth): a worker put to sleep once (preempted
+   for a moment, or idle between bursts) would otherwise never come back for a stream of
+   small jobs that it would join while spinning (the W3 MLP batch 1: two jobs of ~16 µs per
+   call). Only on a calm machine: when no spinning worker of the pool found itself
+   descheduled in the last ~10 ms (og_preempted_at). Beside other processes a woken worker is
+   soon preempted holding a block the caller then waits for (branch h66-rewake, load 4-6:
+   two threads 1.04-1.20x the one-thread time ungated, against 0.92-1.00x without re-wakes). */
+#define OG_REWAKE 2500000ull
+#define OG_CALM 25000000ull
+static _Atomic uint64_t og_rewake_every = OG_REWAKE, og_calm_for = OG_CALM;
+static _Atomic uint64_t og_last_wake, og_preempted_at;
+
+/* Set how often (TSC ticks) a caller wakes sleeping workers for jobs not worth a wake-up,
+   and for how long after a spinning worker found itself descheduled it does not; negative
+   values restore the defaults (tests and measurements set them). */
+void og_set_rewake(long every, long calm) {
+  __atomic_store_n(&og_rewake_every, every < 0 ? OG_REWAKE : (uint64_t)every, __ATOMIC_RELAXED);
+  __atomic_store_n(&og_calm_for, calm < 0 ? OG_CALM : (uint64_t)calm, __ATOMIC_RELAXED);
+}
 
 /* The pace of each range function's last job (og_pace): TSC ticks per unit of range of the
    caller's first block, times 256, keyed by the function's address. Written only by callers
@@ -265,14 +286,15 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
-/* out[0..12] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+/* out[0..13] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
    blocks run by the other participants (pool workers or a host team's threads), of the jobs
    shared out those run on a host team, futex wake-ups of sleeping workers, host-team jobs
    whose closing barrier waited for a late thread, TSC ticks callers waited for blocks in
    progress, of those waits the ones that slept, worker joins on the caller's CPU, moves
    of workers off the caller's CPU, workers a waiting caller moved onto its CPU, and of the
    wake-ups those made when a job was published because its function's last pace was worth
-   one (og_paced_worth; a job's counts are complete when its og_parallel returns). */
+   one (og_paced_worth) and those made for jobs not worth one (re-wakes, og_wake_if_worth; a
+   job's counts are complete when its og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
   out[3] = 0;
@@ -407,7 +429,11 @@ static uint32_t og_await(uint32_t seen, uint64_t* patience) {
       uint32_t gen = __atomic_load_n(&og_generation, __ATOMIC_ACQUIRE);
       if (gen != seen) return gen;
       uint64_t t = og_ticks();
-      if (t - last > OG_PREEMPTED) { *patience = OG_MIN_SPIN; break; }  /* core contended */
+      if (t - last > OG_PREEMPTED) {  /* core contended */
+        *patience = OG_MIN_SPIN;
+        __atomic_store_n(&og_preempted_at, t, __ATOMIC_RELAXED);
+        break;
+      }
       if (t - t0 > *patience) break;
       last = t;
       og_relax();
@@ -521,6 +547,13 @@ static void og_homes(og_job* job, uint32_t gen, int threads) {
   __atomic_store_n(&job->joined, OG_WORD(gen, 1, threads), __ATOMIC_RELEASE);  /* caller: 0 */
 }
 
+/* Wake up to ``count`` sleeping workers for the job just published. */
+static void og_wake_workers(int count) {
+  __atomic_store_n(&og_last_wake, og_ticks(), __ATOMIC_RELAXED);
+  og_count(OG_N_WAKES, 1);
+  og_futex_wake(&og_generation, count);
+}
+
 /* Whether the units of ``job`` after the caller's first block are worth a wake-up at the pace
    its function ran last time (og_pace; 0 when that is not known). */
 static int og_paced_worth(const og_job* job) {
@@ -546,16 +579,18 @@ static void og_publish(og_job* job, uint32_t gen, int threads) {
   int coarse = job->nblocks < OG_COARSE_BLOCKS * threads;
   if (coarse || og_paced_worth(job)) {
     job->woken = 1;
-    og_count(OG_N_WAKES, 1);
     if (!coarse) og_count(OG_N_PACED_WAKES, 1);
-    og_futex_wake(&og_generation, threads - 1);
+    og_wake_workers(threads - 1);
   }
 }
 
 /* Wake sleeping workers when the blocks of generation ``gen`` not claimed yet would take the
    caller (at its first block's pace) longer than a wake-up: a worker woken for less arrives
    when the caller has finished, and its wake-up costs the caller a system call. A job left
-   to the caller is still claimable by any worker that wakes or spins meanwhile. */
+   to the caller is still claimable by any worker that wakes or spins meanwhile; and when
+   no worker was woken for og_rewake_every on a calm machine, the caller wakes them even for
+   such a job (a re-wake: the worker, once up, spins into the next jobs). Also records the
+   pace of the job's function (og_pace). */
 static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t block_ticks) {
   long units = job->chunk < job->total ? job->chunk : job->total;
   og_pace_entry* pace = og_pace(job->fn);
@@ -567,9 +602,18 @@ static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t bloc
     uint64_t w = __atomic_load_n(&job->home[p].word, __ATOMIC_ACQUIRE);
     if (OG_GEN(w) == gen && OG_NEXT(w) < OG_END(w)) left += OG_END(w) - OG_NEXT(w);
   }
-  if (left && (uint64_t)left * block_ticks >= __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED)) {
-    og_count(OG_N_WAKES, 1);
-    og_futex_wake(&og_generation, homes - 1);
+  if (!left) return;
+  if ((uint64_t)left * block_ticks >= __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED)) {
+    og_wake_workers(homes - 1);
+    return;
+  }
+  uint64_t now = og_ticks();
+  if (now - __atomic_load_n(&og_last_wake, __ATOMIC_RELAXED) >=
+          __atomic_load_n(&og_rewake_every, __ATOMIC_RELAXED) &&
+      now - __atomic_load_n(&og_preempted_at, __ATOMIC_RELAXED) >=
+          __atomic_load_n(&og_calm_for, __ATOMIC_RELAXED)) {
+    og_count(OG_N_REWAKES, 1);
+    og_wake_workers(homes - 1);
   }
 }
 
@@ -656,6 +700,7 @@ class PoolCounters(NamedTuple):
     moves: int  #: workers that moved off the caller's CPU (joined there, or handed it)
     handoffs: int  #: workers a waiting caller moved onto its own CPU (og_hand_over)
     paced_wakes: int  #: of the wake-ups, those made when a job was published for its pace
+    rewakes: int  #: of the wake-ups, those for jobs not worth one (none for ~1 ms, calm)
 
 
 def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
