@@ -36,7 +36,15 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   block is its whole share) wakes them when it is published, as every job did before. A
   worker woken for less arrives when the caller has finished and costs it a system call: the
   W3 MLP batch 1 (two jobs of 8 blocks per 35 µs call) had its worker run 3 of 16 blocks
-  while burning 17-31 µs of CPU per call on a loaded machine.
+  while burning 17-31 µs of CPU per call on a loaded machine. Two exceptions (2026-11-26,
+  H68): a job whose range function's last run says its blocks are worth a wake-up wakes
+  sleepers when it is published (``og_pace``: each function's ticks per unit of range at
+  the caller's first block; the W3 MLP batch 256's products are 8 blocks of 160-240 µs, and
+  a worker asleep when one was published joined after the caller's first block, which then
+  ran 5 of the 8); and a job not worth one still wakes them when none was woken for ~1 ms
+  and no spinning worker found itself descheduled in the last ~10 ms (a *re-wake*,
+  ``og_set_rewake``): a worker put to sleep once would otherwise never come back for a
+  stream of small jobs that it joins while spinning.
 * **Where workers run.** A worker that joins a job on the CPU the caller published it from
   narrows its affinity to the CPUs it was created with, less that one (``og_move_off``;
   again at every join, so it follows a caller that moves): the two would share one core
@@ -62,14 +70,15 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   caller longer than the job's own work (and over ~100 µs), the next 64 jobs run on the own
   workers (other processes want the cores, and there the own pool measured faster).
 
-``og_pool_counters(long out[12])`` reads counts kept since the library was loaded: jobs
+``og_pool_counters(long out[14])`` reads counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
 run by callers, blocks run by the other participants (a worker adds one per block on its
 home's cache line, which it writes for every claim anyway, before marking the block finished:
 a job's counts are complete when ``og_parallel`` returns), jobs run on a host team,
 wake-ups of sleeping workers, host-team jobs that waited for a late team thread, the time
 callers waited for blocks in progress and how often they slept doing so, worker joins on
-the caller's CPU and the moves off it, and hand-overs. Tests use them to check that a
+the caller's CPU and the moves off it, hand-overs, and of the wake-ups the paced ones and the
+re-wakes. Tests use them to check that a
 kernel really is split between threads, where, and which placement rule acted
 (``runtime_counters`` below reads them from Python).
 
