@@ -8,6 +8,7 @@ pace was worth it, after its first block otherwise, and now and then for small j
 * **Re-wakes** (``og_set_rewake``): a job not worth a wake-up still wakes sleeping workers when
   none was woken for a while on a calm machine (``rewakes``); not when the interval has not
   passed, nor when a spinning worker found itself descheduled within the calm window.
+* ``og_set_wake_rules`` switches either rule off (measurements compare them).
 
 The runtime's C source is compiled with its test hooks (``hooked_runtime``) and a recording
 kernel; the thresholds are set to 0 or to ``1 << 62`` so that every decision is certain, and
@@ -50,6 +51,7 @@ def pool(hooked_runtime: Callable[[str, str], ctypes.CDLL]) -> ctypes.CDLL:
     lib = hooked_runtime("wakes", KERNEL)
     lib.og_set_wake_worth.argtypes = [ctypes.c_long]
     lib.og_set_rewake.argtypes = [ctypes.c_long, ctypes.c_long]
+    lib.og_set_wake_rules.argtypes = [ctypes.c_long]
     return lib
 
 
@@ -60,6 +62,7 @@ def rules(pool: ctypes.CDLL) -> Iterator[ctypes.CDLL]:
     yield pool
     pool.og_set_wake_worth(125_000)
     pool.og_set_rewake(-1, -1)
+    pool.og_set_wake_rules(-1)
 
 
 def _call(pool: ctypes.CDLL, kernel: str) -> None:
@@ -108,6 +111,14 @@ def test_a_function_never_run_is_woken_after_the_first_block(rules):
     assert (change.wakes, change.paced_wakes) == (1, 1)
 
 
+def test_paced_wake_ups_switched_off_wake_after_the_first_block(rules):
+    rules.og_set_rewake(NEVER, -1)
+    rules.og_set_wake_worth(0)
+    rules.og_set_wake_rules(2)  # re-wakes only
+    change = _asleep_call(rules)
+    assert (change.wakes, change.paced_wakes) == (1, 0)
+
+
 def test_small_jobs_re_wake_sleepers_once_the_interval_has_passed(rules):
     rules.og_set_wake_worth(NEVER)
     rules.og_set_rewake(0, 0)
@@ -125,5 +136,13 @@ def test_small_jobs_do_not_re_wake_within_the_interval(rules):
 def test_small_jobs_do_not_re_wake_on_a_machine_that_is_not_calm(rules):
     rules.og_set_wake_worth(NEVER)
     rules.og_set_rewake(0, NEVER)  # every preemption seen is within the calm window
+    change = _asleep_call(rules)
+    assert (change.wakes, change.rewakes) == (0, 0)
+
+
+def test_re_wakes_switched_off_leave_sleepers_asleep(rules):
+    rules.og_set_wake_worth(NEVER)
+    rules.og_set_rewake(0, 0)
+    rules.og_set_wake_rules(1)  # paced wake-ups only
     change = _asleep_call(rules)
     assert (change.wakes, change.rewakes) == (0, 0)

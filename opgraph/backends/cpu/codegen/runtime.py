@@ -227,6 +227,20 @@ static _Atomic uint64_t og_wake_worth = OG_WAKE_WORTH;
 static _Atomic uint64_t og_rewake_every = OG_REWAKE, og_calm_for = OG_CALM;
 static _Atomic uint64_t og_last_wake, og_preempted_at;
 
+/* Which of the wake-up rules of 2026-11-26 (H68) act (og_set_wake_rules): bit 0, a job worth a
+   wake-up by its function's last pace wakes sleepers when published (og_paced_worth); bit 1,
+   re-wakes for small jobs (og_wake_if_worth). */
+#define OG_WAKE_PACED 1
+#define OG_WAKE_REWAKE 2
+static _Atomic int og_wake_rules = OG_WAKE_PACED | OG_WAKE_REWAKE;
+
+/* Set the wake-up rules (bits as above; a negative value restores the default, both):
+   measurements compare them. */
+void og_set_wake_rules(long rules) {
+  __atomic_store_n(&og_wake_rules, rules < 0 ? OG_WAKE_PACED | OG_WAKE_REWAKE : (int)rules,
+                   __ATOMIC_RELAXED);
+}
+
 /* Set how often (TSC ticks) a caller wakes sleeping workers for jobs not worth a wake-up,
    and for how long after a spinning worker found itself descheduled it does not; negative
    values restore the defaults (tests and measurements set them). */
@@ -567,6 +581,7 @@ static void og_wake_workers(int count) {
    its function ran last time (og_pace; 0 when that is not known). */
 static int og_paced_worth(const og_job* job) {
   const og_pace_entry* pace = og_pace(job->fn);
+  if (!(__atomic_load_n(&og_wake_rules, __ATOMIC_RELAXED) & OG_WAKE_PACED)) return 0;
   if (pace->fn != job->fn || !pace->unit_ticks) return 0;
   uint64_t left = (uint64_t)(job->total - job->chunk);
   uint64_t worth = __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED);
@@ -617,7 +632,8 @@ static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t bloc
     return;
   }
   uint64_t now = og_ticks();
-  if (now - __atomic_load_n(&og_last_wake, __ATOMIC_RELAXED) >=
+  if (__atomic_load_n(&og_wake_rules, __ATOMIC_RELAXED) & OG_WAKE_REWAKE &&
+      now - __atomic_load_n(&og_last_wake, __ATOMIC_RELAXED) >=
           __atomic_load_n(&og_rewake_every, __ATOMIC_RELAXED) &&
       now - __atomic_load_n(&og_preempted_at, __ATOMIC_RELAXED) >=
           __atomic_load_n(&og_calm_for, __ATOMIC_RELAXED)) {
