@@ -6,15 +6,19 @@ Measures one case (``bench/models.py``: W2, W1 at a size or W3 at a batch) with 
 in blocks of calls: two threads and one thread, quiet and beside one busy-looping process
 (``bench/load.py``), and two threads with each placement rule of the pool switched off
 (``og_set_placement``: ``apart`` keeps the worker off the caller's CPU but never hands the
-caller's CPU over, ``none`` is the pool before 2026-11-26's placement rules). One *group*
-measures every configuration once, interleaved.
+caller's CPU over, ``none`` is the pool before 2026-11-26's placement rules), and two threads
+with the wake-up rules of 2026-11-26 (H68) switched off (``og_set_wake_rules``: ``old wakes``
+wakes sleepers only after the caller's first block, and never for jobs not worth it). One
+*group* measures every configuration once, interleaved.
 
 On a machine shared with other users a group is kept only when the CPU time that other
 processes used during it (``/proc/stat`` busy time less this process's and the busy loop's)
 stays under ``--gate`` of the two cores; a group starts only after a quiet spell. Per
 configuration it prints the median over groups of the blocks' median call time, the CPU time
 of the process per call, and per call the pool's counters: blocks the worker ran, the
-caller's wait for blocks in progress, worker joins on the caller's CPU, hand-overs.
+caller's wait for blocks in progress, worker joins on the caller's CPU, hand-overs, wake-ups
+of sleeping workers (and of those, the ones made when a job was published for its function's
+pace, and re-wakes).
 """
 
 from __future__ import annotations
@@ -41,9 +45,10 @@ from opgraph.backends.cpu.config import CpuConfig
 
 TICK = os.sysconf("SC_CLK_TCK")
 TSC_GHZ = 2.596  # this machine's TSC (dmesg "tsc: Detected"): the counters' wait is in ticks
-#: (name, threads, placement rules, loaded)
-Config = tuple[str, int, int, bool]
-RULES = {"both": -1, "apart": 1, "none": 0}
+#: (name, threads, placement rules, wake-up rules, loaded)
+Config = tuple[str, int, int, int, bool]
+#: name: (placement rules, wake-up rules)
+CONFIGS = {"both": (-1, -1), "apart": (1, -1), "none": (0, -1), "old wakes": (-1, 0)}
 
 
 def busy_ns() -> float:
@@ -84,6 +89,7 @@ class Bench:
             self.calls[threads] = functools.partial(exe.call, outs, ins)
         self.lib = backend.toolchain.runtime()
         self.lib.og_set_placement.argtypes = [ctypes.c_long]
+        self.lib.og_set_wake_rules.argtypes = [ctypes.c_long]
         self.loop: subprocess.Popen[bytes] | None = None
 
     def block(self, threads: int, seconds: float) -> dict[str, float]:
@@ -110,14 +116,18 @@ class Bench:
             "wait_us": (c1.wait_ticks - c0.wait_ticks) / TSC_GHZ / 1e3 / n,
             "colocated": (c1.colocated - c0.colocated) / n,
             "handoffs": (c1.handoffs - c0.handoffs) / n,
+            "wakes": (c1.wakes - c0.wakes) / n,
+            "paced": (c1.paced_wakes - c0.paced_wakes) / n,
+            "rewakes": (c1.rewakes - c0.rewakes) / n,
         }
 
     def group(self, configs: list[Config], seconds: float) -> dict[Config, dict[str, float]]:
         out = {}
         try:
             for config in configs:
-                _, threads, rules, loaded = config
+                _, threads, rules, wakes, loaded = config
                 self.lib.og_set_placement(rules)
+                self.lib.og_set_wake_rules(wakes)
                 if loaded and self.loop is None:
                     self.loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
                     time.sleep(load.START)
@@ -127,6 +137,7 @@ class Bench:
         finally:
             self.stop_loop()
             self.lib.og_set_placement(-1)
+            self.lib.og_set_wake_rules(-1)
         return out
 
     def stop_loop(self) -> None:
@@ -150,9 +161,9 @@ def main() -> None:
     cache = Path(os.environ.get("OPGRAPH_CACHE_DIR") or tempfile.mkdtemp(prefix="opgraph-pool-"))
     bench = Bench(case, cache)
     configs: list[Config] = [
-        (name, threads, RULES[name], loaded)
+        (name, threads, *CONFIGS[name], loaded)
         for loaded in (False, True)
-        for name, threads in (("both", 2), ("both", 1), ("apart", 2), ("none", 2))
+        for name, threads in (("both", 2), ("both", 1), ("apart", 2), ("none", 2), ("old wakes", 2))
     ]
     results: dict[Config, list[dict[str, float]]] = {c: [] for c in configs}
     started, tried, kept = time.time(), 0, 0
@@ -165,20 +176,21 @@ def main() -> None:
         for config, r in group.items():
             results[config].append(r)
         print(f"group {kept} ({time.strftime('%H:%M:%S')}): " + ", ".join(
-            f"{c[0]}/{c[1]}t/{'busy' if c[3] else 'quiet'} {r['median_us']:.0f}"
+            f"{c[0]}/{c[1]}t/{'busy' if c[4] else 'quiet'} {r['median_us']:.0f}"
             for c, r in group.items()
         ), flush=True)  # fmt: skip
     print(f"\n{case.name}: {kept} groups kept of {tried}, load average {os.getloadavg()}\n")
     print("| rules | threads | beside | median µs | CPU µs/call | worker blocks | "
-          "wait µs | co-located | hand-overs |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          "wait µs | co-located | hand-overs | wake-ups (paced, re-wakes) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for config, rs in results.items():
         if not rs:
             continue
         m = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-        print(f"| {config[0]} | {config[1]} | {'busy loop' if config[3] else 'nothing'} | "
+        print(f"| {config[0]} | {config[1]} | {'busy loop' if config[4] else 'nothing'} | "
               f"{m['median_us']:.0f} | {m['cpu_us']:.0f} | {m['worker_blocks']:.1f} | "
-              f"{m['wait_us']:.0f} | {m['colocated']:.2f} | {m['handoffs']:.2f} |")  # fmt: skip
+              f"{m['wait_us']:.0f} | {m['colocated']:.2f} | {m['handoffs']:.2f} | "
+              f"{m['wakes']:.2f} ({m['paced']:.2f}, {m['rewakes']:.2f}) |")  # fmt: skip
 
 
 if __name__ == "__main__":

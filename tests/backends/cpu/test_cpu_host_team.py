@@ -78,6 +78,7 @@ def pool(hooked_runtime: Callable[[str, str], ctypes.CDLL]) -> ctypes.CDLL:
     lib = hooked_runtime("team", KERNEL)
     lib.og_set_team.argtypes = [ctypes.c_void_p]
     lib.og_set_wake_worth.argtypes = [ctypes.c_long]
+    lib.og_set_rewake.argtypes = [ctypes.c_long, ctypes.c_long]
     return lib
 
 
@@ -202,6 +203,7 @@ def test_caller_wakes_sleeping_workers_only_for_work_worth_it(pool):
     call(pool, 10_000, 2, grain=16).check(2)  # the worker exists
     try:
         pool.og_set_wake_worth(1 << 62)  # nothing is worth a wake-up
+        pool.og_set_rewake(1 << 62, -1)  # nor re-woken (test_cpu_pool_wakes.py)
         _asleep(pool, 1)
         before = runtime_counters(pool)
         run = call(pool, 4096, 2, grain=16, block_usec=20)
@@ -219,6 +221,7 @@ def test_caller_wakes_sleeping_workers_only_for_work_worth_it(pool):
         assert runtime_counters(pool).wakes == before.wakes + 1
     finally:
         pool.og_set_wake_worth(125_000)
+        pool.og_set_rewake(-1, -1)
 
 
 # ------------------------------------------------- the backend follows the declaration

@@ -36,7 +36,15 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   block is its whole share) wakes them when it is published, as every job did before. A
   worker woken for less arrives when the caller has finished and costs it a system call: the
   W3 MLP batch 1 (two jobs of 8 blocks per 35 µs call) had its worker run 3 of 16 blocks
-  while burning 17-31 µs of CPU per call on a loaded machine.
+  while burning 17-31 µs of CPU per call on a loaded machine. Two exceptions (2026-11-26,
+  H68): a job whose range function's last run says its blocks are worth a wake-up wakes
+  sleepers when it is published (``og_pace``: each function's ticks per unit of range at
+  the caller's first block; the W3 MLP batch 256's products are 8 blocks of 160-240 µs, and
+  a worker asleep when one was published joined after the caller's first block, which then
+  ran 5 of the 8); and a job not worth one still wakes them when none was woken for ~1 ms
+  and no spinning worker found itself descheduled in the last ~10 ms (a *re-wake*,
+  ``og_set_rewake``): a worker put to sleep once would otherwise never come back for a
+  stream of small jobs that it joins while spinning.
 * **Where workers run.** A worker that joins a job on the CPU the caller published it from
   narrows its affinity to the CPUs it was created with, less that one (``og_move_off``;
   again at every join, so it follows a caller that moves): the two would share one core
@@ -62,14 +70,15 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   caller longer than the job's own work (and over ~100 µs), the next 64 jobs run on the own
   workers (other processes want the cores, and there the own pool measured faster).
 
-``og_pool_counters(long out[12])`` reads counts kept since the library was loaded: jobs
+``og_pool_counters(long out[14])`` reads counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
 run by callers, blocks run by the other participants (a worker adds one per block on its
 home's cache line, which it writes for every claim anyway, before marking the block finished:
 a job's counts are complete when ``og_parallel`` returns), jobs run on a host team,
 wake-ups of sleeping workers, host-team jobs that waited for a late team thread, the time
 callers waited for blocks in progress and how often they slept doing so, worker joins on
-the caller's CPU and the moves off it, and hand-overs. Tests use them to check that a
+the caller's CPU and the moves off it, hand-overs, and of the wake-ups the paced ones and the
+re-wakes. Tests use them to check that a
 kernel really is split between threads, where, and which placement rule acted
 (``runtime_counters`` below reads them from Python).
 
@@ -124,6 +133,7 @@ typedef struct {
   long total, chunk, nblocks;
   uint32_t gen;  /* the job's generation (read by a host team's threads, og_team_body) */
   uint64_t caller_done;  /* on a host team: when the caller ran out of blocks to claim */
+  int woken;  /* the caller woke sleeping workers for this job when it published it */
   int caller_cpu;  /* where the caller published the job (sched_getcpu) */
   _Alignas(64) _Atomic uint64_t joined;   /* generation | participants | limit */
   _Alignas(64) _Atomic uint32_t finished; /* blocks done: the waiting caller's futex word */
@@ -162,7 +172,8 @@ static _Atomic int og_team_rest;  /* jobs for the own workers after a late team 
    and which scheduling rule acted. */
 enum {
   OG_N_JOBS, OG_N_SERIAL, OG_N_CALLER_BLOCKS, OG_N_TEAM_JOBS, OG_N_WAKES, OG_N_TEAM_LATE,
-  OG_N_WAIT_TICKS, OG_N_WAIT_SLEEPS, OG_N_COLOCATED, OG_N_MOVES, OG_N_HANDOFFS, OG_N_COUNTERS
+  OG_N_WAIT_TICKS, OG_N_WAIT_SLEEPS, OG_N_COLOCATED, OG_N_MOVES, OG_N_HANDOFFS, OG_N_PACED_WAKES,
+  OG_N_REWAKES, OG_N_COUNTERS
 };
 static _Atomic long og_counters[OG_N_COUNTERS];
 static void og_count(int which, long n) {
@@ -202,6 +213,54 @@ static uint64_t og_ticks(void) {  /* nanoseconds: about the same scale as x86 TS
 #define OG_WAKE_WORTH 125000ull  /* about 50 microseconds: work left that pays a futex wake-up */
 #define OG_COARSE_BLOCKS 4       /* fewer blocks per thread: sleeping workers are woken at once */
 static _Atomic uint64_t og_wake_worth = OG_WAKE_WORTH;
+
+/* A caller whose jobs are each too small to pay a wake-up still wakes sleeping workers when
+   none was woken for about 1 ms (og_wake_if_worth): a worker put to sleep once (preempted
+   for a moment, or idle between bursts) would otherwise never come back for a stream of
+   small jobs that it would join while spinning (the W3 MLP batch 1: two jobs of ~16 µs per
+   call). Only on a calm machine: when no spinning worker of the pool found itself
+   descheduled in the last ~10 ms (og_preempted_at). Beside other processes a woken worker is
+   soon preempted holding a block the caller then waits for (branch h66-rewake, load 4-6:
+   two threads 1.04-1.20x the one-thread time ungated, against 0.92-1.00x without re-wakes). */
+#define OG_REWAKE 2500000ull
+#define OG_CALM 25000000ull
+static _Atomic uint64_t og_rewake_every = OG_REWAKE, og_calm_for = OG_CALM;
+static _Atomic uint64_t og_last_wake, og_preempted_at;
+
+/* Which of the wake-up rules of 2026-11-26 (H68) act (og_set_wake_rules): bit 0, a job worth a
+   wake-up by its function's last pace wakes sleepers when published (og_paced_worth); bit 1,
+   re-wakes for small jobs (og_wake_if_worth). */
+#define OG_WAKE_PACED 1
+#define OG_WAKE_REWAKE 2
+static _Atomic int og_wake_rules = OG_WAKE_PACED | OG_WAKE_REWAKE;
+
+/* Set the wake-up rules (bits as above; a negative value restores the default, both):
+   measurements compare them. */
+void og_set_wake_rules(long rules) {
+  __atomic_store_n(&og_wake_rules, rules < 0 ? OG_WAKE_PACED | OG_WAKE_REWAKE : (int)rules,
+                   __ATOMIC_RELAXED);
+}
+
+/* Set how often (TSC ticks) a caller wakes sleeping workers for jobs not worth a wake-up,
+   and for how long after a spinning worker found itself descheduled it does not; negative
+   values restore the defaults (tests and measurements set them). */
+void og_set_rewake(long every, long calm) {
+  __atomic_store_n(&og_rewake_every, every < 0 ? OG_REWAKE : (uint64_t)every, __ATOMIC_RELAXED);
+  __atomic_store_n(&og_calm_for, calm < 0 ? OG_CALM : (uint64_t)calm, __ATOMIC_RELAXED);
+}
+
+/* The pace of each range function's last job (og_pace): TSC ticks per unit of range of the
+   caller's first block, times 256, keyed by the function's address. Written only by callers
+   holding og_busy. A job whose function's last pace says its blocks are worth a wake-up
+   wakes sleeping workers when it is published instead of after the caller's first block:
+   the W3 MLP batch 256's products are 8 blocks of 160-240 µs, and a worker asleep when one
+   was published joined only after the caller's first block, so the caller ran 5 of the 8. */
+#define OG_PACES 64
+typedef struct { og_range_fn fn; uint64_t unit_ticks; } og_pace_entry;
+static og_pace_entry og_paces[OG_PACES];
+static og_pace_entry* og_pace(og_range_fn fn) {
+  return &og_paces[((uintptr_t)fn >> 4) % OG_PACES];
+}
 
 /* Set the work left (TSC ticks at the caller's pace) for which a caller wakes sleeping
    workers; 0 wakes them for every job (measurements compare the two). */
@@ -250,13 +309,15 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
-/* out[0..11] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+/* out[0..13] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
    blocks run by the other participants (pool workers or a host team's threads), of the jobs
    shared out those run on a host team, futex wake-ups of sleeping workers, host-team jobs
    whose closing barrier waited for a late thread, TSC ticks callers waited for blocks in
    progress, of those waits the ones that slept, worker joins on the caller's CPU, moves
-   of workers off the caller's CPU, and workers a waiting caller moved onto its CPU (a job's
-   counts are complete when its og_parallel returns). */
+   of workers off the caller's CPU, workers a waiting caller moved onto its CPU, and of the
+   wake-ups those made when a job was published because its function's last pace was worth
+   one (og_paced_worth) and those made for jobs not worth one (re-wakes, og_wake_if_worth; a
+   job's counts are complete when its og_parallel returns). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
   out[3] = 0;
@@ -391,7 +452,11 @@ static uint32_t og_await(uint32_t seen, uint64_t* patience) {
       uint32_t gen = __atomic_load_n(&og_generation, __ATOMIC_ACQUIRE);
       if (gen != seen) return gen;
       uint64_t t = og_ticks();
-      if (t - last > OG_PREEMPTED) { *patience = OG_MIN_SPIN; break; }  /* core contended */
+      if (t - last > OG_PREEMPTED) {  /* core contended */
+        *patience = OG_MIN_SPIN;
+        __atomic_store_n(&og_preempted_at, t, __ATOMIC_RELAXED);
+        break;
+      }
       if (t - t0 > *patience) break;
       last = t;
       og_relax();
@@ -505,35 +570,75 @@ static void og_homes(og_job* job, uint32_t gen, int threads) {
   __atomic_store_n(&job->joined, OG_WORD(gen, 1, threads), __ATOMIC_RELEASE);  /* caller: 0 */
 }
 
+/* Wake up to ``count`` sleeping workers for the job just published. */
+static void og_wake_workers(int count) {
+  __atomic_store_n(&og_last_wake, og_ticks(), __ATOMIC_RELAXED);
+  og_count(OG_N_WAKES, 1);
+  og_futex_wake(&og_generation, count);
+}
+
+/* Whether the units of ``job`` after the caller's first block are worth a wake-up at the pace
+   its function ran last time (og_pace; 0 when that is not known). */
+static int og_paced_worth(const og_job* job) {
+  const og_pace_entry* pace = og_pace(job->fn);
+  if (!(__atomic_load_n(&og_wake_rules, __ATOMIC_RELAXED) & OG_WAKE_PACED)) return 0;
+  if (pace->fn != job->fn || !pace->unit_ticks) return 0;
+  uint64_t left = (uint64_t)(job->total - job->chunk);
+  uint64_t worth = __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED);
+  if (left > UINT64_MAX / pace->unit_ticks) return 1;
+  return (left * pace->unit_ticks >> 8) >= worth;
+}
+
 /* Publish generation ``gen`` to the pool's workers: spinning ones join at once; sleeping ones
    are woken by the caller after its first block, if at all (og_wake_if_worth), except for a
    job of a few large blocks (a BLAS product split once per thread), where the caller's first
-   block is a whole share: those wake now. */
+   block is a whole share, and a job whose function's last pace says it is worth a wake-up
+   (og_paced_worth): those wake now. */
 static void og_publish(og_job* job, uint32_t gen, int threads) {
   job->caller_cpu = sched_getcpu();
+  job->woken = 0;
   og_homes(job, gen, threads);
   __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
-  if (job->nblocks < OG_COARSE_BLOCKS * threads &&
-      __atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) {
-    og_count(OG_N_WAKES, 1);
-    og_futex_wake(&og_generation, threads - 1);
+  if (!__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;
+  int coarse = job->nblocks < OG_COARSE_BLOCKS * threads;
+  if (coarse || og_paced_worth(job)) {
+    job->woken = 1;
+    if (!coarse) og_count(OG_N_PACED_WAKES, 1);
+    og_wake_workers(threads - 1);
   }
 }
 
 /* Wake sleeping workers when the blocks of generation ``gen`` not claimed yet would take the
    caller (at its first block's pace) longer than a wake-up: a worker woken for less arrives
    when the caller has finished, and its wake-up costs the caller a system call. A job left
-   to the caller is still claimable by any worker that wakes or spins meanwhile. */
+   to the caller is still claimable by any worker that wakes or spins meanwhile; and when
+   no worker was woken for og_rewake_every on a calm machine, the caller wakes them even for
+   such a job (a re-wake: the worker, once up, spins into the next jobs). Also records the
+   pace of the job's function (og_pace). */
 static void og_wake_if_worth(og_job* job, uint32_t gen, int homes, uint64_t block_ticks) {
-  if (!__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;
+  long units = job->chunk < job->total ? job->chunk : job->total;
+  og_pace_entry* pace = og_pace(job->fn);
+  pace->fn = job->fn;
+  pace->unit_ticks = (block_ticks << 8) / (uint64_t)units;
+  if (job->woken || !__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;
   long left = 0;
   for (int p = 0; p < homes; ++p) {
     uint64_t w = __atomic_load_n(&job->home[p].word, __ATOMIC_ACQUIRE);
     if (OG_GEN(w) == gen && OG_NEXT(w) < OG_END(w)) left += OG_END(w) - OG_NEXT(w);
   }
-  if (left && (uint64_t)left * block_ticks >= __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED)) {
-    og_count(OG_N_WAKES, 1);
-    og_futex_wake(&og_generation, homes - 1);
+  if (!left) return;
+  if ((uint64_t)left * block_ticks >= __atomic_load_n(&og_wake_worth, __ATOMIC_RELAXED)) {
+    og_wake_workers(homes - 1);
+    return;
+  }
+  uint64_t now = og_ticks();
+  if (__atomic_load_n(&og_wake_rules, __ATOMIC_RELAXED) & OG_WAKE_REWAKE &&
+      now - __atomic_load_n(&og_last_wake, __ATOMIC_RELAXED) >=
+          __atomic_load_n(&og_rewake_every, __ATOMIC_RELAXED) &&
+      now - __atomic_load_n(&og_preempted_at, __ATOMIC_RELAXED) >=
+          __atomic_load_n(&og_calm_for, __ATOMIC_RELAXED)) {
+    og_count(OG_N_REWAKES, 1);
+    og_wake_workers(homes - 1);
   }
 }
 
@@ -619,6 +724,8 @@ class PoolCounters(NamedTuple):
     colocated: int  #: worker joins on the caller's CPU
     moves: int  #: workers that moved off the caller's CPU (joined there, or handed it)
     handoffs: int  #: workers a waiting caller moved onto its own CPU (og_hand_over)
+    paced_wakes: int  #: of the wake-ups, those made when a job was published for its pace
+    rewakes: int  #: of the wake-ups, those for jobs not worth one (none for ~1 ms, calm)
 
 
 def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
