@@ -18,9 +18,9 @@ round, each runtime a block of steps, the starting runtime rotating, after a sho
 Reported: each runtime's median step time and its ratio to the faster of eager and Inductor;
 and, under each workload, where opgraph's parallel jobs ran in the measured steps of its two
 runtimes (the CPU runtime's ``og_pool_counters``): jobs shared out, those on torch's OpenMP
-team, and team jobs that waited for a late (descheduled) team thread. A ``torch.compile``
-row whose jobs ran mostly on opgraph's own pool, beside torch's spinning workers, measured
-the machine's load more than the bridge (docs/torch.md, "Threads").
+team, and team jobs that waited for a late (descheduled) team thread. On a quiet machine a
+``torch.compile`` row with jobs off the team ran them on opgraph's own pool beside torch's
+spinning workers, after a late team thread (docs/torch.md, "Training speed").
 """
 
 from __future__ import annotations

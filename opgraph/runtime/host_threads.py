@@ -9,12 +9,6 @@ cores. A frontend that knows its framework runs on GNU OpenMP says so here
 (the CPU backend: ``og_parallel`` on ``GOMP_parallel``) does: one set of workers, which the
 framework's and opgraph's work use in turn. Backends learn of changes through
 :func:`on_change`.
-
-A backend may move jobs off the team for a while (the CPU runtime does after a team thread
-was late: descheduled behind another process). :func:`rejoin_host_openmp`, which a frontend
-calls where its framework hands back to opgraph (each compiled call), ends such a spell:
-one late thread then costs at most the rest of that call on the backend's own workers
-(:func:`on_rejoin` listeners), not the calls after it.
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ from collections.abc import Callable
 _lock = threading.Lock()
 _library: str | None = None
 _listeners: list[Callable[[str | None], None]] = []
-_rejoiners: list[Callable[[], None]] = []
 
 
 def declare_host_openmp(library: str = "libgomp.so.1") -> None:
@@ -41,22 +34,6 @@ def declare_host_openmp(library: str = "libgomp.so.1") -> None:
 def withdraw_host_openmp() -> None:
     """Undo :func:`declare_host_openmp`: backends go back to their own thread pools."""
     _set(None)
-
-
-def rejoin_host_openmp() -> None:
-    """Send the parallel jobs from here on to the declared team again, where a backend had
-    moved them to its own workers after a late team thread; nothing while no team is
-    declared (cheap: a frontend calls it before each compiled call)."""
-    if _library is None:
-        return
-    for listener in tuple(_rejoiners):
-        listener()
-
-
-def on_rejoin(listener: Callable[[], None]) -> None:
-    """Call ``listener()`` at each :func:`rejoin_host_openmp` while a team is declared."""
-    with _lock:
-        _rejoiners.append(listener)
 
 
 def host_openmp() -> str | None:

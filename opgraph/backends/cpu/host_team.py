@@ -7,8 +7,6 @@ loaded runtime library gets the address of ``GOMP_parallel`` in that already loa
 workers (the same work claiming, the caller first) instead of waking its own, so the two never
 spin against each other for the cores. The library is looked up with ``RTLD_NOLOAD``: nothing
 is ever loaded for it, and when it is not in the process the pool keeps its own workers.
-:func:`opgraph.runtime.host_threads.rejoin_host_openmp` sets the same team again, which ends
-the runtime's spell on its own workers after a late team thread.
 """
 
 from __future__ import annotations
@@ -61,19 +59,9 @@ class _Teams:
             for runtime in self.runtimes:
                 runtime.og_set_team(ctypes.c_void_p(team))
 
-    def rejoin(self) -> None:
-        """Every runtime back on the current team now (``og_set_team`` again clears the
-        count of jobs left for the own workers after a late team thread)."""
-        with self.lock:  # not racing a change of the declaration
-            if self.team is None:
-                return
-            for runtime in self.runtimes:
-                runtime.og_set_team(ctypes.c_void_p(self.team))
-
 
 _TEAMS = _Teams()
 host_threads.on_change(_TEAMS.changed)
-host_threads.on_rejoin(_TEAMS.rejoin)
 
 
 def attach(runtime: ctypes.CDLL) -> None:

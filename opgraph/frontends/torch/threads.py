@@ -7,9 +7,7 @@ pool (opgraph's) would then fight torch's spinning workers for the cores. Before
 a compiled forward or backward graph of a ``torch.compile``d training step (autograd.py) the
 bridge declares torch's libgomp
 (:func:`opgraph.runtime.host_threads.declare_host_openmp`), and the CPU backend runs its
-parallel kernels on that team (docs/torch.md, "Threads"); the same call ends any spell of
-opgraph's jobs on its own pool after a late team thread
-(:func:`opgraph.runtime.host_threads.rejoin_host_openmp`). ``compile_train_step`` has no torch
+parallel kernels on that team (docs/torch.md, "Threads"). ``compile_train_step`` has no torch
 op inside its step and withdraws the declaration
 (:func:`opgraph.runtime.host_threads.withdraw_host_openmp`): its jobs follow each other
 closely, and opgraph's own pool stops spinning sooner than libgomp's workers and never waits
@@ -23,11 +21,7 @@ from pathlib import Path
 
 import torch
 
-from opgraph.runtime.host_threads import (
-    declare_host_openmp,
-    rejoin_host_openmp,
-    withdraw_host_openmp,
-)
+from opgraph.runtime.host_threads import declare_host_openmp, withdraw_host_openmp
 
 
 @functools.cache
@@ -58,16 +52,8 @@ def share_torch_team(enabled: bool) -> None:
 
 def share_torch_threads() -> None:
     """Declare torch's OpenMP team to opgraph's backends, unless :func:`share_torch_team`
-    turned that off, and send the jobs to it again if a late team thread had sent them to
-    opgraph's own pool (cheap: the bridge calls this before each compiled forward and
-    backward of a training step).
-
-    The CPU runtime runs the next 64 jobs on its own pool after a team job waited for a
-    descheduled team thread; an MLP step has about 11 jobs, so one stray preemption on an
-    otherwise quiet machine would put the next five or six steps on the own pool, which runs
-    beside torch's spinning workers at about one thread's speed (docs/torch.md, "Threads").
-    Rejoining at each call bounds that to the rest of the call."""
+    turned that off (cheap when nothing changes: the bridge calls this before each compiled
+    forward and backward of a training step)."""
     library = torch_openmp_library() if _enabled else None
     if library is not None:
         declare_host_openmp(library)
-        rejoin_host_openmp()

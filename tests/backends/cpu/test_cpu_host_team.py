@@ -7,8 +7,7 @@
   below the thread count, with the team's threads taking part, errors reaching the caller,
   and the blocks a stalled team thread has not started taken over by the caller.
 * The backend follows ``opgraph.runtime.host_threads``: declared, compiled kernels run on the
-  team (the counters say so) and stay exact; withdrawn, they run on the pool's own workers;
-  a rejoin sends the jobs back to the team after a late team thread.
+  team (the counters say so) and stay exact; withdrawn, they run on the pool's own workers.
 * A caller wakes sleeping workers only when the blocks left after its first one are worth a
   wake-up (``og_set_wake_worth``): the wake-up counter says whether it did.
 
@@ -27,7 +26,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu import CpuBackend, default_config, host_team
+from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen.runtime import runtime_counters
 from opgraph.backends.cpu.host_team import gomp_parallel
 from opgraph.runtime import host_threads
@@ -178,52 +177,6 @@ def test_after_a_late_team_thread_the_next_jobs_run_on_the_own_workers(team):
     team.og_set_team(_gnu_openmp())  # a new declaration tries the team again at once
     call(team, 4096, 2, grain=16).check(2)
     assert runtime_counters(team).team_jobs == after.team_jobs + 1
-
-
-def test_a_rejoin_ends_the_own_workers_spell_after_a_late_team_thread(pool):
-    """``host_threads.rejoin_host_openmp`` (the torch bridge calls it before each compiled
-    call) sets the declared team again on every attached runtime: after a late team thread
-    the next job runs on the team at once instead of after 64 jobs on the own workers."""
-    teams = host_team._Teams()
-    teams.attach(pool)
-    assert pool.og_team_set() == 0
-    teams.rejoin()  # nothing declared: stays on the own workers
-    assert pool.og_team_set() == 0
-    _gnu_openmp()  # loaded, so that the declaration finds it
-    teams.changed("libgomp.so.1")
-    assert pool.og_team_set() == 1
-    try:
-        for _ in range(ATTEMPTS):
-            pool.og_test_stall(3, 300_000)
-            before = runtime_counters(pool)
-            call(pool, 4096, 2, grain=16, block_usec=200).check(2)
-            late = runtime_counters(pool)
-            if late.team_late > before.team_late:
-                break
-        else:
-            pytest.fail("the stall hook never caught a team thread after its first block")
-        call(pool, 4096, 2, grain=16).check(2)
-        spell = runtime_counters(pool)
-        assert spell.team_jobs == late.team_jobs  # after the late thread: the own workers
-        teams.rejoin()
-        call(pool, 4096, 2, grain=16).check(2)
-        assert runtime_counters(pool).team_jobs == spell.team_jobs + 1
-    finally:
-        teams.changed(None)
-        pool.og_test_stall(0, 0)
-        pool.og_test_release()
-    assert pool.og_team_set() == 0
-
-
-def test_rejoin_reaches_listeners_only_while_a_team_is_declared(monkeypatch):
-    calls: list[int] = []
-    monkeypatch.setattr(host_threads, "_rejoiners", [lambda: calls.append(1)])
-    monkeypatch.setattr(host_threads, "_library", None)
-    host_threads.rejoin_host_openmp()
-    assert calls == []
-    monkeypatch.setattr(host_threads, "_library", "libgomp.so.1")
-    host_threads.rejoin_host_openmp()
-    assert calls == [1]
 
 
 def test_pool_back_on_its_own_workers_after_the_team(pool):

@@ -87,27 +87,6 @@ def test_compile_train_step_runs_on_opgraphs_own_pool(runtime):
     assert after.team_jobs == before.team_jobs
 
 
-@pytest.mark.parametrize("team", [True, False], ids=["torch-team", "own-pool"])
-def test_each_compiled_call_rejoins_torchs_team(runtime, monkeypatch, team):
-    """Before each compiled forward and backward the bridge sends opgraph's jobs back to
-    torch's team (ending a spell on the own pool after a late team thread): two rejoins a
-    step; none when the team is not shared."""
-    import opgraph.frontends.torch.threads as threads
-
-    rejoins: list[int] = []
-    real = threads.rejoin_host_openmp
-    monkeypatch.setattr(threads, "rejoin_host_openmp", lambda: (rejoins.append(1), real()))
-    model, x, y = _mlp()
-    compiled = torch.compile(model, backend="opgraph")
-    share_torch_team(team)
-    try:
-        for _ in range(3):
-            torch.nn.functional.cross_entropy(compiled(x), y).backward()
-    finally:
-        share_torch_team(True)
-    assert len(rejoins) == (6 if team else 0)
-
-
 def test_training_steps_compile_once(runtime, monkeypatch):
     """A torch.compile'd training step compiles its forward and backward graphs once: later
     steps neither recompile under dynamo (guards hold) nor rebuild opgraph's partitions."""
