@@ -15,7 +15,12 @@ Workloads (training mode, the models of ``bench/torch_bench.py``):
 Every runtime gets the same threads (2 by default, ``BENCH_THREADS``) and its own copy of the
 model and optimizer (``SGD(lr=0.01, momentum=0.9)``). Runtimes run interleaved: round after
 round, each runtime a block of steps, the starting runtime rotating, after a short rest.
-Reported: each runtime's median step time and its ratio to the faster of eager and Inductor.
+Reported: each runtime's median step time and its ratio to the faster of eager and Inductor;
+and, under each workload, where opgraph's parallel jobs ran in the measured steps of its two
+runtimes (the CPU runtime's ``og_pool_counters``): jobs shared out, those on torch's OpenMP
+team, and team jobs that waited for a late (descheduled) team thread. On a quiet machine a
+``torch.compile`` row with jobs off the team ran them on opgraph's own pool beside torch's
+spinning workers, after a late team thread (docs/torch.md, "Training speed").
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ from dataclasses import dataclass  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+import opgraph as og  # noqa: E402
 import opgraph.frontends.torch as og_torch  # noqa: E402
 from bench.torch_bench import MLP, BertLayer, ResNet18  # noqa: E402
+from opgraph.backends.cpu.codegen.runtime import runtime_counters  # noqa: E402
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -114,10 +121,28 @@ def runtimes(case: Case, skip: set[str]) -> dict[str, Callable[[], torch.Tensor]
     return steps
 
 
+def _pool_counters() -> Callable[[], tuple[int, int, int]] | None:
+    """(jobs, team jobs, late team jobs) so far of the CPU backend's runtime library, or None
+    without the CPU backend."""
+    if "CPU" not in og.backends():
+        return None
+    runtime = og.backend("CPU").toolchain.runtime()  # type: ignore[attr-defined]
+
+    def read() -> tuple[int, int, int]:
+        counts = runtime_counters(runtime)
+        return counts.jobs, counts.team_jobs, counts.team_late
+
+    return read
+
+
 def measure(
-    steps: dict[str, Callable[[], torch.Tensor]], rounds: int, iterations: int
+    steps: dict[str, Callable[[], torch.Tensor]],
+    rounds: int,
+    iterations: int,
+    pools: dict[str, list[int]] | None = None,
 ) -> dict[str, float]:
-    """Median seconds per step of each runtime, interleaved round by round."""
+    """Median seconds per step of each runtime, interleaved round by round; ``pools`` gets
+    each runtime's (jobs, team jobs, late team jobs) over its measured steps."""
     names = list(steps)
     for name in names:  # compile and warm up
         try:
@@ -128,15 +153,22 @@ def measure(
             del steps[name]
     names = list(steps)
     samples: dict[str, list[float]] = {n: [] for n in names}
+    counters = _pool_counters()
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             time.sleep(0.2)
             steps[name]()  # re-warm
+            before = counters() if counters else (0, 0, 0)
             start = time.perf_counter()
             for _ in range(iterations):
                 steps[name]()
             samples[name].append((time.perf_counter() - start) / iterations)
+            after = counters() if counters else (0, 0, 0)
+            if pools is not None:
+                total = pools.setdefault(name, [0, 0, 0])
+                for i in range(3):
+                    total[i] += after[i] - before[i]
     return {n: statistics.median(s) for n, s in samples.items()}
 
 
@@ -156,6 +188,15 @@ def table(rows: list[tuple[Case, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+def _pool_line(pools: dict[str, list[int]]) -> str:
+    parts = [
+        f"{name}: {jobs} jobs, {team} on torch's team, {late} late"
+        for name, (jobs, team, late) in pools.items()
+        if name.startswith("opgraph")
+    ]
+    return "  opgraph's parallel jobs (measured steps): " + ("; ".join(parts) or "none")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", default="all", choices=["mlp", "resnet", "bert", "all"])
@@ -167,9 +208,11 @@ def main() -> None:
     torch.set_num_threads(THREADS)
     rows = []
     for case in cases(args.workload):
-        times = measure(runtimes(case, set(args.skip)), args.rounds, args.iterations)
+        pools: dict[str, list[int]] = {}
+        times = measure(runtimes(case, set(args.skip)), args.rounds, args.iterations, pools)
         rows.append((case, times))
         print(table([(case, times)]).splitlines()[-1], flush=True)
+        print(_pool_line(pools), flush=True)
     text = table(rows)
     print(f"\n{THREADS} threads, median step time (ratio to the faster of eager/Inductor)\n")
     print(text)

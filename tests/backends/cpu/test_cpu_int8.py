@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from int8_graphs import conv_integer_graph, random_bytes  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -32,11 +33,6 @@ def backend(request: pytest.FixtureRequest) -> CpuBackend:
     return CpuBackend(dataclasses.replace(default_config(), isa=request.param))
 
 
-def _bytes(rng: np.random.Generator, t: og.ElementType, shape: tuple[int, ...]) -> np.ndarray:
-    info = np.iinfo(t.dtype)
-    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(t.dtype)
-
-
 def _steps(exe: og.Executable) -> list[type]:
     return [type(s) for s in exe.program.steps]  # type: ignore[attr-defined]
 
@@ -54,11 +50,11 @@ MATMULS = [  # (batch shape, K, N, activation type, zero point)
 def test_matmul_integer_is_exact(backend, batch, k, n, t, zero):
     rng = np.random.default_rng(k)
     a = og.parameter(t, (*batch, k))
-    weights = _bytes(rng, og.i8, (k, n))
+    weights = random_bytes(rng, og.i8, (k, n))
     point = og.constant(np.array(zero, t.dtype))
     y = ops.matmul_integer(a, og.constant(weights), point, og.constant(np.int8(0)))
     fn = og.Function([y], [a])
-    x = _bytes(rng, t, (*batch, k))
+    x = random_bytes(rng, t, (*batch, k))
     exe = backend.compile(fn)
     assert QGemmStep in _steps(exe)
     np.testing.assert_array_equal(exe(x), INTERPRETER.compile(fn)(x))
@@ -86,14 +82,9 @@ def test_conv_integer_is_exact(
     backend, n, c, h, w, o, kernel, strides, padding, dilations, groups, t, zero
 ):
     rng = np.random.default_rng(c * o)
-    x = og.parameter(t, (n, c, h, w))
-    weights = _bytes(rng, og.i8, (o, c // groups, *kernel))
-    y = ops.conv_integer(
-        x, og.constant(weights), og.constant(np.array(zero, t.dtype)),
-        og.constant(np.zeros(o, np.int8)), strides, dilations, padding, padding, groups,
-    )  # fmt: skip
-    fn = og.Function([y], [x])
-    data = _bytes(rng, t, (n, c, h, w))
+    fn, data = conv_integer_graph(
+        rng, (n, c, h, w), o, kernel, strides, padding, dilations, groups, t, zero
+    )
     exe = backend.compile(fn)
     assert QConvStep in _steps(exe)
     np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
@@ -105,10 +96,10 @@ def test_nonzero_weight_zero_points_run_the_reference(cpu):
     rng = np.random.default_rng(3)
     a = og.parameter(og.u8, (4, 8))
     y = ops.matmul_integer(
-        a, og.constant(_bytes(rng, og.i8, (8, 3))), None, og.constant(np.int8(2))
+        a, og.constant(random_bytes(rng, og.i8, (8, 3))), None, og.constant(np.int8(2))
     )
     fn = og.Function([y], [a])
-    x = _bytes(rng, og.u8, (4, 8))
+    x = random_bytes(rng, og.u8, (4, 8))
     exe = cpu.compile(fn)
     assert FallbackStep in _steps(exe)
     np.testing.assert_array_equal(exe(x), INTERPRETER.compile(fn)(x))
@@ -120,7 +111,7 @@ def _qdq_linear(per_column: bool) -> tuple[og.Function, np.ndarray]:
     x = og.parameter(og.f32, (2, 8, 64), name="x")
     scale, zero = og.constant(np.float32(0.05)), og.constant(np.uint8(120))
     activations = ops.dequantize_linear(ops.quantize_linear(x, scale, zero), scale, zero)
-    weights = og.constant(_bytes(rng, og.i8, (64, 48)))
+    weights = og.constant(random_bytes(rng, og.i8, (64, 48)))
     if per_column:
         w_scale = og.constant((rng.random(48) * 0.01 + 0.001).astype(np.float32))
         dw = ops.dequantize_linear(weights, w_scale, og.constant(np.zeros(48, np.int8)), axis=1)
@@ -140,8 +131,8 @@ def _qdq_conv() -> tuple[og.Function, np.ndarray]:
     data = ops.dequantize_linear(ops.quantize_linear(x, scale, zero), scale, zero)
     w_scale = og.constant((rng.random(16) * 0.01 + 0.001).astype(np.float32))
     dw = ops.dequantize_linear(
-        og.constant(_bytes(rng, og.i8, (16, 8, 3, 3))), w_scale, og.constant(np.zeros(16, np.int8)),
-        axis=0,
+        og.constant(random_bytes(rng, og.i8, (16, 8, 3, 3))), w_scale,
+        og.constant(np.zeros(16, np.int8)), axis=0,
     )  # fmt: skip
     y = ops.convolution(data, dw, padding_below=(1, 1), padding_above=(1, 1))
     return og.Function([y], [x]), rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
@@ -202,8 +193,8 @@ def _batched_conv() -> tuple[og.Function, np.ndarray]:
     data = ops.dequantize_linear(ops.quantize_linear(x, scale, zero), scale, zero)
     w_scale = og.constant((rng.random(36) * 0.01 + 0.001).astype(np.float32))
     dw = ops.dequantize_linear(
-        og.constant(_bytes(rng, og.i8, (36, 24, 3, 3))), w_scale, og.constant(np.zeros(36, np.int8)),
-        axis=0,
+        og.constant(random_bytes(rng, og.i8, (36, 24, 3, 3))), w_scale,
+        og.constant(np.zeros(36, np.int8)), axis=0,
     )  # fmt: skip
     y = ops.convolution(data, dw, padding_below=(1, 1), padding_above=(1, 1))
     bias = og.constant(rng.standard_normal(36).astype(np.float32))

@@ -7,9 +7,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from int8_graphs import conv_integer_graph  # beside this file (rootdir import)
 
 import opgraph as og
-from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.fused.lowering.quantized import QConvStep, channel_quads
@@ -26,11 +26,6 @@ def backend(request: pytest.FixtureRequest) -> CpuBackend:
     if isa == "avx2" and not HAS_AVX2:
         pytest.skip("this CPU has no AVX2")
     return CpuBackend(dataclasses.replace(default_config(), isa=isa, num_threads=threads))
-
-
-def _bytes(rng: np.random.Generator, t: og.ElementType, shape: tuple[int, ...]) -> np.ndarray:
-    info = np.iinfo(t.dtype)
-    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(t.dtype)
 
 
 def _qconv_steps(exe: object) -> list[QConvStep]:
@@ -69,14 +64,9 @@ def test_channel_quad_convolutions_are_exact(
     zero: int,
 ) -> None:
     rng = np.random.default_rng(c * o + h)
-    x = og.parameter(t, (n, c, h, w))
-    weights = _bytes(rng, og.i8, (o, c // groups, *kernel))
-    y = ops.conv_integer(
-        x, og.constant(weights), og.constant(np.array(zero, t.dtype)),
-        og.constant(np.zeros(o, np.int8)), strides, dilations, padding, padding, groups,
-    )  # fmt: skip
-    fn = og.Function([y], [x])
-    data = _bytes(rng, t, (n, c, h, w))
+    fn, data = conv_integer_graph(
+        rng, (n, c, h, w), o, kernel, strides, padding, dilations, groups, t, zero
+    )
     exe = backend.compile(fn)
     steps = _qconv_steps(exe)
     assert steps and all(s.interleaved > 0 for s in steps)
@@ -85,14 +75,9 @@ def test_channel_quad_convolutions_are_exact(
 
 def test_one_dimensional_convolution_on_channel_quads(cpu: CpuBackend) -> None:
     rng = np.random.default_rng(4)
-    x = og.parameter(og.u8, (2, 8, 30))
-    weights = _bytes(rng, og.i8, (10, 8, 5))
-    y = ops.conv_integer(
-        x, og.constant(weights), og.constant(np.uint8(3)), og.constant(np.zeros(10, np.int8)),
-        (2,), (1,), (2,), (1,), 1,
-    )  # fmt: skip
-    fn = og.Function([y], [x])
-    data = _bytes(rng, og.u8, (2, 8, 30))
+    fn, data = conv_integer_graph(
+        rng, (2, 8, 30), 10, (5,), (2,), (2,), (1,), 1, og.u8, 3, padding_end=(1,)
+    )
     exe = cpu.compile(fn)
     assert any(s.interleaved for s in _qconv_steps(exe))
     np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
@@ -102,14 +87,9 @@ def test_channels_not_in_quads_keep_the_byte_patches(cpu: CpuBackend) -> None:
     """Three input channels (an image stem) are not whole quads: the patches are built tap
     by tap as before, and stay exact."""
     rng = np.random.default_rng(5)
-    x = og.parameter(og.u8, (1, 3, 16, 16))
-    weights = _bytes(rng, og.i8, (16, 3, 3, 3))
-    y = ops.conv_integer(
-        x, og.constant(weights), og.constant(np.uint8(60)), og.constant(np.zeros(16, np.int8)),
-        (1, 1), (1, 1), (1, 1), (1, 1), 1,
-    )  # fmt: skip
-    fn = og.Function([y], [x])
-    data = _bytes(rng, og.u8, (1, 3, 16, 16))
+    fn, data = conv_integer_graph(
+        rng, (1, 3, 16, 16), 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, og.u8, 60
+    )
     exe = cpu.compile(fn)
     steps = _qconv_steps(exe)
     assert steps and steps[0].interleaved == 0

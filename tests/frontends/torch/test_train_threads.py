@@ -85,3 +85,36 @@ def test_compile_train_step_runs_on_opgraphs_own_pool(runtime):
     after = runtime_counters(runtime)
     assert host_threads.host_openmp() is None and runtime.og_team_set() == 0
     assert after.team_jobs == before.team_jobs
+
+
+def test_training_steps_compile_once(runtime, monkeypatch):
+    """A torch.compile'd training step compiles its forward and backward graphs once: later
+    steps neither recompile under dynamo (guards hold) nor rebuild opgraph's partitions."""
+    from torch._dynamo.utils import counters
+
+    import opgraph.frontends.torch.autograd as autograd
+
+    builds: list[str] = []
+    real = autograd.compile_graph
+    monkeypatch.setattr(
+        autograd,
+        "compile_graph",
+        lambda gm, *a: (builds.append(gm.__class__.__name__), real(gm, *a))[1],
+    )
+    torch._dynamo.reset()
+    model, x, y = _mlp()
+    compiled = torch.compile(model, backend="opgraph")
+    optimizer = _sgd(model)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(compiled(x), y).backward()
+        optimizer.step()
+
+    step()
+    assert len(builds) == 2  # the forward graph and the backward graph
+    graphs = counters["stats"]["unique_graphs"]
+    for _ in range(4):
+        step()
+    assert len(builds) == 2
+    assert counters["stats"]["unique_graphs"] == graphs

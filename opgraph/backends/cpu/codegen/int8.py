@@ -32,6 +32,7 @@ from typing import Any
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
+from opgraph.backends.cpu.codegen.int8_patches import patch_quads
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.fused.lowering.quantized import (
     PANEL,
@@ -39,7 +40,6 @@ from opgraph.backends.fused.lowering.quantized import (
     ROWS,
     QConvStep,
     QGemmStep,
-    channel_quads,
     shared_blocks,
 )
 from opgraph.backends.fused.views import View, static, static_all
@@ -554,7 +554,7 @@ class QConvEmitter:
             f"    long oh1 = oh0 + {s.block_rows}L < {oh}L ? oh0 + {s.block_rows}L : {oh}L;",
             f"    long cols = (oh1 - oh0) * {ow}L, pitch = (cols + 31) / 32 * 32, span = pitch;",
             f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
-            *self.patches(k, self.quads, (h, w), ow),
+            *patch_quads(self.step, self.x, self.cg, k, self.quads, (h, w), ow),
             *self.gemm("0L", f"{self.og}L"),
             "  }",
             "  return err;",
@@ -588,7 +588,7 @@ class QConvEmitter:
             *sizes,
             f"    uint8_t* col = scratch + u * {per_unit}L;",
             f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
-            *self.patches(k, self.quads, (h, w), ow),
+            *patch_quads(self.step, self.x, self.cg, k, self.quads, (h, w), ow),
             "  }",
             "  return 0;",
             "}",
@@ -653,7 +653,7 @@ class QConvEmitter:
             f"    long span = img == {n - 1}L ? {last}L : {plane}L;",
             f"    uint8_t* col = scratch + grp * {per_group}L + img * {plane * QUAD}L;",
             f"    const uint8_t* x = x0 + img * {xs[0]}L + grp * {self.cg * xs[1]}L;",
-            *self.patches(k, self.quads, (h, w), ow),
+            *patch_quads(self.step, self.x, self.cg, k, self.quads, (h, w), ow),
             "  }",
             "  return 0;",
             "}",
@@ -681,121 +681,6 @@ class QConvEmitter:
             "  return err;",
             "}",
             *self.two_phases(patches, n * g, g * blocks),
-        ]
-
-    def patches(self, k: int, quads: int, size: tuple[int, int], ow: int) -> list[str]:
-        """The block's patch matrix as quads: four patch rows (inner indices 4q .. 4q+3) at a
-        time into ``lanes``, then interleaved into quad row ``q`` of ``col``."""
-        s = self.step
-        if s.interleaved:
-            return self.quad_patches(quads, size, ow)
-        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
-        h, w = size
-        xs = self.x.strides
-        flip = "0x80" if s.flip else "0"
-        if sw == 1 and xs[3] == 1 and not s.flip:  # a contiguous run: memcpy (vector moves)
-            copy = ["          __builtin_memcpy(d + c_lo, src + c_lo + off, c_hi - c_lo);"]
-        else:
-            copy = [
-                "          for (long cc = c_lo; cc < c_hi; ++cc)",
-                f"            d[cc] = src[(cc * {sw}L + off) * {xs[3]}L] ^ {flip};",
-            ]
-        return [
-            f"    for (long q = 0; q < {quads}L; ++q) {{",
-            "      for (int t = 0; t < 4; ++t) {",
-            "        uint8_t* lane = lanes[t];",
-            "        long kk = 4 * q + t;",
-            f"        if (kk >= {k}L) {{ __builtin_memset(lane, 0, span); continue; }}",
-            f"        long ci = kk / {kh * kw}L, i = kk / {kw}L % {kh}L, j = kk % {kw}L;",
-            f"        long off = j * {dw}L - {pw}L;",
-            f"        long c_lo = off >= 0 ? 0 : (-off + {sw - 1}L) / {sw}L;",
-            f"        long c_hi = {w - 1}L - off < 0 ? 0 : ({w - 1}L - off) / {sw}L + 1;",
-            f"        if (c_hi > {ow}L) c_hi = {ow}L;",
-            "        if (c_lo > c_hi) c_lo = c_hi;",
-            "        for (long r = oh0; r < oh1; ++r) {",
-            f"          uint8_t* d = lane + (r - oh0) * {ow}L;",
-            f"          long ih = r * {sh}L - {ph}L + i * {dh}L;",
-            f"          if (ih < 0 || ih >= {h}L) {{",
-            f"            __builtin_memset(d, {s.x_zero}, {ow});",
-            "            continue;",
-            "          }",
-            f"          const uint8_t* src = x + ci * {xs[1]}L + ih * {xs[2]}L;",
-            f"          for (long cc = 0; cc < c_lo; ++cc) d[cc] = {s.x_zero};",
-            *copy,
-            f"          for (long cc = c_hi; cc < {ow}L; ++cc) d[cc] = {s.x_zero};",
-            "        }",
-            "        for (long cc = cols; cc < span; ++cc) lane[cc] = 0;",
-            "      }",
-            "      uint32_t* quad = (uint32_t*)(col + q * pitch * 4);",
-            "      for (long p = 0; p < span; ++p)",
-            "        quad[p] = (uint32_t)lanes[0][p] | (uint32_t)lanes[1][p] << 8 |",
-            "                  (uint32_t)lanes[2][p] << 16 | (uint32_t)lanes[3][p] << 24;",
-            "    }",
-        ]
-
-    def quad_patches(self, quads: int, size: tuple[int, int], ow: int) -> list[str]:
-        """Channel quads (``QConvStep.interleaved``): the unit's input rows interleaved once
-        (:meth:`interleave`), then each quad row of ``col`` copied from them, output row by
-        output row."""
-        s = self.step
-        (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.strides, s.dilations
-        windows = (s.kernel, s.strides, s.dilations, s.padding)
-        rows, width = channel_quads(size, (s.images[1], ow), s.block_rows, windows, self.cg)
-        if sw == 1:
-            copy = f"__builtin_memcpy(d_, src_, {4 * ow});"
-        else:
-            copy = f"for (long p_ = 0; p_ < {ow}L; ++p_) d_[p_] = src_[p_ * {sw}L];"
-        return [
-            "    {",
-            *self.interleave(size, rows, width),
-            f"    for (long q = 0; q < {quads}L; ++q) {{",
-            f"      long cq = q / {kh * kw}L, i = q / {kw}L % {kh}L, j = q % {kw}L;",
-            "      uint32_t* quad = (uint32_t*)(col + q * pitch * 4);",
-            f"      const uint32_t* from = xi + (cq * {rows}L + i * {dh}L) * {width}L + j * {dw}L;",
-            "      for (long r = 0; r < oh1 - oh0; ++r) {",
-            f"          const uint32_t* src_ = from + r * {sh * width}L;",
-            f"          uint32_t* d_ = quad + r * {ow}L;",
-            f"          {copy}",
-            "      }",
-            "      for (long cc = cols; cc < span; ++cc) quad[cc] = 0;",
-            "    }",
-            "    }",
-        ]
-
-    def interleave(self, size: tuple[int, int], rows: int, width: int) -> list[str]:
-        """``xi``, this thread's area: per channel quad, ``rows`` rows of ``width`` u32 (four
-        channels of one input pixel each, ``x_zero`` bytes where the window reads padding),
-        the unit's input rows from ``oh0``."""
-        s = self.step
-        (kh, _), (sh, _), (dh, _), (ph, pl) = s.kernel, s.strides, s.dilations, s.padding
-        h, w = size
-        xs = self.x.strides
-        zero = f"{s.x_zero}u * 0x01010101u"
-        flip = "0x80808080u" if s.flip else "0u"
-        load = " | ".join(
-            f"(uint32_t)x_[{t * xs[1]}L + c_ * {xs[3]}L]" + (f" << {8 * t}" if t else "")
-            for t in range(QUAD)
-        )
-        return [
-            f"    uint32_t* xi = (uint32_t*)(scratch + {s.interleaved_at}L + "
-            f"(long)og_worker_index() * {s.interleaved}L);",
-            f"    long r0_ = oh0 * {sh}L - {ph}L;",
-            f"    long rows_ = (oh1 - oh0 - 1) * {sh}L + {(kh - 1) * dh + 1}L;",
-            f"    for (long cq = 0; cq < {self.cg // QUAD}L; ++cq) {{",
-            "      for (long rr = 0; rr < rows_; ++rr) {",
-            f"        uint32_t* d_ = xi + (cq * {rows}L + rr) * {width}L;",
-            "        long ih = r0_ + rr;",
-            f"        if (ih < 0 || ih >= {h}L) {{",
-            f"          for (long c_ = 0; c_ < {width}L; ++c_) d_[c_] = {zero};",
-            "          continue;",
-            "        }",
-            f"        const uint8_t* x_ = x + {QUAD * xs[1]}L * cq + ih * {xs[2]}L;",
-            f"        for (long c_ = 0; c_ < {pl}L; ++c_) d_[c_] = {zero};",
-            "        #pragma omp simd",
-            f"        for (long c_ = 0; c_ < {w}L; ++c_) d_[{pl}L + c_] = ({load}) ^ {flip};",
-            f"        for (long c_ = {pl + w}L; c_ < {width}L; ++c_) d_[c_] = {zero};",
-            "      }",
-            "    }",
         ]
 
 
