@@ -9,9 +9,10 @@ table, which the GPU backend runs too:
 * a float sum over leading axes becomes products with a vector of ones (``column_sums.py``);
 * the data gradient of a 3x3 stride-1 convolution with large planes, and such a convolution
   itself when its filters are computed (a training step's parameters), become the Winograd
-  filter transform and a Winograd convolution (``fused/lowering/winograd_gradients.py``);
-* the filter gradient of a 3x3 stride-1 convolution with small planes becomes Winograd
-  F(3x3, 2x2) tile transforms and one batched product (``winograd_filters.py``).
+  filter transform and a Winograd convolution (``fused/lowering/winograd_gradients.py``).
+
+(The filter gradient of such a convolution needs no rewrite: its lowering is a native
+Winograd F(3x3, 2x2) step, ``fused/lowering/winograd_filter_gradient.py``.)
 
 The first is what every training step's backward makes; the others measured 40x and 1.3-1.4x
 faster on one thread (docs/cpu.md).
@@ -23,7 +24,6 @@ from collections.abc import Callable, Sequence
 
 from opgraph.backends.cpu.column_sums import column_sum
 from opgraph.backends.cpu.packed_products import pack_sibling_products
-from opgraph.backends.cpu.winograd_filters import winograd_filter_gradient
 from opgraph.backends.fused.lowering.winograd_gradients import (
     winograd_data_gradient,
     winograd_forward,
@@ -35,7 +35,6 @@ from opgraph.core.registry import Registry
 from opgraph.ops.convolution import (
     Convolution,
     ConvolutionBackpropData,
-    ConvolutionBackpropFilters,
 )
 from opgraph.ops.reduction import ReduceSum
 from opgraph.passes.transpose_products import transpose_products
@@ -47,7 +46,6 @@ CPU_REWRITES: Registry[type, Rewrite] = Registry("CPU rewrite")
 CPU_REWRITES.add(ReduceSum, column_sum)
 CPU_REWRITES.add(ConvolutionBackpropData, winograd_data_gradient)
 CPU_REWRITES.add(Convolution, winograd_forward)
-CPU_REWRITES.add(ConvolutionBackpropFilters, winograd_filter_gradient)
 
 #: Rounds of the table (a blocked sum's partial sums are a sum again).
 _ROUNDS = 4

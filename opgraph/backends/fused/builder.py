@@ -48,7 +48,8 @@ class TargetFeatures:
         panels: products by constant f32 matrices read them repacked as column panels
             (``GemmStep.panel``: the CPU's generated GEMV/GEMM); else plain strided matrices.
         winograd: 3x3 stride-1 convolutions with constant filters may become a
-            ``WinogradStep``; else a ``ConvStep``.
+            ``WinogradStep``, and their filter gradients a ``WinogradFilterGradientStep``;
+            else a ``ConvStep`` and a ``ConvFilterGradientStep``.
         winograd_f4: Winograd steps may use F(4x4, 3x3) tiles (``WinogradStep.tile``);
             else F(2x2, 3x3) only (bf16 products: the larger tile's transforms lose too
             much in bf16).

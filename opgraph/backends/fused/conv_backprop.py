@@ -113,3 +113,39 @@ class ConvFilterGradientStep(ConvGradientStep):
     def reads(self) -> list[View]:
         assert self.ct is not None and self.x is not None
         return [self.ct, self.x]
+
+
+@dataclass(eq=False)
+class WinogradFilterGradientStep(Step):
+    """``out``, the dense ``(O, C·9)`` matrix of the ``(O, C, 3, 3)`` filter gradient of a 3x3
+    stride-1 convolution of ``x`` (N, C, H, W; unit stride along W) with cotangent ``ct``
+    (N, O, OH, OW; OH and OW even), by Winograd F(3x3, 2x2) (``codegen/winograd_filters.py``).
+
+    ``parts`` units each take a contiguous range of images and accumulate the 16 products
+    ``M[α] (O, C) = Σ_tiles D[α] · V[α]ᵀ`` of their tiles' transforms in their own slice of
+    ``scratch``; a second pass sums the slices and writes the taps ``Gᵀ M G``.
+
+    Attributes:
+        padding: the forward convolution's top and left padding.
+        block_rows: tile rows transformed (and multiplied) at a time.
+        parts: units of images, each with its own accumulator.
+        scratch: ``(parts, 16·O·C + 16·(C + O)·block tiles + 4·padded row)``: each part's
+            accumulator, then its transformed data and cotangent tiles and 4 zero-padded
+            input rows.
+    """
+
+    x: View | None = None
+    ct: View | None = None
+    out: View | None = None
+    padding: tuple[int, int] = (1, 1)
+    block_rows: int = 1
+    parts: int = 1
+    scratch: View | None = None
+
+    def reads(self) -> list[View]:
+        assert self.x is not None and self.ct is not None
+        return [self.x, self.ct]
+
+    def writes(self) -> list[View]:
+        assert self.out is not None and self.scratch is not None
+        return [self.out, self.scratch]

@@ -1,8 +1,8 @@
 """A training step's 3x3 stride-1 convolutions on small planes (CIFAR ResNet-18's 8x8 layers)
 on the CPU: forward by computed filters and data gradient run by Winograd once a unit of
-``WINOGRAD_TILES`` tiles can be made of whole images; 4x4 planes, and batches too small for a
-unit, keep the im2col GEMM. Filter gradients with few output channels accumulate dWᵀ. Every
-path agrees with INTERPRETER."""
+``WINOGRAD_TILES`` tiles can be made of whole images (the forward on 4x4 planes too, the data
+gradient from 8x8); batches too small for a unit keep the im2col GEMM. im2col filter gradients
+with few output channels accumulate dWᵀ. Every path agrees with INTERPRETER."""
 
 import numpy as np
 import pytest
@@ -54,11 +54,25 @@ def test_8x8_planes_run_by_winograd(name):
     assert ConvDataGradientStep not in kinds
 
 
+#: (N, C, O, plane): fewer than 16 tiles per image: the forward runs by Winograd, the data
+#: gradient keeps the GEMM.
+FORWARD_ONLY = {"4x4-plane": (16, 32, 32, 4), "6x6-plane": (8, 32, 32, 6)}
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD_ONLY))
+def test_forward_by_winograd_data_gradient_by_gemm(name):
+    forward, data_gradient = _layer(*FORWARD_ONLY[name])
+    assert WinogradStep in _compare(forward)
+    kinds = _compare(data_gradient)
+    assert WinogradStep not in kinds
+    assert ConvDataGradientStep in kinds
+
+
 #: (N, C, O, plane): shapes that keep the im2col GEMM.
 KEEP_GEMM = {
-    "4x4-plane": (16, 32, 32, 4),
+    "4x4-two-images": (2, 32, 32, 4),
     "8x8-two-images": (2, 32, 32, 8),
-    "6x6-plane": (8, 32, 32, 6),
+    "6x6-two-images": (2, 32, 32, 6),
 }
 
 
@@ -73,11 +87,12 @@ def test_smaller_planes_keep_the_gemm(name):
 
 #: (N, C, O, plane, groups, transposed): filter gradients with few output channels per group
 #: accumulate dWᵀ and transpose it at the end; more keep the dW order. "blocks" splits the
-#: patch rows into several units (576 rows of 1024 pixels), "chunked" reads a small plane's
-#: cotangent through the transposed copy (several images per product).
+#: patch rows into several units (576 rows of 961 pixels), "chunked" reads a small plane's
+#: cotangent through the transposed copy (several images per product). (Odd planes: even ones
+#: with 32+ channels run by Winograd, test_cpu_winograd_filters.py.)
 FILTER_GRADIENTS = {
-    "blocks": (2, 64, 64, 32, 1, True),
-    "chunked": (8, 32, 128, 8, 1, True),
+    "blocks": (2, 64, 64, 31, 1, True),
+    "chunked": (8, 32, 128, 7, 1, True),
     "grouped": (2, 64, 96, 16, 2, True),
     "wide": (2, 16, 160, 12, 1, False),
     "wide-chunked": (6, 16, 192, 6, 1, False),

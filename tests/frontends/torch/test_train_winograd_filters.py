@@ -1,5 +1,5 @@
 """Training a model whose 3x3 convolutions have small planes and 64 channels, so that the CPU
-runs their filter gradients by Winograd F(3x3, 2x2) (backends/cpu/winograd_filters.py): the
+runs their filter gradients by Winograd F(3x3, 2x2) (fused/lowering/winograd_filter_gradient.py): the
 one-call step and the torch.compile path match eager to 1e-5."""
 
 import copy
@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
 import opgraph.frontends.torch  # noqa: E402, F401  (registers the "opgraph" backend)
-from opgraph.backends.cpu.winograd_filters import MIN_CHANNELS  # noqa: E402
+from opgraph.backends.fused.lowering.winograd_filter_gradient import MIN_CHANNELS  # noqa: E402
 from opgraph.frontends.torch import compile_train_step  # noqa: E402
 from opgraph.runtime.backend import backends  # noqa: E402
 

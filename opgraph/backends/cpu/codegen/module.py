@@ -29,6 +29,7 @@ from opgraph.backends.cpu.codegen import (
     pointwise,
     runtime,
     selection,
+    winograd_filters,
 )
 from opgraph.backends.cpu.codegen.blas import PROTOTYPES, GemmEmitter
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
@@ -277,6 +278,7 @@ STEP_EMITTERS.update(attention_bf16.EMITTERS)  # its bf16 mode (codegen/attentio
 STEP_EMITTERS.update(conv_panels.EMITTERS)  # few-pixel convolutions (codegen/conv_panels.py)
 STEP_EMITTERS.update(pointwise.EMITTERS)  # 1x1 convolutions (codegen/pointwise.py)
 STEP_EMITTERS.update(bf16_taps.EMITTERS)  # bf16 panel convolutions by taps (codegen/bf16_taps.py)
+STEP_EMITTERS.update(winograd_filters.EMITTERS)  # large planes' filter gradients
 
 
 def _step(step: Step, i: int, module: ModuleContext) -> Emitted:

@@ -15,6 +15,9 @@ from opgraph.backends.fused import views
 from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
 from opgraph.backends.fused.lowering.convolution import PATCH_BYTES, WIDE_BELOW, _as_2d, _pair
 from opgraph.backends.fused.lowering.registry import STEP_OPS
+from opgraph.backends.fused.lowering.winograd_filter_gradient import (
+    lower_winograd_filter_gradient,
+)
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -143,6 +146,8 @@ def _filter_gradient(builder: ProgramBuilder, node: Node) -> None:
         return
     if ct_value.tensor_type.size == 0:  # no pixels: the gradient is zero
         builder.materialize(views.Literal(0, t, out.shape), into=target)
+        return
+    if lower_winograd_filter_gradient(builder, node, target):
         return
     x = _as_2d(builder.operand(x_value), builder, t)
     ct, chunk = _cotangent(builder, _as_2d(builder.operand(ct_value), builder, t))

@@ -54,6 +54,10 @@ MIN_FORWARD_CHANNELS = 32
 #: 16: at batch 32 and 256 channels, one thread, forward 0.77x and data gradient 0.82x the
 #: im2col GEMM's time; 4x4 planes, 4 tiles, measured 1.0x and 1.3x, so they keep the GEMM).
 MIN_TILES = 16
+#: The same for the forward convolution: 4x4 planes (4 tiles, the batch's images folded into
+#: one unit's products) measured 0.82-0.84x the im2col GEMM's time at batch 32 and 512
+#: channels, one thread, the filter transform included (2026-11-26, H71, load 8).
+MIN_FORWARD_TILES = 4
 
 # F(2x2, 3x3) filter transform G; applied to reversed taps, G[:, ::-1].
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
@@ -91,9 +95,11 @@ class WinogradConvolution(Op):
         return TensorType(et.f32, (n, u.shape[1], h + pt + pb - 2, w + pl + pr - 2))
 
 
-def _plain_3x3(op: Convolution | ConvolutionBackpropData, w: Output, out: Output) -> bool:
+def _plain_3x3(
+    op: Convolution | ConvolutionBackpropData, w: Output, out: Output, min_tiles: int = MIN_TILES
+) -> bool:
     """What both rewrites need: a static f32 4-D output, one group, 3x3 filters, unit strides
-    and dilations, paddings 0-2, at least ``MIN_TILES`` output tiles per image, and enough
+    and dilations, paddings 0-2, at least ``min_tiles`` output tiles per image, and enough
     images for a Winograd unit."""
     padding = (*(op.padding_below or ()), *(op.padding_above or ()))
     if not (out.rank == 4 and is_static(out.shape)):
@@ -107,7 +113,7 @@ def _plain_3x3(op: Convolution | ConvolutionBackpropData, w: Output, out: Output
         and all(s == 1 for s in op.strides or ())
         and all(d == 1 for d in op.dilations or ())
         and all(0 <= p <= 2 for p in padding)
-        and -(-oh // 2) * -(-ow // 2) >= MIN_TILES
+        and -(-oh // 2) * -(-ow // 2) >= min_tiles
         and winograd_layout(n, o, oh, ow, 1) is not None  # the layout ignores threads here
     )
 
@@ -153,7 +159,7 @@ def _transformed_filters(w: Output, reverse: bool) -> Output:
 
 def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bool:
     return (
-        _plain_3x3(op, w, out)
+        _plain_3x3(op, w, out, MIN_FORWARD_TILES)
         and not isinstance(w.op, Constant)  # constant filters: the inference lowering's own
         # a QDQ model's convolution (DequantizeLinear on its data or filters) is an integer
         # one for fuse_quantized_products; in f32 Winograd it was neither exact nor fast
