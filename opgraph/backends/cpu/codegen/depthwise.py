@@ -44,7 +44,11 @@ import math
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.depthwise_blocked import BlockedDepthwiseEmitter
+from opgraph.backends.cpu.codegen.depthwise_blocked import (
+    BlockedDepthwiseEmitter,
+    dispatch,
+    flush_epilogue,
+)
 from opgraph.backends.cpu.codegen.depthwise_vector import TapOutput, span_loop, tap_block
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
@@ -56,9 +60,6 @@ from opgraph.backends.fused.views import static, static_all
 #: the last multiple of it are computed as the last ``ROWWISE_WIDTH`` columns again (one
 #: full vector overlapping the previous ones, same values), not a scalar tail.
 ROWWISE_WIDTH = 16
-#: Outputs a direct step's fused epilogue runs on at once, at least (small planes: one call
-#: per plane paid its setup, and its first loads waited on the stores just made).
-EPILOGUE_BATCH = 2048
 #: Filter taps from which one-pass f32 steps with unstrided columns run the vector tap loops
 #: (``codegen/depthwise_vector.py``) instead of ``omp simd`` loops (a column stride of 2
 #: leaves two or three shifts per phase row: the loads measured as fast as the permutes).
@@ -167,7 +168,7 @@ class DirectConvEmitter:
             "  return err;",
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
-            f"  return {self.dispatch(parts)};",
+            f"  return {dispatch(self.module, self.name, parts)};",
             "}",
         ]
         return "\n".join(head + body)
@@ -212,12 +213,6 @@ class DirectConvEmitter:
             *["      " + line for line in self.copy_in("nb", "r0n", "xn")],
             "    }",
         ]
-
-    def dispatch(self, parts: int) -> str:
-        if parts > 1:
-            self.module.uses_pool = True
-            return f"og_parallel({self.name}, T, A, {parts}L, 1L, {self.module.num_threads})"
-        return f"{self.name}(T, A, 0, 1L)"
 
     def passes(self) -> list[str]:
         """Every input channel of the group (and filter row, for tall filters): copy in,
@@ -482,15 +477,8 @@ class DirectConvEmitter:
         if not self.batched:
             return []
         _, o, oh, ow = static_all(self.out.shape)
-        return [
-            f"    long at_ = ((img * {o}L + oc0) * {oh}L + r0) * {ow}L;",
-            "    if (pending < 0) pending = at_;",
-            f"    at_ += (r1 - r0) * {self.plan.block * ow}L;",
-            f"    if (at_ - pending >= {EPILOGUE_BATCH}L || u + 1 == last) {{",
-            f"      err |= {self.name}_ep(T, A, pending, at_);",
-            "      pending = -1;",
-            "    }",
-        ]
+        start = f"((img * {o}L + oc0) * {oh}L + r0) * {ow}L"
+        return flush_epilogue(self.name, start, f"(r1 - r0) * {self.plan.block * ow}L")
 
 
 def _tree_sum(terms: list[str]) -> str:

@@ -35,7 +35,9 @@ from opgraph.backends.fused.views import static_all
 #: Output vectors one group of rows accumulates in registers at most (each with a
 #: multiply-add per tap; with AVX-512 they and the filter vector fit the 32 registers).
 ACCUMULATORS = 14
-#: Outputs the fused epilogue runs on at once, at least.
+#: Outputs a direct step's fused epilogue runs on at once, at least, here and in
+#: ``codegen/depthwise.py`` (small planes: one call per plane paid its setup, and its first
+#: loads waited on the stores just made).
 EPILOGUE_BATCH = 2048
 
 
@@ -107,7 +109,7 @@ class BlockedDepthwiseEmitter:
             "  return err;",
             "}",
             f"static int {self.name}_run(void* const* T, char* A) {{",
-            f"  return {self.dispatch(parts)};",
+            f"  return {dispatch(self.module, self.name, parts)};",
             "}",
         ]
         return "\n".join(self.head() + body)
@@ -121,12 +123,6 @@ class BlockedDepthwiseEmitter:
             ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
             head.append(ep.emit())
         return head
-
-    def dispatch(self, parts: int) -> str:
-        if parts > 1:
-            self.module.uses_pool = True
-            return f"og_parallel({self.name}, T, A, {parts}L, 1L, {self.module.num_threads})"
-        return f"{self.name}(T, A, 0, 1L)"
 
     def rows_loop(self) -> list[str]:
         """The output rows in groups of ``together`` (as many whole rows as
@@ -192,15 +188,7 @@ class BlockedDepthwiseEmitter:
         if self.step.epilogue is None:
             return []
         _, o, oh, ow = static_all(self.out.shape)
-        return [
-            f"    long at_ = (img * {o}L + c0) * {oh * ow}L;",
-            "    if (pending < 0) pending = at_;",
-            f"    at_ += cnt * {oh * ow}L;",
-            f"    if (at_ - pending >= {EPILOGUE_BATCH}L || u + 1 == last) {{",
-            f"      err |= {self.name}_ep(T, A, pending, at_);",
-            "      pending = -1;",
-            "    }",
-        ]
+        return flush_epilogue(self.name, f"(img * {o}L + c0) * {oh * ow}L", f"cnt * {oh * ow}L")
 
 
 def _transpose(names: list[str]) -> list[str]:
@@ -282,3 +270,26 @@ static inline __attribute__((always_inline)) void og_cb_out(
   for (long c = 0; c < cnt; ++c)
     for (long q = 0; q < n; ++q) y[c * ys + q] = ob[q * 16 + c];
 }}"""
+
+
+def dispatch(module: ModuleContext, name: str, parts: int) -> str:
+    """The call of range function ``name`` over ``parts`` units (shared out when several)."""
+    if parts > 1:
+        module.uses_pool = True
+        return f"og_parallel({name}, T, A, {parts}L, 1L, {module.num_threads})"
+    return f"{name}(T, A, 0, 1L)"
+
+
+def flush_epilogue(name: str, start: str, advance: str) -> list[str]:
+    """A unit's outputs, from element ``start`` on for ``advance`` elements, join the pending
+    range (units in order cover consecutive outputs), which epilogue ``name``_ep runs on once
+    it holds :data:`EPILOGUE_BATCH` elements, and at the end of the part."""
+    return [
+        f"    long at_ = {start};",
+        "    if (pending < 0) pending = at_;",
+        f"    at_ += {advance};",
+        f"    if (at_ - pending >= {EPILOGUE_BATCH}L || u + 1 == last) {{",
+        f"      err |= {name}_ep(T, A, pending, at_);",
+        "      pending = -1;",
+        "    }",
+    ]
