@@ -151,7 +151,7 @@ class WinogradFilterEmitter:
         stores = [f"V[({a * 4 + b} * {c}L + ch) * tb + col] = v{a}{b};"
                   for a in range(4) for b in range(4)]  # fmt: skip
         copies = [
-            f"          long ih{a} = 2 * tr - {pt}L + {a};\n"
+            f"long ih{a} = 2 * tr - {pt}L + {a};\n"
             f"          float* restrict p{a} = P + {a * row}L;\n"
             f"          if (ih{a} >= 0 && ih{a} < {self.h}L) "
             f"__builtin_memcpy(p{a} + {pl}L, xc + ih{a} * {xs[2]}L, {4 * w});\n"
@@ -159,20 +159,8 @@ class WinogradFilterEmitter:
             for a in range(4)
         ]
         body = loads + transform_2d(BT, "d", "v", "t") + stores
-        return [
-            f"      for (long ch = 0; ch < {c}L; ++ch) {{",
-            "        for (long r = r0; r < r1; ++r) {",
-            f"          long tr = r % {self.th}L, base = (r - r0) * {self.tw}L;",
-            f"          const float* xc = x0 + (r / {self.th}L) * {xs[0]}L + ch * {xs[1]}L;",
-            *copies,
-            "            #pragma omp simd",
-            f"            for (long tc = 0; tc < {self.tw}L; ++tc) {{",
-            "              long col = base + tc;",
-            *[f"              {line}" for line in body],
-            "            }",
-            "          }",
-            "        }",
-        ]
+        image = f"const float* xc = x0 + (r / {self.th}L) * {xs[0]}L + ch * {xs[1]}L;"
+        return self.tile_loop("ch", c, [image, *copies], body)
 
     def cotangent_transform(self) -> list[str]:
         cs = self.ct.strides
@@ -182,12 +170,21 @@ class WinogradFilterEmitter:
         stores = [f"D[({a * 4 + b} * {o}L + oc) * tb + col] = u{a}{b};"
                   for a in range(4) for b in range(4)]  # fmt: skip
         body = loads + transform_2d(A, "e", "u", "s") + stores
+        rows = [
+            f"const float* gc = ct0 + (r / {self.th}L) * {cs[0]}L + oc * {cs[1]}L;",
+            *[f"const float* q{i} = gc + (2 * tr + {i}) * {cs[2]}L;" for i in range(2)],
+        ]
+        return self.tile_loop("oc", o, rows, body)
+
+    def tile_loop(self, index: str, count: int, rows: list[str], body: list[str]) -> list[str]:
+        """For each of ``count`` channels (``index``) and each tile row ``r`` of the part:
+        ``rows`` ready the channel's input rows, and ``body`` transforms the tile in column
+        ``tc`` (vectorized across the row's tiles) into column ``col`` of the blocks."""
         return [
-            f"      for (long oc = 0; oc < {o}L; ++oc) {{",
+            f"      for (long {index} = 0; {index} < {count}L; ++{index}) {{",
             "        for (long r = r0; r < r1; ++r) {",
             f"          long tr = r % {self.th}L, base = (r - r0) * {self.tw}L;",
-            f"          const float* gc = ct0 + (r / {self.th}L) * {cs[0]}L + oc * {cs[1]}L;",
-            *[f"          const float* q{i} = gc + (2 * tr + {i}) * {cs[2]}L;" for i in range(2)],
+            *[f"          {line}" for line in rows],
             "            #pragma omp simd",
             f"            for (long tc = 0; tc < {self.tw}L; ++tc) {{",
             "              long col = base + tc;",
