@@ -296,6 +296,8 @@ class Bf16GemmEmitter(GemmEmitter):
     into column blocks with ``rows16``, ``og_gemm_bf16_rows`` over ``a`` rounded once by a
     pass of its own (``<name>_rows``, shared between the threads by rows) before it."""
 
+    row_blocks = False
+
     def rounded(self) -> bool:
         """Whether the blocks read ``a`` rounded once (``rows16``) rather than rounding it."""
         return (
@@ -371,6 +373,7 @@ class Bf16WinogradEmitter(WinogradEmitter):
     """A :class:`Bf16WinogradStep`: its 16 products by ``og_sgemm_bf16``."""
 
     gemm = "og_sgemm_bf16"
+    shares_transform = False
 
     def emit(self) -> str:
         self.module.helper("gemm_bf16")

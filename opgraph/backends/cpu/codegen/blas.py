@@ -53,6 +53,10 @@ Call = Callable[[str, str], str]  # (first, count) -> one BLAS call over that su
 class GemmEmitter:
     """Emits ``static int <name>(T, A, lo, hi)`` over units and ``<name>_run(T, A)``."""
 
+    #: Whether a tall product may be split by blocks of rows (:meth:`row_split`); variants
+    #: with a product of their own (bf16) keep column blocks.
+    row_blocks = True
+
     def __init__(
         self, step: GemmStep, name: str, module: ModuleContext, checks: list[Check] | None = None
     ) -> None:
@@ -147,7 +151,7 @@ class GemmEmitter:
         the packed panels, which both threads share. ``_panel_rows`` calls the panel GEMM on
         a block of rows, the epilogue runs on those rows."""
         return (
-            type(self) is GemmEmitter
+            self.row_blocks
             and self.step.panel == 32
             and self.t is et.f32
             and self.rows >= ROW_SPLIT

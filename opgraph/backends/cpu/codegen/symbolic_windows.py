@@ -137,6 +137,8 @@ class SymbolicConvEmitter(ConvEmitter):
 class SymbolicWinogradEmitter(WinogradEmitter):
     """:class:`WinogradEmitter` with the batch known per call (units: image x tile block)."""
 
+    shares_transform = False
+
     def dispatch(self, units: Dim) -> str:  # type: ignore[override]
         threads = self.module.num_threads
         count = self.module.dim(units)

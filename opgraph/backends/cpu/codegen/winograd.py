@@ -48,6 +48,9 @@ class WinogradEmitter:
     """``static int <name>(T, A, lo, hi)`` over (image, tile-row block) units."""
 
     gemm = "scipy_cblas_sgemm"  # the bf16 variant calls its own (codegen/bf16.py)
+    #: Whether a step split into output-channel blocks transforms its input once for all of
+    #: them (``WinogradStep.shared``); the bf16 and symbolic-batch variants transform per unit.
+    shares_transform = True
 
     def __init__(
         self,
@@ -89,7 +92,7 @@ class WinogradEmitter:
         kind = f"F({m}x{m},3x3)"
         head = [f"/* {self.name}: Winograd {kind}: {s.label.replace('*/', '* /')} */"]
         head += self.step_head(w)
-        self.shared = s.shared if type(self) is WinogradEmitter else 0
+        self.shared = s.shared if self.shares_transform else 0
         self.layout = (blocks, last, th, tw, per_thread)
         if self.shared:
             head += self.shared_transform(c, h, w, tw, row)
