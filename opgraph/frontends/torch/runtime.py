@@ -111,17 +111,18 @@ class ExecutableModule(torch.nn.Module):
         self._call_addresses: Callable[[list[int]], None] | None = getattr(
             executable, "call_addresses", None
         )
+        self._checks = _direct_checks(self._direct, self.inputs, self.orders)
 
     def forward(self, *args: Any) -> Any:
+        if self._checks is not None:
+            results = self._call_direct(args, self._checks)
+            if results is not None:
+                return results[0] if self.single else tuple(results)
         if self.orders is not None:
             args = tuple(
                 a.permute(o) if o is not None and isinstance(a, torch.Tensor) else a
                 for a, o in zip(args, self.orders, strict=True)
             )
-        if self._direct is not None:
-            results = self._call_direct(args, *self._direct)
-            if results is not None:
-                return results[0] if self.single else tuple(results)
         params, results_types = self._params, self._results
         binder = self.executable.binder
         if binder is not None:  # symbolic: the argument shapes bind the symbols
@@ -145,26 +146,27 @@ class ExecutableModule(torch.nn.Module):
         self.executable.call(outputs, [t for t in tensors if t is not None])
         return results[0] if self.single else tuple(results)
 
-    def _call_direct(
-        self,
-        args: Sequence[Any],
-        inputs: list[tuple[torch.dtype, tuple[int, ...]]],
-        outputs: list[tuple[torch.dtype, tuple[int, ...]]],
-    ) -> list[torch.Tensor] | None:
-        """The call on the tensors' addresses, checked here (dtype, shape, contiguous CPU
+    def _call_direct(self, args: Sequence[Any], checks: _Checks) -> list[torch.Tensor] | None:
+        """The call on the tensors' addresses, checked here (dtype, shape, strides, CPU
         memory) instead of through opgraph Tensors; None when an argument needs the general
-        path (a Python number, a copy to make contiguous, a conjugate or negative view)."""
+        path (a Python number, a copy to make dense, a conjugate or negative view).
+
+        An argument passed permuted (``orders``) is checked against the strides of the
+        permuted dense layout instead of being permuted: the view's address is the tensor's.
+        """
+        inputs, outputs = checks
+        if len(args) != len(self.inputs):
+            return None
         addresses = [0] * len(inputs)
-        for arg, slot in zip(args, self.inputs, strict=True):
-            if slot is None:
-                continue
-            dtype, shape = inputs[slot]
+        tensor = torch.Tensor
+        for position, slot, dtype, shape, strides in inputs:
+            arg = args[position]
             if (
-                not isinstance(arg, torch.Tensor)
-                or arg.dtype != dtype
+                not isinstance(arg, tensor)
+                or arg.dtype is not dtype
                 or arg.shape != shape
-                or arg.device.type != "cpu"
-                or not arg.is_contiguous()
+                or not arg.is_cpu
+                or (arg.stride() != strides if strides is not None else not arg.is_contiguous())
                 or arg.is_neg()
                 or arg.is_conj()
             ):
@@ -174,6 +176,43 @@ class ExecutableModule(torch.nn.Module):
         assert self._call_addresses is not None
         self._call_addresses(addresses + [r.data_ptr() for r in results])
         return results
+
+
+#: What :meth:`ExecutableModule._call_direct` checks: for each argument feeding a parameter
+#: (position, parameter slot, dtype, shape as passed, strides as passed or None for
+#: contiguous), in argument order; and each result's (dtype, shape).
+_Checks = tuple[
+    list[tuple[int, int, torch.dtype, tuple[int, ...], tuple[int, ...] | None]],
+    list[tuple[torch.dtype, tuple[int, ...]]],
+]
+
+
+def _direct_checks(
+    direct: tuple[list[tuple[torch.dtype, tuple[int, ...]]], ...] | None,
+    inputs: Sequence[int | None],
+    orders: Sequence[tuple[int, ...] | None] | None,
+) -> _Checks | None:
+    """The checks of the direct call (None without one)."""
+    if direct is None:
+        return None
+    params, results = direct
+    checks: list[tuple[int, int, torch.dtype, tuple[int, ...], tuple[int, ...] | None]] = []
+    for position, slot in enumerate(inputs):
+        if slot is None:
+            continue
+        dtype, shape = params[slot]
+        order = orders[position] if orders is not None else None
+        if order is None:
+            checks.append((position, slot, dtype, shape, None))
+            continue
+        dense = [1] * len(shape)  # the parameter's contiguous strides
+        for axis in range(len(shape) - 2, -1, -1):
+            dense[axis] = dense[axis + 1] * shape[axis + 1]
+        passed_shape, passed_strides = [0] * len(shape), [0] * len(shape)
+        for axis, source in enumerate(order):  # arg.permute(order) has the parameter's layout
+            passed_shape[source], passed_strides[source] = shape[axis], dense[axis]
+        checks.append((position, slot, dtype, tuple(passed_shape), tuple(passed_strides)))
+    return checks, list(results)
 
 
 def _direct_signature(

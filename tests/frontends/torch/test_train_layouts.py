@@ -59,6 +59,31 @@ def test_a_transposed_input_is_passed_permuted_and_any_layout_is_right(transpose
     torch.testing.assert_close(run(wt, x), torch.relu(x @ w.t()), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("transposed_call", [True, False], ids=["traced-layout", "other-layout"])
+def test_a_permuted_input_in_its_traced_layout_takes_the_direct_call(transposed_call):
+    """The traced layout (``w.t()``) runs on the tensor's address, checked by its strides
+    (no permuted view, no opgraph Tensor); another layout of the same shape (contiguous, or
+    not dense) takes the general path, which permutes and copies, and is still right."""
+    torch.manual_seed(2)
+    w, x = torch.randn(7, 5), torch.randn(4, 5)
+
+    def f(wt, a):
+        return torch.ops.aten.mm.default(a, wt)
+
+    traced = make_fx(f, tracing_mode="fake")(w.t(), x)
+    run = compile_graph(traced, {}, og.backend("CPU"), "error", lambda m: None)
+    (module,) = _modules(run)
+    general = []
+    call = module.executable.call
+    module.executable.call = lambda *a: (general.append(1), call(*a))[1]
+    wt = w.t() if transposed_call else w.t().contiguous()
+    torch.testing.assert_close(run(wt, x), x @ w.t(), rtol=1e-6, atol=1e-6)
+    assert len(general) == (0 if transposed_call else 1)
+    strided = torch.randn(7, 10)[:, ::2].t()  # the traced shape, not a dense layout
+    torch.testing.assert_close(run(strided, x), x @ strided, rtol=1e-6, atol=1e-6)
+    assert len(general) == (1 if transposed_call else 2)
+
+
 def test_view_outputs_are_views_and_gradients_match():
     """The training forward returns the transposed weights and aliases it saves for the
     backward as torch views (the weight's storage), not copies; gradients equal eager's."""
