@@ -2,7 +2,8 @@
 torch.compile(backend="opgraph") vs opgraph's one-call ``compile_train_step``.
 
     python bench/torch_train_bench.py [--workload mlp|resnet|bert|all] [--rounds 5]
-                                      [--iterations 5] [--skip inductor] [--report out.md]
+                                      [--iterations 5] [--min-block 0.05] [--skip inductor]
+                                      [--report out.md]
 
 Workloads (training mode, the models of ``bench/torch_bench.py``):
 
@@ -14,7 +15,9 @@ Workloads (training mode, the models of ``bench/torch_bench.py``):
 
 Every runtime gets the same threads (2 by default, ``BENCH_THREADS``) and its own copy of the
 model and optimizer (``SGD(lr=0.01, momentum=0.9)``). Runtimes run interleaved: round after
-round, each runtime a block of steps, the starting runtime rotating, after a short rest.
+round, each runtime a block of steps, the starting runtime rotating, after a short rest; a
+block lasts at least ``--min-block`` seconds (0.05: the MLP's blocks are then about 9 steps
+of 6 ms instead of 3, no longer mostly the first steps after the rest).
 Reported: each runtime's median step time and its ratio to the faster of eager and Inductor;
 and, under each workload, where opgraph's parallel jobs ran in the measured steps of its two
 runtimes (the CPU runtime's ``og_pool_counters``): jobs shared out, those on torch's OpenMP
@@ -35,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse  # noqa: E402
 import copy  # noqa: E402
+import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -140,18 +144,30 @@ def measure(
     rounds: int,
     iterations: int,
     pools: dict[str, list[int]] | None = None,
+    min_block: float = 0.0,
 ) -> dict[str, float]:
     """Median seconds per step of each runtime, interleaved round by round; ``pools`` gets
-    each runtime's (jobs, team jobs, late team jobs) over its measured steps."""
+    each runtime's (jobs, team jobs, late team jobs) over its measured steps.
+
+    A measured block runs ``iterations`` steps, or more when those would take less than
+    ``min_block`` seconds (counted once per workload from the fastest warm-up step, the same
+    count for every runtime and round), so that a block of short steps (the MLP's 6 ms) is
+    not mostly the first steps after the rest between blocks."""
     names = list(steps)
+    fastest = float("inf")
     for name in names:  # compile and warm up
         try:
             for _ in range(2):
                 steps[name]()
+            start = time.perf_counter()
+            steps[name]()
+            fastest = min(fastest, time.perf_counter() - start)
         except Exception:  # a failing runtime is reported, not fatal
             traceback.print_exc()
             del steps[name]
     names = list(steps)
+    if fastest < float("inf") and fastest > 0:
+        iterations = max(iterations, math.ceil(min_block / fastest))
     samples: dict[str, list[float]] = {n: [] for n in names}
     counters = _pool_counters()
     for r in range(rounds):
@@ -202,6 +218,12 @@ def main() -> None:
     parser.add_argument("--workload", default="all", choices=["mlp", "resnet", "bert", "all"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument(
+        "--min-block",
+        type=float,
+        default=0.05,
+        help="seconds a measured block lasts at least (more steps than --iterations if needed)",
+    )
     parser.add_argument("--skip", action="append", default=[], help="a runtime to leave out")
     parser.add_argument("--report", help="write the markdown table here too")
     args = parser.parse_args()
@@ -209,7 +231,8 @@ def main() -> None:
     rows = []
     for case in cases(args.workload):
         pools: dict[str, list[int]] = {}
-        times = measure(runtimes(case, set(args.skip)), args.rounds, args.iterations, pools)
+        steps = runtimes(case, set(args.skip))
+        times = measure(steps, args.rounds, args.iterations, pools, args.min_block)
         rows.append((case, times))
         print(table([(case, times)]).splitlines()[-1], flush=True)
         print(_pool_line(pools), flush=True)
