@@ -3,7 +3,7 @@ torch.compile(backend="opgraph") vs opgraph's one-call ``compile_train_step``.
 
     python bench/torch_train_bench.py [--workload mlp|resnet|bert|all] [--rounds 5]
                                       [--iterations 5] [--min-block 0.05] [--skip inductor]
-                                      [--report out.md]
+                                      [--phases] [--report out.md]
 
 Workloads (training mode, the models of ``bench/torch_bench.py``):
 
@@ -23,7 +23,9 @@ and, under each workload, where opgraph's parallel jobs ran in the measured step
 runtimes (the CPU runtime's ``og_pool_counters``): jobs shared out, those on torch's OpenMP
 team, and team jobs that waited for a late (descheduled) team thread. On a quiet machine a
 ``torch.compile`` row with jobs off the team ran them on opgraph's own pool beside torch's
-spinning workers, after a late team thread (docs/torch.md, "Training speed").
+spinning workers, after a late team thread (docs/torch.md, "Training speed"). With
+``--phases``, each autograd runtime's median wall-clock zero_grad, forward, loss, backward and
+optimizer over its measured steps.
 """
 
 from __future__ import annotations
@@ -93,31 +95,75 @@ def _optimizer(model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
 
-def _autograd_step(model: nn.Module, run: Callable[..., torch.Tensor], case: Case) -> Callable:
+class Phases:
+    """Wall-clock seconds of each part of an autograd step (``--phases``), recorded while
+    ``on`` (the measured blocks only)."""
+
+    NAMES = ("zero_grad", "forward", "loss", "backward", "optimizer")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.times: dict[str, list[float]] = {n: [] for n in self.NAMES}
+
+    def add(self, marks: list[float]) -> None:
+        for name, start, end in zip(self.NAMES, marks, marks[1:], strict=False):
+            self.times[name].append(end - start)
+
+    def line(self) -> str:
+        return ", ".join(
+            f"{n} {statistics.median(v) * 1e3:.2f} ms" for n, v in self.times.items() if v
+        )
+
+
+def _autograd_step(
+    model: nn.Module, run: Callable[..., torch.Tensor], case: Case, phases: Phases | None = None
+) -> Callable:
     optimizer = _optimizer(model)
+    clock = time.perf_counter
 
     def step() -> torch.Tensor:
+        timed = phases is not None and phases.on
+        marks = [clock()] if timed else []
         optimizer.zero_grad(set_to_none=True)
-        loss = case.loss(run(case.inputs), case.target)
+        if timed:
+            marks.append(clock())
+        output = run(case.inputs)
+        if timed:
+            marks.append(clock())
+        loss = case.loss(output, case.target)
+        if timed:
+            marks.append(clock())
         loss.backward()
+        if timed:
+            marks.append(clock())
         optimizer.step()
+        if phases is not None and timed:
+            marks.append(clock())
+            phases.add(marks)
         return loss
 
     return step
 
 
-def runtimes(case: Case, skip: set[str]) -> dict[str, Callable[[], torch.Tensor]]:
+def runtimes(
+    case: Case, skip: set[str], phases: dict[str, Phases] | None = None
+) -> dict[str, Callable[[], torch.Tensor]]:
+    """Each runtime's step; ``phases`` (when given) gets a :class:`Phases` per autograd
+    runtime (eager, inductor, opgraph)."""
     torch.manual_seed(1)
     base = case.make().train()
     steps: dict[str, Callable[[], torch.Tensor]] = {}
-    eager = copy.deepcopy(base)
-    steps["eager"] = _autograd_step(eager, eager, case)
-    if "inductor" not in skip:
+    runs: dict[str, Callable[[nn.Module], Callable[..., torch.Tensor]]] = {
+        "eager": lambda m: m,
+        "inductor": lambda m: torch.compile(m),  # type: ignore[return-value]
+        "opgraph": lambda m: torch.compile(m, backend="opgraph"),  # type: ignore[return-value]
+    }
+    for name, wrap in runs.items():
+        if name in skip:
+            continue
         model = copy.deepcopy(base)
-        steps["inductor"] = _autograd_step(model, torch.compile(model), case)
-    if "opgraph" not in skip:
-        model = copy.deepcopy(base)
-        steps["opgraph"] = _autograd_step(model, torch.compile(model, backend="opgraph"), case)
+        record = phases.setdefault(name, Phases()) if phases is not None else None
+        steps[name] = _autograd_step(model, wrap(model), case, record)
     if "step" not in skip:
         model = copy.deepcopy(base)
         one_call = og_torch.compile_train_step(model, case.loss, _optimizer(model))
@@ -145,6 +191,7 @@ def measure(
     iterations: int,
     pools: dict[str, list[int]] | None = None,
     min_block: float = 0.0,
+    phases: dict[str, Phases] | None = None,
 ) -> dict[str, float]:
     """Median seconds per step of each runtime, interleaved round by round; ``pools`` gets
     each runtime's (jobs, team jobs, late team jobs) over its measured steps.
@@ -176,10 +223,15 @@ def measure(
             time.sleep(0.2)
             steps[name]()  # re-warm
             before = counters() if counters else (0, 0, 0)
+            recording = (phases or {}).get(name)
+            if recording is not None:
+                recording.on = True
             start = time.perf_counter()
             for _ in range(iterations):
                 steps[name]()
             samples[name].append((time.perf_counter() - start) / iterations)
+            if recording is not None:
+                recording.on = False
             after = counters() if counters else (0, 0, 0)
             if pools is not None:
                 total = pools.setdefault(name, [0, 0, 0])
@@ -225,17 +277,25 @@ def main() -> None:
         help="seconds a measured block lasts at least (more steps than --iterations if needed)",
     )
     parser.add_argument("--skip", action="append", default=[], help="a runtime to leave out")
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="print each autograd runtime's median zero_grad/forward/loss/backward/optimizer",
+    )
     parser.add_argument("--report", help="write the markdown table here too")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     rows = []
     for case in cases(args.workload):
         pools: dict[str, list[int]] = {}
-        steps = runtimes(case, set(args.skip))
-        times = measure(steps, args.rounds, args.iterations, pools, args.min_block)
+        phases: dict[str, Phases] | None = {} if args.phases else None
+        steps = runtimes(case, set(args.skip), phases)
+        times = measure(steps, args.rounds, args.iterations, pools, args.min_block, phases)
         rows.append((case, times))
         print(table([(case, times)]).splitlines()[-1], flush=True)
         print(_pool_line(pools), flush=True)
+        for name, recorded in (phases or {}).items():
+            print(f"  {name} phases (median of measured steps): {recorded.line()}", flush=True)
     text = table(rows)
     print(f"\n{THREADS} threads, median step time (ratio to the faster of eager/Inductor)\n")
     print(text)
