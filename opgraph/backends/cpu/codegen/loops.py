@@ -38,8 +38,8 @@ STREAM_BLOCK = 512  # elements computed into a stack buffer before they are stre
 #: than this (the last-level cache of the machines measured: 32 MiB per Zen 3/4 CCD). Below,
 #: plain stores leave the result in that cache for its reader (the next kernel, or the same
 #: loop at the next call, whose write then hits the cache too), where streaming sends every
-#: line to memory: W2 (16 MiB in, 16 MiB out) took 8-9 % more CPU time per call streamed,
-#: W1 1024x1024 (12 MiB in, 4 MiB out) 10-15 % (docs/performance.md, H80).
+#: line to memory: W2 (16 MiB in, 16 MiB out) took 13-18 % more CPU time per call streamed
+#: in a C harness, 0-10 % more at ``exe.call`` on a loaded machine (docs/performance.md, H80).
 STREAM_FOOTPRINT = 32 << 20
 #: Elements per block of a pairwise sum: the vectorized loop sums a block in its lanes (32 or
 #: 64 elements per lane with 16- or 8-float vectors), then blocks combine pairwise. Measured
