@@ -163,9 +163,10 @@ def test_products_by_constants_use_packed_panels(cpu, parallel_cpu, rows, panel)
 
 
 def test_large_results_are_streamed_to_memory(cpu):
-    """Results of 4 MiB or more are written with non-temporal stores, also into a buffer
-    that is not 64-byte aligned."""
-    n = (1 << 20) + 37
+    """Results of 4 MiB or more of a loop that touches more than the last-level cache's
+    32 MiB are written with non-temporal stores, also into a buffer that is not 64-byte
+    aligned."""
+    n = (1 << 22) + 37  # 16 MiB each: two inputs and the result
     x, y = og.parameter(og.f32, (n,)), og.parameter(og.f32, (n,))
     exe = cpu.compile(og.Function([ops.multiply(ops.add(x, y), y)], [x, y]))
     assert "og_stream_f32(" in exe.source()
@@ -176,3 +177,25 @@ def test_large_results_are_streamed_to_memory(cpu):
     exe.call([out], [cpu.create_tensor(og.f32, (n,), a), cpu.create_tensor(og.f32, (n,), b)])
     np.testing.assert_array_equal(storage[1:], (a + b) * b)
     assert storage[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("shapes", "streamed"),
+    [
+        ([(1 << 22,)], False),  # W2's size: 16 MiB in, 16 MiB out, exactly the 32 MiB
+        ([(1024, 1024)] * 3, False),  # W1 1024: 12 MiB in, 4 MiB out
+        ([(1 << 22,), (1 << 22,)], True),  # 32 MiB in, 16 MiB out
+        ([(1 << 22,), None], False),  # x + x: x counts once (16 MiB in, 16 MiB out)
+    ],
+)
+def test_results_stream_only_when_the_loop_outgrows_the_last_level_cache(
+    cpu: object, shapes: list[tuple[int, ...] | None], streamed: bool
+) -> None:
+    """Below that, plain stores leave the result in the cache for its reader (and for the
+    next call's write): streaming sends every line to memory."""
+    params = [og.parameter(og.f32, s) for s in shapes if s is not None]
+    total = params[0]
+    for p in [*params[1:], *(params[0] for s in shapes if s is None)]:
+        total = ops.add(total, p)
+    exe = cpu.compile(og.Function([ops.multiply(total, total)], params))
+    assert ("og_stream_f32(" in exe.source()) is streamed

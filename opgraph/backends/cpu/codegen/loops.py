@@ -20,6 +20,8 @@ Inner loops carry ``omp simd``, and math calls vectorize through libmvec.
 
 from __future__ import annotations
 
+import math
+
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
 from opgraph.backends.cpu.codegen.gather_prefetch import prefetch_lines
@@ -32,6 +34,13 @@ from opgraph.core import element_type as et
 from opgraph.core.dim import Dim
 
 STREAM_BLOCK = 512  # elements computed into a stack buffer before they are streamed out
+#: A flat loop streams its results only when its loads and stores together touch more bytes
+#: than this (the last-level cache of the machines measured: 32 MiB per Zen 3/4 CCD). Below,
+#: plain stores leave the result in that cache for its reader (the next kernel, or the same
+#: loop at the next call, whose write then hits the cache too), where streaming sends every
+#: line to memory: W2 (16 MiB in, 16 MiB out) took 13-18 % more CPU time per call streamed
+#: in a C harness, 0-10 % more at ``exe.call`` on a loaded machine (docs/performance.md, H80).
+STREAM_FOOTPRINT = 32 << 20
 #: Elements per block of a pairwise sum: the vectorized loop sums a block in its lanes (32 or
 #: 64 elements per lane with 16- or 8-float vectors), then blocks combine pairwise. Measured
 #: on row sums and softmax of 64 x 4096 (in cache): 256 cost 6-7 %, 512 nothing.
@@ -173,7 +182,7 @@ class CLoopEmitter(LoopEmitter):
         no cache pollution) when every store is a contiguous f32 run of a gap-free window (a
         strided window, such as a pad's interior, leaves lines partly written: other kernels
         then read them back)."""
-        if not self.module.stream_bytes:
+        if not self.module.stream_bytes or self.footprint() <= STREAM_FOOTPRINT:
             return False
         for slot, (_, view) in enumerate(self.kernel.stores):
             access = self.accesses[(slot, True)]
@@ -182,6 +191,18 @@ class CLoopEmitter(LoopEmitter):
             if not self.module.streamable(view.buffer) or not view.is_dense:
                 return False
         return bool(self.kernel.stores)
+
+    def footprint(self) -> int:
+        """Bytes the loop's loads and stores touch (an operand read twice or broadcast
+        once; 0 when a size is symbolic: such loops never stream)."""
+        total = 0
+        for view in {a.view for a in self.accesses.values()}:
+            dims = [d for d, s in zip(view.shape, view.strides, strict=True) if not _zero(s)]
+            sizes = [d for d in dims if type(d) is int]
+            if len(sizes) < len(dims):
+                return 0
+            total += math.prod(sizes) * view.element_type.itemsize
+        return total
 
     def pointwise_kernel(self) -> list[str]:
         """Range-split flat loop: rows × one vector dimension, entered mid-row."""

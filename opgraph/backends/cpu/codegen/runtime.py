@@ -82,6 +82,13 @@ re-wakes. Tests use them to check that a
 kernel really is split between threads, where, and which placement rule acted
 (``runtime_counters`` below reads them from Python).
 
+``og_set_block_clock(1)`` starts the *block clock* (off by default: two thread CPU clock
+reads per block): ``og_block_times(long out[4])`` then sums the CPU time threads spend inside
+range functions, callers' and the other participants' apart (``block_times`` below). A
+measurement compares those sums on one and on two threads: a thread that runs its share of the
+work slower beside another (shared caches, memory) shows there, time spent in the pool
+(claiming, spinning, waiting) does not.
+
 Test builds (``-DOG_TEST_HOOKS``, never the library the backend loads) add
 ``og_test_stall(point, usec)``: the next pool worker that reaches ``point`` (1: joined, before
 its first claim; 2: holding a claimed block, before running it; 3: after its first block)
@@ -178,6 +185,40 @@ enum {
 static _Atomic long og_counters[OG_N_COUNTERS];
 static void og_count(int which, long n) {
   __atomic_fetch_add(&og_counters[which], n, __ATOMIC_RELAXED);
+}
+
+/* The block clock (og_set_block_clock; off by default: two thread CPU clock reads per run):
+   CPU time spent inside range functions, callers' and other participants' apart, and the
+   runs timed (a serial og_parallel is one caller run). See the module docstring. */
+static _Atomic int og_clock_on;
+static _Atomic long og_clock[4];
+
+void og_set_block_clock(long on) { __atomic_store_n(&og_clock_on, on != 0, __ATOMIC_RELAXED); }
+
+/* out[0..3] = callers' CPU nanoseconds in range functions, their runs timed; the same for
+   the other participants (pool workers or a host team's threads). */
+void og_block_times(long* out) {
+  for (int i = 0; i < 4; ++i) out[i] = __atomic_load_n(&og_clock[i], __ATOMIC_RELAXED);
+}
+
+static long og_thread_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (long)t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* fn over [lo, hi), on the block clock when it is on (``other``: not a caller); not again
+   inside a timed run (a nested og_parallel, run serially). */
+static __thread int og_timing;
+static int og_run_range(og_range_fn fn, void* const* T, char* A, long lo, long hi, int other) {
+  if (og_timing || !__atomic_load_n(&og_clock_on, __ATOMIC_RELAXED)) return fn(T, A, lo, hi);
+  long t0 = og_thread_ns();
+  og_timing = 1;
+  int r = fn(T, A, lo, hi);
+  og_timing = 0;
+  __atomic_fetch_add(&og_clock[2 * other], og_thread_ns() - t0, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&og_clock[2 * other + 1], 1, __ATOMIC_RELAXED);
+  return r;
 }
 
 /* Where workers run (og_set_placement): bit 0, a worker that joins a job on the caller's CPU
@@ -417,7 +458,7 @@ static long og_work(og_job* job, uint32_t gen, int self, int homes) {
     /* The job is fixed while this block is unfinished: read it now, not after. */
     long lo = block * job->chunk, hi = lo + job->chunk, nblocks = job->nblocks;
     if (hi > job->total) hi = job->total;
-    int r = job->fn(job->T, job->A, lo, hi);
+    int r = og_run_range(job->fn, job->T, job->A, lo, hi, self != 0);
     if (self) __atomic_store_n(&job->home[self].holder, 0, __ATOMIC_RELEASE);
     if (r) __atomic_fetch_or(&job->err, r, __ATOMIC_RELAXED);
     /* counted before the block is marked finished: complete when og_parallel returns */
@@ -674,7 +715,7 @@ int og_parallel(og_range_fn fn, void* const* T, char* A, long total, long grain,
   if (nblocks > most) nblocks = most;
   if (threads <= 1 || nblocks <= 1 || __atomic_exchange_n(&og_busy, 1, __ATOMIC_ACQUIRE)) {
     og_count(OG_N_SERIAL, 1);
-    return fn(T, A, 0, total);
+    return og_run_range(fn, T, A, 0, total, 0);
   }
   og_count(OG_N_JOBS, 1);
   long chunk = (total + nblocks - 1) / nblocks;
@@ -733,6 +774,23 @@ def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
     out = (ctypes.c_long * len(PoolCounters._fields))()
     library.og_pool_counters(out)
     return PoolCounters(*out)
+
+
+class BlockTimes(NamedTuple):
+    """``og_block_times``: the block clock's sums since the library was loaded."""
+
+    caller_ns: int  #: CPU time callers spent in range functions (serial runs included)
+    caller_runs: int  #: caller runs timed (blocks, and serial og_parallel calls)
+    other_ns: int  #: CPU time the other participants spent in range functions
+    other_runs: int  #: their blocks timed
+
+
+def block_times(library: ctypes.CDLL) -> BlockTimes:
+    """``og_block_times`` of a loaded runtime library; zeros unless ``og_set_block_clock(1)``
+    was called before the jobs (``library.og_set_block_clock.argtypes = [ctypes.c_long]``)."""
+    out = (ctypes.c_long * len(BlockTimes._fields))()
+    library.og_block_times(out)
+    return BlockTimes(*out)
 
 
 #: The declaration generated modules use.
