@@ -6,6 +6,7 @@ stride-2 layers (``og_pw_px``: AVX2 tiles of 3 vectors x 4-row groups,
 ``codegen/pointwise_kernels.py``)."""
 
 import dataclasses
+import subprocess
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu import config as cpu_config
-from opgraph.backends.cpu.codegen import conv_panels
+from opgraph.backends.cpu.codegen import conv_panels, dialect
+from opgraph.backends.cpu.compiler import CFLAGS
 from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep
 
 FORCED = ("avx2", "avx512")
@@ -102,3 +104,38 @@ def test_patch_block_convolutions_match_interpreter(case, isa, threads):
     (want,) = og.backend("INTERPRETER").compile(fn)(*inputs)
     k = case[1] * case[1] * case[0][1]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_avx2_pixel_tiles_keep_accumulators_and_inputs_in_registers(tmp_path):
+    """``og_pw_px`` compiled for AVX2 as modules are (``-mtune=native``): no multiply-add
+    takes a memory operand (no accumulator on the stack, and each input vector loaded once
+    per k rather than folded into every multiply-add: 16 loads per 12 of them, slower; the
+    check fails without the kernel's empty ``asm``)."""
+    if not cpu_config.supports_isa("avx2"):
+        pytest.skip("this CPU cannot run avx2 code")
+    compiler = default_config().compiler
+    if compiler is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / "pw_px.c"
+    source.write_text(
+        "\n".join(
+            [
+                dialect.PRELUDE,
+                dialect.HELPERS["pw_tile"](),
+                dialect.HELPERS["pw_px"](),
+                "void entry(const float* w, const float* x, float* y, long K, long n) {",
+                "  og_pw_px(w, x, 336, K, y, 12544, 8, n);",
+                "}",
+            ]
+        )
+    )
+    flags = [CFLAGS[0], *cpu_config.ISA_FLAGS["avx2"], *CFLAGS[1:]]
+    flags = [f for f in flags if f not in ("-shared", "-pipe")]
+    asm = tmp_path / "pw_px.s"
+    done = subprocess.run(
+        [compiler, *flags, "-S", str(source), "-o", str(asm)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    fmas = [line.strip() for line in asm.read_text().splitlines() if "vfmadd" in line]
+    assert len(fmas) >= 12 + 8 + 4  # the 3-, 2- and 1-vector tiles of 4-row groups
+    assert [f for f in fmas if "(" in f] == []
