@@ -110,8 +110,9 @@ def _px_grouped_mk(lanes: int, nv: int) -> str:
     size, g = 4 * lanes, ROW_GROUP
     pairs = [(r, v) for r in range(g) for v in range(nv)]
     zero = " ".join(f"og_pwv c{r}{v} = {{0}};" for r, v in pairs)
-    # each input vector loaded once, into a register (the empty asm): tuned for Zen 4, GCC
-    # 12 folded the loads into the multiply-adds, 16 loads per 12 of them (~15 % slower)
+    # each input vector loaded once, into a register (the empty asm): with -mtune=native
+    # (znver3 to GCC 12 on this Zen 4), GCC folded the loads into the multiply-adds, 16
+    # loads per 12 of them (~15 % slower)
     loads = " ".join(
         f"og_pwv b{v}; __builtin_memcpy(&b{v}, x + k * ldx + {v * lanes}, {size}); "
         f'__asm__("" : "+x"(b{v}));'
