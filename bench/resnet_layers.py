@@ -1,14 +1,16 @@
 """ResNet-18's convolution layers one at a time: opgraph's CPU backend against onnxruntime.
 
     python bench/resnet_layers.py [--model imagenet|cifar|both] [--threads 1] [--rounds 8]
-                                  [--calls 10] [--only NAME]
+                                  [--calls 10] [--only NAME] [--isa avx2 [--isa native]]
 
 Every distinct convolution of ResNet-18 (ImageNet batch 1, CIFAR batch 32; bench/resnet.py)
 is one ONNX model: Conv with bias (the batch norm folded, as exported models have it), then
 ReLU, or for the second convolution of a block the residual add and ReLU. opgraph imports
 that model (``og.onnx.import_model``) and both run it in one process, calls interleaved
 round by round, with the same number of threads. Outputs are checked against onnxruntime's
-first. The table gives per-call medians (best), the ratio, and the layer's share of the
+first. ``--isa`` (repeatable) compiles opgraph's code for each instruction set named
+(``CpuConfig.isa``), one column each, interleaved in the same rounds. The table gives
+per-call medians (best), the ratio, and the layer's share of the
 model (``count`` times its median, over the sum of all layers).
 """
 
@@ -96,9 +98,11 @@ def model(layer: Layer) -> tuple[onnx.ModelProto, list[np.ndarray]]:
     return g.model(), inputs
 
 
-def runners(layer: Layer, threads: int, cache: Path) -> dict[str, Callable[[], object]]:
+def runners(
+    layer: Layer, threads: int, cache: Path, isas: tuple[str, ...] = ("native",)
+) -> dict[str, Callable[[], object]]:
     proto, arrays = model(layer)
-    return pair(og.onnx.import_model(proto), proto, arrays, threads, cache, layer.name)
+    return pair(og.onnx.import_model(proto), proto, arrays, threads, cache, layer.name, isas)
 
 
 def pair(
@@ -108,12 +112,15 @@ def pair(
     threads: int,
     cache: Path,
     name: str,
+    isas: tuple[str, ...] = ("native",),
 ) -> dict[str, Callable[[], object]]:
-    """opgraph (``function``) and onnxruntime (``proto``) on ``arrays``, outputs checked."""
-    exe_backend = CpuBackend(CpuConfig(cache, default_config().compiler, num_threads=threads))
-    exe = exe_backend.compile(function)
-    inputs = [exe_backend.create_tensor(og.f32, a.shape, a.copy()) for a in arrays]
-    outputs = [exe_backend.create_tensor(t.element_type, t.shape) for t in exe.result_types]
+    """opgraph (``function``, once per ISA in ``isas``) and onnxruntime (``proto``) on
+    ``arrays``, outputs checked; the first ISA's runner is ``opgraph``, the others
+    ``opgraph-<isa>``."""
+    runs: dict[str, Callable[[], object]] = {}
+    for i, isa in enumerate(isas):
+        key = "opgraph" if i == 0 else f"opgraph-{isa}"
+        runs[key] = _opgraph_runner(function, arrays, threads, cache, isa)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -121,21 +128,31 @@ def pair(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     feeds = {i.name: a for i, a in zip(session.get_inputs(), arrays, strict=True)}
+    runs["onnxruntime"] = lambda: session.run(None, feeds)[0]
+    want = np.asarray(runs["onnxruntime"]())
+    for key, run in runs.items():
+        got = np.asarray(run())
+        error = float(np.max(np.abs(got - want))) / (float(np.max(np.abs(want))) + 1e-30)
+        if error > 1e-4:
+            raise SystemExit(f"{name}: {key} differs from onnxruntime by {error:.2e}")
+    return runs
 
-    def opgraph_call() -> object:
+
+def _opgraph_runner(
+    function: og.Function, arrays: list[np.ndarray], threads: int, cache: Path, isa: str
+) -> Callable[[], object]:
+    """``exe.call`` of ``function`` compiled for ``isa``, returning its first output."""
+    config = CpuConfig(cache, default_config().compiler, num_threads=threads, isa=isa)
+    exe_backend = CpuBackend(config)
+    exe = exe_backend.compile(function)
+    inputs = [exe_backend.create_tensor(og.f32, a.shape, a.copy()) for a in arrays]
+    outputs = [exe_backend.create_tensor(t.element_type, t.shape) for t in exe.result_types]
+
+    def call() -> object:
         exe.call(outputs, inputs)
         return outputs[0].read()
 
-    runs: dict[str, Callable[[], object]] = {
-        "opgraph": opgraph_call,
-        "onnxruntime": lambda: session.run(None, feeds)[0],
-    }
-    want = np.asarray(runs["onnxruntime"]())
-    got = np.asarray(runs["opgraph"]())
-    error = float(np.max(np.abs(got - want))) / (float(np.max(np.abs(want))) + 1e-30)
-    if error > 1e-4:
-        raise SystemExit(f"{name}: opgraph differs from onnxruntime by {error:.2e}")
-    return runs
+    return call
 
 
 def measure(
@@ -158,6 +175,13 @@ def measure(
     return times
 
 
+def _ratios(times: dict[str, float]) -> str:
+    """Each opgraph runner's time over onnxruntime's, as table cells."""
+    return " | ".join(
+        f"{v / times['onnxruntime']:.2f}" for k, v in times.items() if k != "onnxruntime"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="both", choices=["imagenet", "cifar", "both"])
@@ -169,7 +193,9 @@ def main() -> None:
         "--cpu-time", action="store_true", help="time the calling thread's CPU (1 thread only)"
     )
     parser.add_argument("--whole", action="store_true", help="also time the whole model")
+    parser.add_argument("--isa", action="append", choices=("native", "avx2", "avx512"))
     args = parser.parse_args()
+    isas = tuple(args.isa or ["native"])
     if args.cpu_time and args.threads != 1:
         parser.error("--cpu-time measures the calling thread: use it with --threads 1")
     kinds = {"imagenet": [False], "cifar": [True], "both": [False, True]}[args.model]
@@ -178,38 +204,39 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for cifar in kinds:
             print(f"\n{'CIFAR batch 32' if cifar else 'ImageNet batch 1'}: ms median (best)")
-            print("| layer | count | opgraph | onnxruntime | ratio | share of opgraph |")
-            print("|---|---|---|---|---|---|")
+            extra = [f"opgraph-{isa}" for isa in isas[1:]]
+            print(
+                f"| layer | count | opgraph ({isas[0]}) | {' | '.join([*extra, 'onnxruntime'])}"
+                f" | ratio{''.join(f' | {e} ratio' for e in extra)} | share of opgraph |"
+            )
+            print("|---" * (6 + 2 * len(extra)) + "|")
             rows = []
             for layer in layers(cifar):
                 if args.only not in layer.name:
                     continue
-                runs = runners(layer, args.threads, Path(tmp))
+                runs = runners(layer, args.threads, Path(tmp), isas)
                 times = measure(runs, args.rounds, args.calls, args.cpu_time)
                 med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
                 best = {k: min(v) * 1e3 for k, v in times.items()}
                 rows.append((layer, med, best))
             total = sum(layer.count * med["opgraph"] for layer, med, _ in rows)
-            total_ort = sum(layer.count * med["onnxruntime"] for layer, med, _ in rows)
             for layer, med, best in rows:
                 cells = " | ".join(f"{med[k]:.3f} ({best[k]:.3f})" for k in med)
-                ratio = med["opgraph"] / med["onnxruntime"]
                 share = layer.count * med["opgraph"] / total
-                print(f"| {layer.name} | {layer.count} | {cells} | {ratio:.2f} | {share:.0%} |")
+                print(f"| {layer.name} | {layer.count} | {cells} | {_ratios(med)} | {share:.0%} |")
             if rows:
-                ratio = total / total_ort
-                print(f"| weighted sum | | {total:.3f} | {total_ort:.3f} | {ratio:.2f} | |")
+                sums = {k: sum(layer.count * med[k] for layer, med, _ in rows) for k in rows[0][1]}
+                cells = " | ".join(f"{v:.3f}" for v in sums.values())
+                print(f"| weighted sum | | {cells} | {_ratios(sums)} | |")
             if args.whole:
                 case = resnet.resnet18_cifar() if cifar else resnet.resnet18_imagenet()
-                runs = pair(case.function, case.onnx, case.inputs, args.threads, Path(tmp), "model")
+                runs = pair(
+                    case.function, case.onnx, case.inputs, args.threads, Path(tmp), "model", isas
+                )
                 times = measure(runs, args.rounds, args.calls, args.cpu_time)
-                cells = " | ".join(
-                    f"{statistics.median(v) * 1e3:.3f} ({min(v) * 1e3:.3f})" for v in times.values()
-                )
-                ratio = statistics.median(times["opgraph"]) / statistics.median(
-                    times["onnxruntime"]
-                )
-                print(f"| whole model (bench/resnet.py) | 1 | {cells} | {ratio:.2f} | |")
+                med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+                cells = " | ".join(f"{med[k]:.3f} ({min(v) * 1e3:.3f})" for k, v in times.items())
+                print(f"| whole model (bench/resnet.py) | 1 | {cells} | {_ratios(med)} | |")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

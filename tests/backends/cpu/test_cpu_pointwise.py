@@ -157,10 +157,11 @@ def test_layout_choice(pixels, channels, inner, channels_first):
 
 
 @pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
-@pytest.mark.parametrize("name", ["pixels, tail columns", "channels, a partial panel", "stride 3"])
+@pytest.mark.parametrize("name", list(SHAPES))
 def test_pointwise_with_avx2_blocking(name):
-    """``isa="avx2"``: the AVX2 branch of the kernels (8 lanes: one vector per pixel tile,
-    6 pixels x 2 vectors per pass over a channel panel, the 16-column tail read as two vectors)."""
+    """``isa="avx2"``: the AVX2 branch of the kernels (8 lanes: pixel tiles of three vectors
+    with the 8-row panel in two groups of 4 rows, partial groups and 1-2 vector tails; 6
+    pixels x 2 vectors per pass over a channel panel; the 16-column tail as two vectors)."""
     backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
     (n, c, o, size, stride), _ = SHAPES[name]
     fn, args = graph(n, c, o, size, stride, epilogue="bias hard-swish")

@@ -4,7 +4,8 @@ product by filters packed at compile time; see ``fused/lowering/conv_panels.py``
 Two phases over the thread pool: the patches (one unit per output pixel: its row of
 C·kh·kw values, zeros for the padding), then the product by blocks of output-channel panels
 (``og_gemm_panels`` into ``Yᵀ``), each block transposed into the output plane and its
-epilogue run on those rows. In bf16 mode (``codegen/bf16.py``) the panels become bf16 pair
+epilogue run on those rows (in AVX2 builds one ``og_gemm_panels`` call per panel:
+:data:`PANEL_BY_PANEL`). In bf16 mode (``codegen/bf16.py``) the panels become bf16 pair
 panels read by ``og_gemm_bf16_panels`` (:class:`Bf16PanelConvStep`, registered here).
 """
 
@@ -20,6 +21,7 @@ from opgraph.backends.cpu.codegen import bf16
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.cpu.codegen.vector_math import AVX2_ONLY
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.conv_panels import PANEL, PanelConvStep
 from opgraph.backends.fused.program import Buffer, BufferKind, Step
@@ -28,6 +30,14 @@ from opgraph.core import element_type as et
 
 #: Patch elements from which the patch phase is shared between threads.
 PARALLEL_PATCHES = 1 << 15
+#: The preprocessor test of builds whose unit multiplies its block one panel at a time.
+#: ``og_gemm_panels`` over several panels runs panels outer, K blocks outermost: it jumps
+#: from one panel's K block to the next panel's (4608 x 128 bytes apart in ResNet-18's
+#: 7x7x512 layers), and AVX2's 6 x 16 tile, which reads twice AVX-512's bytes of panel per
+#: multiply-add, waits on those first reads. One panel per call reads each panel front to
+#: back (rows outer). C harness, one thread, 49 x 4608 x 512 in units of 64 columns: 74-84
+#: GF/s by two panels, 90-92 by one (AVX-512: 108-112 either way, so it keeps its calls).
+PANEL_BY_PANEL = AVX2_ONLY
 
 
 class PanelConvEmitter:
@@ -89,11 +99,21 @@ class PanelConvEmitter:
         return "\n".join(head + body)
 
     panels = "w0"
+    #: Whether builds matching :data:`PANEL_BY_PANEL` call the GEMM once per panel.
+    by_panel = True
 
     def product(self, k: int, o: int, columns: int) -> list[str]:
         """The lines of a unit's product: ``Yᵀ[:, n0:n1]`` into ``yt``."""
+        whole = f"{self.gemm}(scratch, {k}L, {self.panels}, yt, {o}L, {columns}L, {k}L"
+        if not self.by_panel:
+            return [f"    {whole}, n0, n1);"]
         return [
-            f"    {self.gemm}(scratch, {k}L, {self.panels}, yt, {o}L, {columns}L, {k}L, n0, n1);"
+            f"#if {PANEL_BY_PANEL}",
+            f"    for (long p0 = n0; p0 < n1; p0 += {PANEL})",
+            f"      {whole}, p0, p0 + {PANEL} < n1 ? p0 + {PANEL} : n1);",
+            "#else",
+            f"    {whole}, n0, n1);",
+            "#endif",
         ]
 
     def patch_phase(self, k: int, columns: int) -> str:
@@ -161,6 +181,7 @@ class Bf16PanelConvEmitter(PanelConvEmitter):
 
     gemm = "og_gemm_bf16_panels"
     panels = "(const uint16_t*)w0"
+    by_panel = False  # bf16 mode generates AVX-512 code only
 
     def emit(self) -> str:
         self.module.helper("gemm_bf16")

@@ -28,9 +28,17 @@ from opgraph.backends.fused.lowering.pointwise import PANEL, ROWS
 #: GFLOP/s on the zoo's shapes against OpenBLAS's 90-103.
 BLOCKING = (
     ("defined(__AVX512F__)", 16, 3, 12),
-    ("defined(__AVX__)", 8, 1, 6),
+    ("defined(__AVX__)", 8, 3, 6),
     ("1", 4, 1, 6),
 )
+#: ``pixels`` tiles whose :data:`ROWS` x vectors accumulators would not fit 16 registers
+#: (AVX2: 8 x 3) run the panel in groups of this many rows, each over the same input
+#: vectors (4 x 3 accumulators, 3 input vectors and a broadcast), their accumulators named
+#: variables (GCC 12 kept a 4 x 3 array indexed by loops on the stack). The 8 x 1 x 8 tile
+#: before it (8 accumulators: one multiply-add in flight per accumulator at Zen 4's latency
+#: of 4 and 2 per cycle, 9 loads per 8 multiply-adds) ran ResNet-18's stem (K 147) and
+#: 3x3 stride-2 convolutions (K 576) on patch blocks at ~1.25x the AVX-512 build's time.
+ROW_GROUP = 4
 #: Pixels of the largest ``channels`` tile on any instruction set.
 RB_MAX = max(rb for _, _, _, rb in BLOCKING)
 
@@ -49,6 +57,8 @@ def _tile(lanes: int, nv: int, rb: int) -> str:
 
 
 def _px(lanes: int, nv: int, rb: int) -> str:
+    if ROWS * nv + nv + 1 > (32 if lanes == 16 else 16):
+        return _px_grouped(lanes, nv)
     size = 4 * lanes
     cases = " ".join(
         f"case {v}: og_pw_px_mk({v}, wp, x + o, ldx, K, y + o, ldy, R, c); break;"
@@ -83,6 +93,76 @@ static inline __attribute__((always_inline)) void og_pw_px_mk(
     for (long j = 0; j < cols; ++j) y[r * ldy + j] = t[j];
   }}
 }}
+/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
+   {nv * lanes}, then what is left. */
+__attribute__((noinline, noclone)) static void og_pw_px(
+    const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
+    long ldy, long R, long cols) {{
+  for (long o = 0; o < cols; o += {nv * lanes}) {{
+    long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
+    switch ((c + {lanes - 1}) / {lanes}) {{ {cases} default: break; }}
+  }}
+}}"""
+
+
+def _px_grouped_mk(lanes: int, nv: int) -> str:
+    """``og_pw_px_mk<nv>``: the panel's rows in groups of :data:`ROW_GROUP`, ``nv`` vectors."""
+    size, g = 4 * lanes, ROW_GROUP
+    pairs = [(r, v) for r in range(g) for v in range(nv)]
+    zero = " ".join(f"og_pwv c{r}{v} = {{0}};" for r, v in pairs)
+    # each input vector loaded once, into a register (the empty asm): with -mtune=native
+    # (znver3 to GCC 12 on this Zen 4), GCC folded the loads into the multiply-adds, 16
+    # loads per 12 of them (~15 % slower)
+    loads = " ".join(
+        f"og_pwv b{v}; __builtin_memcpy(&b{v}, x + k * ldx + {v * lanes}, {size}); "
+        f'__asm__("" : "+x"(b{v}));'
+        for v in range(nv)
+    )
+    fmas = "\n".join(
+        f"      {{ const float s = wg[k * {ROWS} + {r}]; "
+        + " ".join(f"c{r}{v} += s * b{v};" for v in range(nv))
+        + " }"
+        for r in range(g)
+    )
+    whole = " ".join(
+        f"__builtin_memcpy(yg + {r} * ldy + {v * lanes}, &c{r}{v}, {size});" for r, v in pairs
+    )
+    spill = " ".join(f"__builtin_memcpy(t[{r}] + {v * lanes}, &c{r}{v}, {size});" for r, v in pairs)
+    return f"""static inline __attribute__((always_inline)) void og_pw_px_mk{nv}(
+    const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
+    long ldy, long R, long cols) {{
+  for (long g = 0; g < R; g += {g}) {{
+    const float* restrict wg = wp + g;
+    float* restrict yg = y + g * ldy;
+    {zero}
+    for (long k = 0; k < K; ++k) {{
+      {loads}
+{fmas}
+    }}
+    if (R - g >= {g} && cols == {nv * lanes}) {{
+      {whole}
+      continue;
+    }}
+    float t[{g}][{nv * lanes}];
+    {spill}
+    for (long r = 0; r < {g} && g + r < R; ++r)
+      for (long j = 0; j < cols; ++j) yg[r * ldy + j] = t[r][j];
+  }}
+}}"""
+
+
+def _px_grouped(lanes: int, nv: int) -> str:
+    """``og_pw_px`` with :data:`ROW_GROUP`-row groups (see there)."""
+    kernels = "\n".join(_px_grouped_mk(lanes, v) for v in range(1, nv + 1))
+    cases = " ".join(
+        f"case {v}: og_pw_px_mk{v}(wp, x + o, ldx, K, y + o, ldy, R, c); break;"
+        for v in range(nv, 0, -1)
+    )
+    return f"""typedef float og_pwv __attribute__((vector_size({4 * lanes})));
+/* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R, j < cols <= nv *
+   {lanes}, in groups of {ROW_GROUP} rows (the groups at or past R are skipped; rows of a group
+   past R are computed from the zero padding, not stored); x is readable for whole vectors. */
+{kernels}
 /* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
    {nv * lanes}, then what is left. */
 __attribute__((noinline, noclone)) static void og_pw_px(
