@@ -53,6 +53,12 @@ def _ceil(a: int, b: int) -> int:
 #: H78); from 24 channels on, reading the unit's input once per panel lost (24 -> 144 at
 #: 56x56: 1.03-1.16x, 40 -> 240 at 28x28: 1.05-1.25x).
 PANEL_OUTER_CHANNELS = 16
+#: The same for convolutions whose patches each unit builds in its block (``unit_patches``),
+#: up to this many patch rows (channels x taps): the 3x3 stems of EfficientNet-B0 and
+#: MobileNetV3 (27 rows; 0.90x and 0.96x of the step's time in the models). The block is
+#: read once per panel from L2, so wider patches (ResNet-50's 7x7 stem: 147 rows) keep
+#: the order by pixel blocks.
+PATCH_PANEL_OUTER = 32
 
 
 class PointwiseConvEmitter:
@@ -259,7 +265,7 @@ class PointwiseConvEmitter:
         """A unit of a ``unit_patches`` step: the patches of its pixels into the thread's
         block ``xb`` (``per`` columns a row, zeros up to whole vectors), then the products
         from it (no tail copy: every row is readable for whole vectors)."""
-        c, o, p, per = self.c, self.o, self.pixels, self.per
+        c, p, per = self.c, self.pixels, self.per
         steps = _ceil(p, BLOCK_STEP)
         return [
             f"    long p0 = {steps}L * pb / {pixel_blocks}L * {BLOCK_STEP}L;",
@@ -271,6 +277,28 @@ class PointwiseConvEmitter:
             *self.patch_block(),
             "      for (long t = p1 - p0; t < padded; ++t) d[t] = 0.0f;",
             "    }",
+            *self.patch_products(),
+        ]
+
+    def patch_products(self) -> list[str]:
+        """The products and epilogue of a ``unit_patches`` unit from its block ``xb``."""
+        c, o, p, per = self.c, self.o, self.pixels, self.per
+        last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
+        if c <= PATCH_PANEL_OUTER:
+            q_last = f"(q * {ROWS}L + {ROWS}L < {o}L ? q * {ROWS}L + {ROWS}L : {o}L)"
+            return [
+                "    for (long q = q0; q < q1; ++q) {",
+                f"      const float* wp = w0 + q * {c * ROWS}L;",
+                f"      long rows = {o}L - q * {ROWS}L < {ROWS}L ? {o}L - q * {ROWS}L : {ROWS}L;",
+                f"      float* yq = y + q * {ROWS * p}L;",
+                "      for (long jj = p0; jj < p1; jj += OG_PW_TILE) {",
+                "        long cols = p1 - jj < OG_PW_TILE ? p1 - jj : OG_PW_TILE;",
+                f"        og_pw_px(wp, xb + (jj - p0), {per}L, {c}L, yq + jj, {p}L, rows, cols);",
+                "      }",
+                *self.epilogue(f"q * {ROWS}L", q_last, "p0", "p1"),
+                "    }",
+            ]
+        return [
             f"    for (long j = p0; j < p1; j += {BLOCK_STEP}L) {{",
             f"      long je = j + {BLOCK_STEP}L < p1 ? j + {BLOCK_STEP}L : p1;",
             "      for (long q = q0; q < q1; ++q) {",
@@ -283,8 +311,7 @@ class PointwiseConvEmitter:
             "        }",
             "      }",
             "    }",
-            *self.epilogue(f"q0 * {ROWS}L", f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)",
-                           "p0", "p1"),
+            *self.epilogue(f"q0 * {ROWS}L", last, "p0", "p1"),
         ]  # fmt: skip
 
     def patch_block(self) -> list[str]:
