@@ -99,7 +99,8 @@ def profile(
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.enable_profiling = True
-    options.profile_file_prefix = str(cache / f"ort-profile-{name}")
+    profiles = tempfile.TemporaryDirectory(prefix="zoo-steps-ort-")
+    options.profile_file_prefix = str(Path(profiles.name) / name)
     session = ort.InferenceSession(
         case.onnx.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
@@ -114,7 +115,8 @@ def profile(
         for counter in exe.performance_counters():
             steps[counter.node].append(counter.total_seconds)
         session.run(None, feeds)
-    records = json.loads(Path(session.end_profiling()).read_text())
+    with profiles:
+        records = json.loads(Path(session.end_profiling()).read_text())
     nodes: dict[str, list[float]] = collections.defaultdict(list)
     kinds: dict[str, str] = {}
     for record in records:
