@@ -196,3 +196,25 @@ def test_few_taps_per_stride_step_gather_from_the_input(parallel_cpu):
     fn, args = conv_graph(2, 32, 24, (64, 64), (3, 3), (2, 2), (1, 1))
     (conv,) = [s for s in run(parallel_cpu, fn, args) if isinstance(s, ConvStep)]
     assert type(conv) is PointwiseConvStep and conv.unit_patches and conv.plane_rows == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_patches_panel_by_panel_match_the_pixel_block_order(monkeypatch, threads):
+    """A 3x3 stem (27 patch rows, as EfficientNet-B0's, its padding only above) runs each
+    unit panel by panel (``PATCH_PANEL_OUTER``): bitwise the outputs of the order by
+    blocks of pixels, and INTERPRETER's."""
+    from opgraph.backends.cpu.codegen import pointwise as emitter
+
+    fn, args = conv_graph(1, 3, 36, (224, 224), (3, 3), (2, 2), (0, 0), (1, 1))
+    config = dataclasses.replace(default_config(), num_threads=threads, parallel_threshold=1)
+    outputs, sources = [], []
+    for limit in (27, 26):
+        monkeypatch.setattr(emitter, "PATCH_PANEL_OUTER", limit)
+        steps = run(CpuBackend(config), fn, args)
+        (conv,) = [s for s in steps if isinstance(s, ConvStep)]
+        assert type(conv) is PointwiseConvStep and conv.unit_patches
+        exe = CpuBackend(config).compile(fn)
+        outputs.append(exe(*args)[0])
+        sources.append(exe.source())
+    assert sources[0] != sources[1]
+    np.testing.assert_array_equal(outputs[0], outputs[1])

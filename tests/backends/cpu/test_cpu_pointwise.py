@@ -167,3 +167,38 @@ def test_pointwise_with_avx2_blocking(name):
     fn, args = graph(n, c, o, size, stride, epilogue="bias hard-swish")
     (step,) = check(backend, fn, args)
     assert type(step) is PointwiseConvStep
+
+
+PANEL_ORDER_CASES = {  # (n, c, o, size): few input channels, as EfficientNet's 16 -> 96
+    "112x112, whole panels": (1, 16, 96, 112),
+    "tail columns, a partial panel": (1, 16, 13, 15),
+    "batch of two, three channels": (2, 3, 20, 9),
+}
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias silu", "bias residual"])
+@pytest.mark.parametrize("name", list(PANEL_ORDER_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_panel_outer_order_matches_the_pixel_block_order(monkeypatch, name, epilogue, threads):
+    """Few input channels run a unit panel by panel (``PANEL_OUTER_CHANNELS``): the same
+    products and epilogue per element as the order by blocks of pixels, so the outputs are
+    bitwise those, and match INTERPRETER."""
+    from opgraph.backends.cpu import CpuConfig
+    from opgraph.backends.cpu.codegen import pointwise as emitter
+
+    n, c, o, size = PANEL_ORDER_CASES[name]
+    fn, args = graph(n, c, o, size, epilogue=epilogue)
+    config = dataclasses.replace(default_config(), num_threads=threads, parallel_threshold=1)
+    assert isinstance(config, CpuConfig)
+    results, sources = [], []
+    for limit in (c, c - 1):  # panels outer, then blocks of pixels outer
+        monkeypatch.setattr(emitter, "PANEL_OUTER_CHANNELS", limit)
+        exe = CpuBackend(config).compile(fn)
+        assert any(isinstance(s, PointwiseConvStep) for s in exe.program.steps)
+        results.append(exe(*args)[0])
+        sources.append(exe.source())
+    assert sources[0] != sources[1]
+    np.testing.assert_array_equal(results[0], results[1])
+    want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
+    scale = np.max(np.abs(want)) + 1
+    np.testing.assert_allclose(results[0], want, atol=1e-5 * scale, rtol=1e-5)

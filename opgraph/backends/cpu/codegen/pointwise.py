@@ -7,7 +7,9 @@ the units around them.
 
 Units are (image, block of output channels, block of pixels), sized so that a unit's input
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
-computing them.
+computing them. With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its
+panels of 8 output channels one after the other, each over all of its pixels and followed by
+its epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
 """
 
 from __future__ import annotations
@@ -40,6 +42,23 @@ from opgraph.core import element_type as et
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
+
+
+#: Input channels up to which the ``pixels`` layout runs a unit panel by panel (each
+#: panel's 8 output rows over all of the unit's pixels, then its epilogue on them while
+#: they are in L1) instead of block of pixels by block of pixels (every panel on one
+#: 48-pixel block, the epilogue over the whole unit at the end). With few input channels
+#: the output is most of the traffic: EfficientNet-B0's 16 -> 96 and MobileNetV3's
+#: 16 -> 64 at 112x112 took 0.85-0.60x the time in their models (docs/performance.md,
+#: H78); from 24 channels on, reading the unit's input once per panel lost (24 -> 144 at
+#: 56x56: 1.03-1.16x, 40 -> 240 at 28x28: 1.05-1.25x).
+PANEL_OUTER_CHANNELS = 16
+#: The same for convolutions whose patches each unit builds in its block (``unit_patches``),
+#: up to this many patch rows (channels x taps): the 3x3 stems of EfficientNet-B0 and
+#: MobileNetV3 (27 rows; 0.90x and 0.96x of the step's time in the models). The block is
+#: read once per panel from L2, so wider patches (ResNet-50's 7x7 stem: 147 rows) keep
+#: the order by pixel blocks.
+PATCH_PANEL_OUTER = 32
 
 
 class PointwiseConvEmitter:
@@ -194,34 +213,59 @@ class PointwiseConvEmitter:
                 f"          tail[k * {TAIL}L + j] = "
                 f"j < {p - whole}L ? x[k * ldx + {whole}L + j] : 0.0f;",
             ]
+        if c <= PANEL_OUTER_CHANNELS:
+            return lines + self.panel_outer_loops(whole)
         lines += [
             f"    for (long j = p0; j < p1; j += {BLOCK_STEP}L) {{",
             f"      long je = j + {BLOCK_STEP}L < p1 ? j + {BLOCK_STEP}L : p1;",
             f"      long full = je < {whole}L ? je : {whole}L;",
             "      for (long q = q0; q < q1; ++q) {",
+            *self.panel_tiles("j", "full", "je", whole),
+            "      }",
+            "    }",
+        ]
+        last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
+        return lines + self.epilogue(f"q0 * {ROWS}L", last, "p0", "p1")
+
+    def panel_tiles(self, j: str, full: str, je: str, whole: int) -> list[str]:
+        """The tiles of panel ``q`` over pixels ``j .. je`` (``full``: the end of the
+        whole-vector pixels), the tail from the zero-padded copy."""
+        c, o, p = self.c, self.o, self.pixels
+        lines = [
             f"        const float* wp = w0 + q * {c * ROWS}L;",
             f"        long rows = {o}L - q * {ROWS}L < {ROWS}L ? {o}L - q * {ROWS}L : {ROWS}L;",
             f"        float* yq = y + q * {ROWS * p}L;",
-            "        for (long jj = j; jj < full; jj += OG_PW_TILE) {",
-            "          long cols = full - jj < OG_PW_TILE ? full - jj : OG_PW_TILE;",
+            f"        for (long jj = {j}; jj < {full}; jj += OG_PW_TILE) {{",
+            f"          long cols = {full} - jj < OG_PW_TILE ? {full} - jj : OG_PW_TILE;",
             f"          og_pw_px(wp, x + jj, ldx, {c}L, yq + jj, {p}L, rows, cols);",
             "        }",
         ]
         if whole < p:
             lines += [
-                f"        if (je > {whole}L)",
+                f"        if ({je} > {whole}L)",
                 f"          og_pw_px(wp, tail, {TAIL}L, {c}L, yq + {whole}L, {p}L, rows, "
                 f"{p - whole}L);",
             ]
-        lines += ["      }", "    }"]
-        last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
-        return lines + self.epilogue(f"q0 * {ROWS}L", last, "p0", "p1")
+        return lines
+
+    def panel_outer_loops(self, whole: int) -> list[str]:
+        """Panels outer (:data:`PANEL_OUTER_CHANNELS`): each panel's rows over the unit's
+        pixels in one run, its epilogue right after them while they are in L1."""
+        o = self.o
+        last = f"(q * {ROWS}L + {ROWS}L < {o}L ? q * {ROWS}L + {ROWS}L : {o}L)"
+        return [
+            f"    long full = p1 < {whole}L ? p1 : {whole}L;",
+            "    for (long q = q0; q < q1; ++q) {",
+            *self.panel_tiles("p0", "full", "p1", whole),
+            *self.epilogue(f"q * {ROWS}L", last, "p0", "p1"),
+            "    }",
+        ]
 
     def patch_body(self, pixel_blocks: int, worker: str) -> list[str]:
         """A unit of a ``unit_patches`` step: the patches of its pixels into the thread's
         block ``xb`` (``per`` columns a row, zeros up to whole vectors), then the products
         from it (no tail copy: every row is readable for whole vectors)."""
-        c, o, p, per = self.c, self.o, self.pixels, self.per
+        c, p, per = self.c, self.pixels, self.per
         steps = _ceil(p, BLOCK_STEP)
         return [
             f"    long p0 = {steps}L * pb / {pixel_blocks}L * {BLOCK_STEP}L;",
@@ -233,6 +277,28 @@ class PointwiseConvEmitter:
             *self.patch_block(),
             "      for (long t = p1 - p0; t < padded; ++t) d[t] = 0.0f;",
             "    }",
+            *self.patch_products(),
+        ]
+
+    def patch_products(self) -> list[str]:
+        """The products and epilogue of a ``unit_patches`` unit from its block ``xb``."""
+        c, o, p, per = self.c, self.o, self.pixels, self.per
+        last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
+        if c <= PATCH_PANEL_OUTER:
+            q_last = f"(q * {ROWS}L + {ROWS}L < {o}L ? q * {ROWS}L + {ROWS}L : {o}L)"
+            return [
+                "    for (long q = q0; q < q1; ++q) {",
+                f"      const float* wp = w0 + q * {c * ROWS}L;",
+                f"      long rows = {o}L - q * {ROWS}L < {ROWS}L ? {o}L - q * {ROWS}L : {ROWS}L;",
+                f"      float* yq = y + q * {ROWS * p}L;",
+                "      for (long jj = p0; jj < p1; jj += OG_PW_TILE) {",
+                "        long cols = p1 - jj < OG_PW_TILE ? p1 - jj : OG_PW_TILE;",
+                f"        og_pw_px(wp, xb + (jj - p0), {per}L, {c}L, yq + jj, {p}L, rows, cols);",
+                "      }",
+                *self.epilogue(f"q * {ROWS}L", q_last, "p0", "p1"),
+                "    }",
+            ]
+        return [
             f"    for (long j = p0; j < p1; j += {BLOCK_STEP}L) {{",
             f"      long je = j + {BLOCK_STEP}L < p1 ? j + {BLOCK_STEP}L : p1;",
             "      for (long q = q0; q < q1; ++q) {",
@@ -245,8 +311,7 @@ class PointwiseConvEmitter:
             "        }",
             "      }",
             "    }",
-            *self.epilogue(f"q0 * {ROWS}L", f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)",
-                           "p0", "p1"),
+            *self.epilogue(f"q0 * {ROWS}L", last, "p0", "p1"),
         ]  # fmt: skip
 
     def patch_block(self) -> list[str]:
