@@ -262,20 +262,78 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 """
 
 
+#: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts
+#: (:func:`_broadcast_kernel`): AVX-512's ``{1to16}``.
+BROADCAST_LANES = 16
+
+
+def _broadcast_kernel(rows: int) -> tuple[str, str]:
+    """The AVX-512 micro-kernel of full 32-column tiles, and the line of ``og_mk`` that calls
+    it. Each multiply-add reads ``a``'s float as an embedded broadcast
+    (``vfmadd231ps m32{1to16}``, in inline assembly: GCC loads a float used by two
+    multiply-adds once, with a separate ``vbroadcastss``). The same fused multiply-adds in the
+    same order, so the sums are bit-identical to the generic ``og_mk``; on Zen 4 the separate
+    broadcasts cost about 3 % of the product's time (C harness, one thread, thread CPU time,
+    BERT's four products in its two-thread column blocks, 28 MB of weights cycled: 16.7-16.9
+    ms against 16.4-16.6; docs/performance.md, 2026-11-26, H79). Accumulators are named
+    variables (an array indexed in ``asm`` operands is kept in memory); ``R`` is a constant
+    after inlining, so the row guards fold."""
+    acc = ", ".join(f"x{r} = {{0}}, y{r} = {{0}}" for r in range(rows))
+    lines = [
+        "/* Full tiles (32 columns) on AVX-512: a's floats as embedded broadcasts. */",
+        "static inline __attribute__((always_inline)) void og_mk_full(",
+        "    const int R, const float* restrict a, long lda, const float* restrict p, long k0,",
+        "    long k1, float* restrict c, long ldc) {",
+        f"  og_vf {acc};",
+        "  if (k0 != 0) {",
+    ]
+    for r in range(rows):
+        lines.append(
+            f"    if (R > {r}) {{ __builtin_memcpy(&x{r}, c + {r} * ldc, 64); "
+            f"__builtin_memcpy(&y{r}, c + {r} * ldc + 16, 64); }}"
+        )
+    rows_of_a = ", ".join(f"*a{r} = a + {r} * lda" for r in range(rows))
+    lines += [
+        "  }",
+        f"  const float {rows_of_a};",
+        "  for (long k = k0; k < k1; ++k) {",
+        "    og_vf b0, b1;",
+        "    __builtin_memcpy(&b0, p + k * 32, 64);",
+        "    __builtin_memcpy(&b1, p + k * 32 + 16, 64);",
+    ]
+    fma = '__asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
+    for r in range(rows):
+        lines.append(f"    if (R > {r}) {{")
+        lines.append("      " + fma.format(f"x{r}", "b0", r))
+        lines.append("      " + fma.format(f"y{r}", "b1", r))
+        lines.append("    }")
+    lines.append("  }")
+    for r in range(rows):
+        lines.append(
+            f"  if (R > {r}) {{ __builtin_memcpy(c + {r} * ldc, &x{r}, 64); "
+            f"__builtin_memcpy(c + {r} * ldc + 16, &y{r}, 64); }}"
+        )
+    lines.append("}")
+    full = "\n".join(lines) + "\n"
+    dispatch = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc); return; }\n"
+    return full, dispatch
+
+
 def _gemm_panels(lanes: int, rows: int, depth: int, prefetch: bool = False) -> str:
     """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows."""
     width = 2 * lanes  # columns per tile: two vectors
     cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
     ahead = _PREFETCH_NEXT_PANEL.format(halves=32 // width, width=width) if prefetch else ""
+    full, dispatch = _broadcast_kernel(rows) if lanes == BROADCAST_LANES else ("", "")
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
 /* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
    2R accumulator vectors. */
-static inline __attribute__((always_inline)) void og_mk(
+{full}static inline __attribute__((always_inline)) void og_mk(
     const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
     float* restrict c, long ldc, long nvalid) {{
   og_vf c0[{rows}], c1[{rows}];
   float t[{width}];
-  for (int r = 0; r < R; ++r) {{
+{dispatch}  for (int r = 0; r < R; ++r) {{
     if (k0 == 0) {{ c0[r] = (og_vf){{0}}; c1[r] = (og_vf){{0}}; continue; }}
     for (long j = 0; j < {width}; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
     __builtin_memcpy(&c0[r], t, {4 * lanes});
