@@ -1,5 +1,6 @@
 """The AVX-512 panel GEMM's full tiles take ``a``'s floats as embedded broadcasts
-(``og_mk_full`` in ``codegen/dialect.py``); partial tiles (fewer than 32 columns) keep the
+(``og_mk_full`` in ``codegen/dialect.py``, in builds tuned for AMD Zen: the other builds run
+the generic kernel through the same tests); partial tiles (fewer than 32 columns) keep the
 generic micro-kernel. Every tile height (1 to 12 rows, and the 8-row and 5-row last tiles of
 128 and 29 rows), full and partial column tiles, one inner block and two (the accumulators
 reloaded from ``c``): integer-valued operands, so every sum is exact in f32 and any row,
@@ -49,7 +50,10 @@ def test_random_floats_close_to_f64(cpu, parallel_cpu):
 
 
 def test_only_the_avx512_branch_broadcasts():
+    """Only AVX-512 builds tuned for AMD Zen define and call the broadcasting kernel."""
     source = dialect.HELPERS["gemm_panels"]()
     avx512, rest = source.split("#elif", 1)
     assert "og_mk_full" in avx512 and "1to16" in avx512
     assert "og_mk_full" not in rest and "1to16" not in rest
+    gate = f"#if {dialect.BROADCAST_TARGETS}\n"
+    assert avx512.count(gate) == 2 and "__tune_znver4__" in gate

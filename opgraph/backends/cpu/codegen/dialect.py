@@ -265,19 +265,27 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 #: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts
 #: (:func:`_broadcast_kernel`): AVX-512's ``{1to16}``.
 BROADCAST_LANES = 16
+#: The builds that use it: code tuned for AMD Zen (GCC's tuning macros; GCC 12 tunes a Zen 4
+#: as ``znver3``, later versions as ``znver4``), where it was measured. Intel cores with two
+#: load ports (Skylake-SP, Ice Lake) would issue 26 loads per 24 multiply-adds of a 12-row
+#: tile, more than they load per cycle at two AVX-512 multiply-adds; not measured there, so
+#: they keep the separate broadcasts.
+BROADCAST_TARGETS = "defined(__AVX512F__) && ({})".format(
+    " || ".join(f"defined(__tune_znver{n}__)" for n in (3, 4, 5))
+)
 
 
 def _broadcast_kernel(rows: int) -> tuple[str, str]:
     """The AVX-512 micro-kernel of full 32-column tiles, and the line of ``og_mk`` that calls
-    it. Each multiply-add reads ``a``'s float as an embedded broadcast
-    (``vfmadd231ps m32{1to16}``, in inline assembly: GCC loads a float used by two
-    multiply-adds once, with a separate ``vbroadcastss``). The same fused multiply-adds in the
-    same order, so the sums are bit-identical to the generic ``og_mk``; on Zen 4 the separate
-    broadcasts cost about 3 % of the product's time (C harness, one thread, thread CPU time,
-    BERT's four products in its two-thread column blocks, 28 MB of weights cycled: 16.7-16.9
-    ms against 16.4-16.6; docs/performance.md, 2026-11-26, H79). Accumulators are named
-    variables (an array indexed in ``asm`` operands is kept in memory); ``R`` is a constant
-    after inlining, so the row guards fold."""
+    it (both only in :data:`BROADCAST_TARGETS` builds). Each multiply-add reads ``a``'s float
+    as an embedded broadcast (``vfmadd231ps m32{1to16}``, in inline assembly: GCC loads a
+    float used by two multiply-adds once, with a separate ``vbroadcastss``). The same fused
+    multiply-adds in the same order, so the sums are bit-identical to the generic ``og_mk``;
+    on Zen 4 the separate broadcasts cost about 2.5 % of the products' time (C harness, one
+    thread, thread CPU time, BERT's four products in its two-thread column blocks, 28 MB of
+    weights cycled, medians of 100: 16.81-16.88 ms against 16.41-16.49; docs/performance.md,
+    2026-11-26, H79). Accumulators are named variables (an array indexed in ``asm`` operands
+    is kept in memory); ``R`` is a constant after inlining, so the row guards fold."""
     acc = ", ".join(f"x{r} = {{0}}, y{r} = {{0}}" for r in range(rows))
     lines = [
         "/* Full tiles (32 columns) on AVX-512: a's floats as embedded broadcasts. */",
@@ -314,9 +322,10 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
             f"__builtin_memcpy(c + {r} * ldc + 16, &y{r}, 64); }}"
         )
     lines.append("}")
-    full = "\n".join(lines) + "\n"
-    dispatch = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc); return; }\n"
-    return full, dispatch
+    gate = f"#if {BROADCAST_TARGETS}\n"
+    full = gate + "\n".join(lines) + "\n#endif\n"
+    call = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc); return; }\n"
+    return full, gate + call + "#endif\n"
 
 
 def _gemm_panels(lanes: int, rows: int, depth: int, prefetch: bool = False) -> str:
