@@ -276,19 +276,24 @@ BROADCAST_TARGETS = "defined(__AVX512F__) && ({})".format(
 
 
 def _broadcast_kernel(rows: int) -> tuple[str, str]:
-    """The AVX-512 micro-kernel of full 32-column tiles, and the line of ``og_mk`` that calls
-    it (both only in :data:`BROADCAST_TARGETS` builds). Each multiply-add reads ``a``'s float
-    as an embedded broadcast (``vfmadd231ps m32{1to16}``, in inline assembly: GCC loads a
-    float used by two multiply-adds once, with a separate ``vbroadcastss``). The same fused
+    """The AVX-512 micro-kernel of full-width tiles (32 columns), and the line of ``og_mk`` that
+    calls it (both only in :data:`BROADCAST_TARGETS` builds). Each multiply-add reads ``a``'s
+    float as an embedded broadcast (``vfmadd231ps m32{1to16}``, in inline assembly: GCC loads
+    a float used by two multiply-adds once, with a separate ``vbroadcastss``). The same fused
     multiply-adds in the same order, so the sums are bit-identical to the generic ``og_mk``;
     on Zen 4 the separate broadcasts cost about 2.5 % of the products' time (C harness, one
     thread, thread CPU time, BERT's four products in its two-thread column blocks, 28 MB of
     weights cycled, medians of 100: 16.81-16.88 ms against 16.41-16.49; docs/performance.md,
-    2026-11-26, H79). Accumulators are named variables (an array indexed in ``asm`` operands
-    is kept in memory); ``R`` is a constant after inlining, so the row guards fold."""
+    2026-11-26, H79). Accumulators are named variables (an array element as an ``asm``
+    operand is kept in memory); ``R`` is a constant after inlining, so the row guards fold.
+    Every tile height takes it (one inlined copy per height: the kernel unit's compile went
+    from 0.44 to 0.75 s of gcc CPU time, once per cache; with full-height tiles only, 0.50
+    s, but BERT's 8-row last tiles kept the separate broadcasts and the harness figure above
+    was 0.7 % higher)."""
     acc = ", ".join(f"x{r} = {{0}}, y{r} = {{0}}" for r in range(rows))
+    rows_of_a = ", ".join(f"*a{r} = a + {r} * lda" for r in range(rows))
     lines = [
-        "/* Full tiles (32 columns) on AVX-512: a's floats as embedded broadcasts. */",
+        "/* Full tiles on AVX-512: a's floats as embedded broadcasts (codegen/dialect.py). */",
         "static inline __attribute__((always_inline)) void og_mk_full(",
         "    const int R, const float* restrict a, long lda, const float* restrict p, long k0,",
         "    long k1, float* restrict c, long ldc) {",
@@ -300,7 +305,6 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
             f"    if (R > {r}) {{ __builtin_memcpy(&x{r}, c + {r} * ldc, 64); "
             f"__builtin_memcpy(&y{r}, c + {r} * ldc + 16, 64); }}"
         )
-    rows_of_a = ", ".join(f"*a{r} = a + {r} * lda" for r in range(rows))
     lines += [
         "  }",
         f"  const float {rows_of_a};",
@@ -309,11 +313,11 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
         "    __builtin_memcpy(&b0, p + k * 32, 64);",
         "    __builtin_memcpy(&b1, p + k * 32 + 16, 64);",
     ]
-    fma = '__asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
+    fma = '      __asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
     for r in range(rows):
         lines.append(f"    if (R > {r}) {{")
-        lines.append("      " + fma.format(f"x{r}", "b0", r))
-        lines.append("      " + fma.format(f"y{r}", "b1", r))
+        lines.append(fma.format(f"x{r}", "b0", r))
+        lines.append(fma.format(f"y{r}", "b1", r))
         lines.append("    }")
     lines.append("  }")
     for r in range(rows):
