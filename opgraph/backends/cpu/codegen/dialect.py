@@ -262,6 +262,87 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 """
 
 
+def _gemm_panels(lanes: int, rows: int, depth: int, prefetch: bool = False) -> str:
+    """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows."""
+    width = 2 * lanes  # columns per tile: two vectors
+    cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
+    ahead = _PREFETCH_NEXT_PANEL.format(halves=32 // width, width=width) if prefetch else ""
+    return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
+/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
+   2R accumulator vectors. */
+{_full_tiles(lanes, rows)[0]}static inline __attribute__((always_inline)) void og_mk(
+    const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
+    float* restrict c, long ldc, long nvalid) {{
+  og_vf c0[{rows}], c1[{rows}];
+  float t[{width}];
+{_full_tiles(lanes, rows)[1]}  for (int r = 0; r < R; ++r) {{
+    if (k0 == 0) {{ c0[r] = (og_vf){{0}}; c1[r] = (og_vf){{0}}; continue; }}
+    for (long j = 0; j < {width}; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
+    __builtin_memcpy(&c0[r], t, {4 * lanes});
+    __builtin_memcpy(&c1[r], t + {lanes}, {4 * lanes});
+  }}
+  for (long k = k0; k < k1; ++k) {{
+    og_vf b0, b1;
+    __builtin_memcpy(&b0, p + k * 32, {4 * lanes});
+    __builtin_memcpy(&b1, p + k * 32 + {lanes}, {4 * lanes});
+    for (int r = 0; r < R; ++r) {{
+      const float s = a[r * lda + k];
+      c0[r] += s * b0;
+      c1[r] += s * b1;
+    }}
+  }}
+  for (int r = 0; r < R; ++r) {{
+    if (nvalid == {width}) {{
+      __builtin_memcpy(c + r * ldc, &c0[r], {4 * lanes});
+      __builtin_memcpy(c + r * ldc + {lanes}, &c1[r], {4 * lanes});
+      continue;
+    }}
+    __builtin_memcpy(t, &c0[r], {4 * lanes});
+    __builtin_memcpy(t + {lanes}, &c1[r], {4 * lanes});
+    for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[j];
+  }}
+}}
+/* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as 32-column panels); n0 is a
+   multiple of 32. Tiles of {rows} rows x {width} columns; the inner dimension is cut into
+   equal blocks of at most {depth}; the larger operand is streamed once (panels outer when P
+   is larger, rows outer when A is). */
+static void og_gemm_panels(const float* restrict A, long lda, const float* restrict P,
+                           float* restrict C, long ldc, long M, long K, long n0, long n1) {{
+  long first = n0 / 32, panels = (n1 + 31) / 32 - first;
+  int rows_outer = M > 32 * panels;
+  long blocks = (K + {depth - 1}) / {depth};
+  for (long kb = 0; kb < blocks; ++kb) {{
+    long k0 = K * kb / blocks, k1 = K * (kb + 1) / blocks;
+    long tiles = (M + {rows - 1}) / {rows};
+    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
+      for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
+        long nb = first + (rows_outer ? inner : outer);
+        long m = {rows} * (rows_outer ? outer : inner);
+        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+        for (long j0 = 0; j0 < valid; j0 += {width}) {{
+          long nvalid = valid - j0 < {width} ? valid - j0 : {width};
+          const float* p = P + nb * K * 32 + j0;
+          float* c = C + nb * 32 + j0;
+{ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
+          switch (M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
+#undef OG_MK
+        }}
+      }}
+  }}
+}}"""
+
+
+def _gemm_panels_per_isa() -> str:
+    branches = []
+    for i, (test, lanes, rows, depth, prefetch) in enumerate(GEMM_BLOCKING):
+        keyword = "#if" if i == 0 else "#elif"
+        branches.append(f"{keyword} {test}\n{_gemm_panels(lanes, rows, depth, prefetch)}")
+    return "\n".join(branches) + "\n#endif"
+
+
+HELPERS["gemm_panels"] = _gemm_panels_per_isa
+
+
 #: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts
 #: (:func:`_broadcast_kernel`): AVX-512's ``{1to16}``.
 BROADCAST_LANES = 16
@@ -332,86 +413,10 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
     return full, gate + call + "#endif\n"
 
 
-def _gemm_panels(lanes: int, rows: int, depth: int, prefetch: bool = False) -> str:
-    """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows."""
-    width = 2 * lanes  # columns per tile: two vectors
-    cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
-    ahead = _PREFETCH_NEXT_PANEL.format(halves=32 // width, width=width) if prefetch else ""
-    full, dispatch = _broadcast_kernel(rows) if lanes == BROADCAST_LANES else ("", "")
-    return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
-/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
-   2R accumulator vectors. */
-{full}static inline __attribute__((always_inline)) void og_mk(
-    const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
-    float* restrict c, long ldc, long nvalid) {{
-  og_vf c0[{rows}], c1[{rows}];
-  float t[{width}];
-{dispatch}  for (int r = 0; r < R; ++r) {{
-    if (k0 == 0) {{ c0[r] = (og_vf){{0}}; c1[r] = (og_vf){{0}}; continue; }}
-    for (long j = 0; j < {width}; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
-    __builtin_memcpy(&c0[r], t, {4 * lanes});
-    __builtin_memcpy(&c1[r], t + {lanes}, {4 * lanes});
-  }}
-  for (long k = k0; k < k1; ++k) {{
-    og_vf b0, b1;
-    __builtin_memcpy(&b0, p + k * 32, {4 * lanes});
-    __builtin_memcpy(&b1, p + k * 32 + {lanes}, {4 * lanes});
-    for (int r = 0; r < R; ++r) {{
-      const float s = a[r * lda + k];
-      c0[r] += s * b0;
-      c1[r] += s * b1;
-    }}
-  }}
-  for (int r = 0; r < R; ++r) {{
-    if (nvalid == {width}) {{
-      __builtin_memcpy(c + r * ldc, &c0[r], {4 * lanes});
-      __builtin_memcpy(c + r * ldc + {lanes}, &c1[r], {4 * lanes});
-      continue;
-    }}
-    __builtin_memcpy(t, &c0[r], {4 * lanes});
-    __builtin_memcpy(t + {lanes}, &c1[r], {4 * lanes});
-    for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[j];
-  }}
-}}
-/* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as 32-column panels); n0 is a
-   multiple of 32. Tiles of {rows} rows x {width} columns; the inner dimension is cut into
-   equal blocks of at most {depth}; the larger operand is streamed once (panels outer when P
-   is larger, rows outer when A is). */
-static void og_gemm_panels(const float* restrict A, long lda, const float* restrict P,
-                           float* restrict C, long ldc, long M, long K, long n0, long n1) {{
-  long first = n0 / 32, panels = (n1 + 31) / 32 - first;
-  int rows_outer = M > 32 * panels;
-  long blocks = (K + {depth - 1}) / {depth};
-  for (long kb = 0; kb < blocks; ++kb) {{
-    long k0 = K * kb / blocks, k1 = K * (kb + 1) / blocks;
-    long tiles = (M + {rows - 1}) / {rows};
-    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
-      for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
-        long nb = first + (rows_outer ? inner : outer);
-        long m = {rows} * (rows_outer ? outer : inner);
-        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
-        for (long j0 = 0; j0 < valid; j0 += {width}) {{
-          long nvalid = valid - j0 < {width} ? valid - j0 : {width};
-          const float* p = P + nb * K * 32 + j0;
-          float* c = C + nb * 32 + j0;
-{ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
-          switch (M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
-#undef OG_MK
-        }}
-      }}
-  }}
-}}"""
-
-
-def _gemm_panels_per_isa() -> str:
-    branches = []
-    for i, (test, lanes, rows, depth, prefetch) in enumerate(GEMM_BLOCKING):
-        keyword = "#if" if i == 0 else "#elif"
-        branches.append(f"{keyword} {test}\n{_gemm_panels(lanes, rows, depth, prefetch)}")
-    return "\n".join(branches) + "\n#endif"
-
-
-HELPERS["gemm_panels"] = _gemm_panels_per_isa
+def _full_tiles(lanes: int, rows: int) -> tuple[str, str]:
+    """:func:`_broadcast_kernel`'s two parts for the kernel of ``lanes``-float vectors (empty
+    for every width but :data:`BROADCAST_LANES`)."""
+    return _broadcast_kernel(rows) if lanes == BROADCAST_LANES else ("", "")
 
 
 #: The C prelude: fixed-width types without parsing system headers (compiles are short).
