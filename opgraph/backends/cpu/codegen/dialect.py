@@ -270,12 +270,12 @@ def _gemm_panels(lanes: int, rows: int, depth: int, prefetch: bool = False) -> s
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
 /* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
    2R accumulator vectors. */
-static inline __attribute__((always_inline)) void og_mk(
+{_full_tiles(lanes, rows)[0]}static inline __attribute__((always_inline)) void og_mk(
     const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
     float* restrict c, long ldc, long nvalid) {{
   og_vf c0[{rows}], c1[{rows}];
   float t[{width}];
-  for (int r = 0; r < R; ++r) {{
+{_full_tiles(lanes, rows)[1]}  for (int r = 0; r < R; ++r) {{
     if (k0 == 0) {{ c0[r] = (og_vf){{0}}; c1[r] = (og_vf){{0}}; continue; }}
     for (long j = 0; j < {width}; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
     __builtin_memcpy(&c0[r], t, {4 * lanes});
@@ -341,6 +341,82 @@ def _gemm_panels_per_isa() -> str:
 
 
 HELPERS["gemm_panels"] = _gemm_panels_per_isa
+
+
+#: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts
+#: (:func:`_broadcast_kernel`): AVX-512's ``{1to16}``.
+BROADCAST_LANES = 16
+#: The builds that use it: code tuned for AMD Zen (GCC's tuning macros; GCC 12 tunes a Zen 4
+#: as ``znver3``, later versions as ``znver4``), where it was measured. Intel cores with two
+#: load ports (Skylake-SP, Ice Lake) would issue 26 loads per 24 multiply-adds of a 12-row
+#: tile, more than they load per cycle at two AVX-512 multiply-adds; not measured there, so
+#: they keep the separate broadcasts.
+BROADCAST_TARGETS = "defined(__AVX512F__) && ({})".format(
+    " || ".join(f"defined(__tune_znver{n}__)" for n in (3, 4, 5))
+)
+
+
+def _broadcast_kernel(rows: int) -> tuple[str, str]:
+    """The AVX-512 micro-kernel of full-width tiles (32 columns), and the line of ``og_mk`` that
+    calls it (both only in :data:`BROADCAST_TARGETS` builds). Each multiply-add reads ``a``'s
+    float as an embedded broadcast (``vfmadd231ps m32{1to16}``, in inline assembly: GCC loads
+    a float used by two multiply-adds once, with a separate ``vbroadcastss``). The same fused
+    multiply-adds in the same order, so the sums are bit-identical to the generic ``og_mk``;
+    on Zen 4 the separate broadcasts cost about 2.5 % of the products' time (C harness, one
+    thread, thread CPU time, BERT's four products in its two-thread column blocks, 28 MB of
+    weights cycled, medians of 100: 16.81-16.88 ms against 16.41-16.49; docs/performance.md,
+    2026-11-26, H79). Accumulators are named variables (an array element as an ``asm``
+    operand is kept in memory); ``R`` is a constant after inlining, so the row guards fold.
+    Every tile height takes it (one inlined copy per height: the kernel unit's compile went
+    from 0.44 to 0.75 s of gcc CPU time, once per cache; with full-height tiles only, 0.50
+    s, but BERT's 8-row last tiles kept the separate broadcasts and the harness figure above
+    was 0.7 % higher)."""
+    acc = ", ".join(f"x{r} = {{0}}, y{r} = {{0}}" for r in range(rows))
+    rows_of_a = ", ".join(f"*a{r} = a + {r} * lda" for r in range(rows))
+    lines = [
+        "/* Full tiles on AVX-512: a's floats as embedded broadcasts (codegen/dialect.py). */",
+        "static inline __attribute__((always_inline)) void og_mk_full(",
+        "    const int R, const float* restrict a, long lda, const float* restrict p, long k0,",
+        "    long k1, float* restrict c, long ldc) {",
+        f"  og_vf {acc};",
+        "  if (k0 != 0) {",
+    ]
+    for r in range(rows):
+        lines.append(
+            f"    if (R > {r}) {{ __builtin_memcpy(&x{r}, c + {r} * ldc, 64); "
+            f"__builtin_memcpy(&y{r}, c + {r} * ldc + 16, 64); }}"
+        )
+    lines += [
+        "  }",
+        f"  const float {rows_of_a};",
+        "  for (long k = k0; k < k1; ++k) {",
+        "    og_vf b0, b1;",
+        "    __builtin_memcpy(&b0, p + k * 32, 64);",
+        "    __builtin_memcpy(&b1, p + k * 32 + 16, 64);",
+    ]
+    fma = '      __asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
+    for r in range(rows):
+        lines.append(f"    if (R > {r}) {{")
+        lines.append(fma.format(f"x{r}", "b0", r))
+        lines.append(fma.format(f"y{r}", "b1", r))
+        lines.append("    }")
+    lines.append("  }")
+    for r in range(rows):
+        lines.append(
+            f"  if (R > {r}) {{ __builtin_memcpy(c + {r} * ldc, &x{r}, 64); "
+            f"__builtin_memcpy(c + {r} * ldc + 16, &y{r}, 64); }}"
+        )
+    lines.append("}")
+    gate = f"#if {BROADCAST_TARGETS}\n"
+    full = gate + "\n".join(lines) + "\n#endif\n"
+    call = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc); return; }\n"
+    return full, gate + call + "#endif\n"
+
+
+def _full_tiles(lanes: int, rows: int) -> tuple[str, str]:
+    """:func:`_broadcast_kernel`'s two parts for the kernel of ``lanes``-float vectors (empty
+    for every width but :data:`BROADCAST_LANES`)."""
+    return _broadcast_kernel(rows) if lanes == BROADCAST_LANES else ("", "")
 
 
 #: The C prelude: fixed-width types without parsing system headers (compiles are short).

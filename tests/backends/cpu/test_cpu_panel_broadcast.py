@@ -1,0 +1,59 @@
+"""The AVX-512 panel GEMM's full tiles take ``a``'s floats as embedded broadcasts
+(``og_mk_full`` in ``codegen/dialect.py``, in builds tuned for AMD Zen: the other builds run
+the generic kernel through the same tests); partial tiles (fewer than 32 columns) keep the
+generic micro-kernel. Every tile height (1 to 12 rows, and the 8-row and 5-row last tiles of
+128 and 29 rows), full and partial column tiles, one inner block and two (the accumulators
+reloaded from ``c``): integer-valued operands, so every sum is exact in f32 and any row,
+column or inner index the kernel gets wrong shows as a difference."""
+
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.fused.program import GemmStep
+
+RNG = np.random.default_rng(79)
+ROWS = [*range(1, 14), 29, 128]
+
+
+@pytest.mark.parametrize("inner", [1, 64, 1500])
+@pytest.mark.parametrize("cols", [32, 71, 96])
+def test_every_tile_height_exact(cpu, parallel_cpu, inner, cols):
+    w = RNG.integers(-3, 4, (inner, cols)).astype(np.float32)
+    params = [og.parameter(og.f32, (rows, inner)) for rows in ROWS]
+    weight = og.constant(w)
+    fn = og.Function([ops.matmul(x, weight) for x in params], params)
+    data = [RNG.integers(-3, 4, (rows, inner)).astype(np.float32) for rows in ROWS]
+    want = [(d.astype(np.int64) @ w.astype(np.int64)).astype(np.float32) for d in data]
+    for backend in (cpu, parallel_cpu):
+        exe = backend.compile(fn)
+        steps = [s for s in exe.program.steps if isinstance(s, GemmStep)]
+        assert [s.panel for s in steps if s.a is not None and s.a.shape[0] > 1] == [32] * (
+            len(ROWS) - 1
+        )
+        for rows, got, expected in zip(ROWS, exe(*data), want, strict=True):
+            np.testing.assert_array_equal(got, expected, err_msg=f"{rows} x {inner} x {cols}")
+
+
+def test_random_floats_close_to_f64(cpu, parallel_cpu):
+    """Rounding as the generic kernel's: one fused multiply-add per inner index."""
+    x = og.parameter(og.f32, (128, 768))
+    w = (RNG.standard_normal((768, 2304)) / np.sqrt(768)).astype(np.float32)
+    fn = og.Function([ops.matmul(x, og.constant(w))], [x])
+    data = RNG.standard_normal((128, 768)).astype(np.float32)
+    want = data.astype(np.float64) @ w.astype(np.float64)
+    for backend in (cpu, parallel_cpu):
+        (got,) = backend.compile(fn)(data)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_only_the_avx512_branch_broadcasts():
+    """Only AVX-512 builds tuned for AMD Zen define and call the broadcasting kernel."""
+    source = dialect.HELPERS["gemm_panels"]()
+    avx512, rest = source.split("#elif", 1)
+    assert "og_mk_full" in avx512 and "1to16" in avx512
+    assert "og_mk_full" not in rest and "1to16" not in rest
+    gate = f"#if {dialect.BROADCAST_TARGETS}\n"
+    assert avx512.count(gate) == 2 and "__tune_znver4__" in gate
