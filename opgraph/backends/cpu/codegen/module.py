@@ -18,7 +18,6 @@ from opgraph.backends.cpu.codegen import (
     attention,
     attention_bf16,
     bf16,
-    bf16_pointwise,
     bf16_taps,
     bf16_winograd,
     bf16_winograd_rows,
@@ -280,7 +279,6 @@ STEP_EMITTERS.update(attention.EMITTERS)  # fused attention (codegen/attention.p
 STEP_EMITTERS.update(attention_bf16.EMITTERS)  # its bf16 mode (codegen/attention_bf16.py)
 STEP_EMITTERS.update(conv_panels.EMITTERS)  # few-pixel convolutions (codegen/conv_panels.py)
 STEP_EMITTERS.update(pointwise.EMITTERS)  # 1x1 convolutions (codegen/pointwise.py)
-STEP_EMITTERS.update(bf16_pointwise.EMITTERS)  # their compacted ones in bf16
 STEP_EMITTERS.update(bf16_taps.EMITTERS)  # bf16 panel convolutions by taps (codegen/bf16_taps.py)
 STEP_EMITTERS.update(winograd_filters.EMITTERS)  # large planes' filter gradients
 
