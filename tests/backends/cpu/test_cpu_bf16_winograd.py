@@ -12,7 +12,7 @@ from test_cpu_bf16 import BOUND, needs_bf16, relative, step_kinds
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import default_config
-from opgraph.backends.cpu.codegen import bf16, bf16_winograd, dialect
+from opgraph.backends.cpu.codegen import bf16, bf16_winograd, bf16_winograd_rows, dialect
 from opgraph.backends.cpu.codegen import module as codegen_module
 
 CASES = [  # (n, c, h, o, pad): what each exercises
@@ -39,6 +39,7 @@ def conv(case: tuple[int, ...], seed: int = 0) -> tuple[og.Function, np.ndarray]
 @needs_bf16
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
 def test_pair_panels_equal_the_plain_bf16_winograd(case, monkeypatch):
+    monkeypatch.setattr(bf16_winograd_rows, "MIN_WASTE", 2.0)  # tiles as rows: never
     fn, xv = conv(case)
     exe = og.backend("CPU").compile(fn, precision="bf16")
     assert "Bf16WinogradStep" in step_kinds(exe)

@@ -37,10 +37,11 @@ from opgraph.backends.cpu.codegen.bf16 import (
 )
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.winograd import _transform
+from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import static_all
 
 
-def _unit_tiles(step: Bf16WinogradStep) -> set[int]:
+def _unit_tiles(step: WinogradStep) -> set[int]:
     """Every tile count a unit of ``step`` can have (full and last image groups and row
     blocks); empty when the batch is symbolic."""
     assert step.x is not None and step.out is not None

@@ -20,6 +20,7 @@ from opgraph.backends.cpu.codegen import (
     bf16,
     bf16_taps,
     bf16_winograd,
+    bf16_winograd_rows,
     conv_backprop,
     conv_panels,
     dialect,
@@ -270,6 +271,7 @@ STEP_EMITTERS: dict[type, Callable[[Any, int, ModuleContext], Emitted]] = {
 }
 STEP_EMITTERS.update(bf16.EMITTERS)  # precision="bf16" (codegen/bf16.py)
 STEP_EMITTERS.update(bf16_winograd.EMITTERS)  # its Winograd on pair panels
+STEP_EMITTERS.update(bf16_winograd_rows.EMITTERS)  # and with the tiles as rows
 STEP_EMITTERS.update(selection.EMITTERS)  # ArgMax/ArgMin, TopK, scatters (fused/indexed.py)
 STEP_EMITTERS.update(conv_backprop.EMITTERS)  # a convolution's gradients
 STEP_EMITTERS.update(int8.EMITTERS)  # integer products of quantized models (codegen/int8.py)
