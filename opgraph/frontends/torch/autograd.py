@@ -33,7 +33,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from opgraph.core.errors import ConversionError
+from opgraph.core.errors import ConversionError, GraphError
 from opgraph.frontends.torch.partition import compile_graph
 from opgraph.frontends.torch.threads import share_torch_threads
 from opgraph.runtime.backend import Backend
@@ -171,12 +171,22 @@ class _Bridge(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph=True: gradients with history
             grads = ctx.owner.eager_gradients(args, ctx.rng, cotangents)
             return (None, None, *grads)
+        if ctx.island is None:
+            raise GraphError(
+                "the backward of a torch.compile(backend='opgraph') graph ran a second time: "
+                "its saved values are freed by the first backward, as without "
+                "retain_graph=True (retain_graph is not kept through opgraph's graphs)"
+            )
         flat, aliases = ctx.island
+        ctx.island = None  # the island's saved activations go now, as the engine frees them
         pairs = [(o, c) for o, c in zip(flat, cotangents, strict=True) if c is not None]
         pairs = [(o, c) for o, c in pairs if o.requires_grad]
         wanted = [a for a in aliases if isinstance(a, torch.Tensor) and a.requires_grad]
         if not pairs or not wanted:
             return (None, None, *([None] * len(args)))
+        direct = _through_node(pairs, aliases)
+        if direct is not None:
+            return (None, None, *direct)
         found = iter(
             torch.autograd.grad([o for o, _ in pairs], wanted, [c for _, c in pairs],
                                 allow_unused=True)
@@ -186,6 +196,66 @@ class _Bridge(torch.autograd.Function):
             for a in aliases
         ]
         return (None, None, *grads)
+
+
+def _through_node(
+    pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], aliases: Sequence[Any]
+) -> list[torch.Tensor | None] | None:
+    """The island's gradients for ``aliases`` by calling its one backward node directly, or
+    None when the island is not that simple (then ``autograd.grad`` runs it).
+
+    The simple island, AOTAutograd's usual one: every output with a cotangent comes from the
+    same node, each of that node's outputs has a cotangent (nothing for the engine to
+    materialise as zeros), every input of the node is a tensor (no symbolic size), and each
+    edge out of the node ends at an alias's ``AccumulateGrad`` or nowhere. Calling the node
+    (``grad_fn.apply``, documented for direct calls) is then what the engine would do, without
+    a nested graph task (about half the bridge's cost, docs/torch.md); the engine's checks of
+    what the node returns (count, shape, dtype) are repeated here."""
+    node = pairs[0][0].grad_fn
+    metadata = getattr(node, "_input_metadata", None)
+    if node is None or metadata is None or len(pairs) != len(metadata):
+        return None
+    if len(getattr(node, "needs_input_grad", ())) != len(node.next_functions):
+        return None  # a forward input that is no tensor (a size): no edge to match it to
+    cotangents: list[torch.Tensor | None] = [None] * len(pairs)
+    for output, cotangent in pairs:
+        if output.grad_fn is not node or cotangents[output.output_nr] is not None:
+            return None
+        cotangents[output.output_nr] = cotangent
+    positions = {id(a): i for i, a in enumerate(aliases) if isinstance(a, torch.Tensor)}
+    targets: list[int | None] = []
+    for edge, _ in node.next_functions:
+        variable = getattr(edge, "variable", None) if edge is not None else None
+        if edge is not None and (variable is None or id(variable) not in positions):
+            return None
+        targets.append(positions[id(variable)] if variable is not None else None)
+    returned = node.apply(*cotangents)  # type: ignore[attr-defined]
+    return _gathered(returned if isinstance(returned, tuple) else (returned,), targets, aliases)
+
+
+def _gathered(
+    returned: Sequence[torch.Tensor | None], targets: Sequence[int | None], aliases: Sequence[Any]
+) -> list[torch.Tensor | None]:
+    """Per alias, the sum of the node's gradients along the edges ending at it (``targets``:
+    per edge, the alias's position or None), shaped and typed like the alias as the engine
+    makes them."""
+    if len(returned) != len(targets):
+        raise GraphError(
+            f"the compiled backward returned {len(returned)} gradients for {len(targets)} "
+            "inputs (expected one per input)"
+        )
+    grads: list[torch.Tensor | None] = [None] * len(aliases)
+    for target, grad in zip(targets, returned, strict=True):
+        if target is None or grad is None:
+            continue
+        alias = aliases[target]
+        if grad.shape != alias.shape:
+            grad = grad.sum_to_size(alias.shape)
+        if grad.dtype != alias.dtype:
+            grad = grad.to(alias.dtype)
+        previous = grads[target]
+        grads[target] = grad if previous is None else previous + grad
+    return grads
 
 
 def _alias(value: Any) -> Any:
