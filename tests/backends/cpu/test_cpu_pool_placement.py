@@ -182,7 +182,8 @@ def test_worker_never_leaves_the_cpus_it_was_created_with(hooked_runtime, pinned
 def test_waiting_caller_hands_its_cpu_to_the_worker_holding_a_block(hooked_runtime, pinned):
     """The worker stops for 0.3 s holding a block, on a CPU the caller cannot use: the caller
     runs every other block, and before it sleeps moves the worker onto its own CPU, where the
-    block runs. With both rules on, the worker then moves back off that CPU by itself."""
+    block runs (the wait that slept is counted in ``sleep_ticks`` too). With both rules on,
+    the worker then moves back off that CPU by itself."""
     cpus = _allowed()
     lib = _build(hooked_runtime, "placement_hand_over")
     lib.og_test_stall.argtypes = [ctypes.c_int, ctypes.c_long]
@@ -199,6 +200,8 @@ def test_waiting_caller_hands_its_cpu_to_the_worker_holding_a_block(hooked_runti
         assert ran_on.size and (ran_on == first).all(), "the worker's block ran elsewhere"
         assert after.handoffs == before.handoffs + 1
         assert after.wait_sleeps > before.wait_sleeps
+        slept = after.sleep_ticks - before.sleep_ticks  # the wait that slept, counted apart
+        assert 0 < slept <= after.wait_ticks - before.wait_ticks
         _until_asleep(lib)  # what it does after its block may come after the call returned
         moved = runtime_counters(lib).moves - before.moves
         if rules == HAND_OVER:

@@ -70,7 +70,7 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   caller longer than the job's own work (and over ~100 µs), the next 64 jobs run on the own
   workers (other processes want the cores, and there the own pool measured faster).
 
-``og_pool_counters(long out[14])`` reads counts kept since the library was loaded: jobs
+``og_pool_counters(long out[15])`` reads counts kept since the library was loaded: jobs
 shared out, ``og_parallel`` calls run serially (one block, one thread, or the pool busy), blocks
 run by callers, blocks run by the other participants (a worker adds one per block on its
 home's cache line, which it writes for every claim anyway, before marking the block finished:
@@ -78,7 +78,7 @@ a job's counts are complete when ``og_parallel`` returns), jobs run on a host te
 wake-ups of sleeping workers, host-team jobs that waited for a late team thread, the time
 callers waited for blocks in progress and how often they slept doing so, worker joins on
 the caller's CPU and the moves off it, hand-overs, and of the wake-ups the paced ones and the
-re-wakes. Tests use them to check that a
+re-wakes, and of the waiting the waits that slept. Tests use them to check that a
 kernel really is split between threads, where, and which placement rule acted
 (``runtime_counters`` below reads them from Python).
 
@@ -180,7 +180,7 @@ static _Atomic int og_team_rest;  /* jobs for the own workers after a late team 
 enum {
   OG_N_JOBS, OG_N_SERIAL, OG_N_CALLER_BLOCKS, OG_N_TEAM_JOBS, OG_N_WAKES, OG_N_TEAM_LATE,
   OG_N_WAIT_TICKS, OG_N_WAIT_SLEEPS, OG_N_COLOCATED, OG_N_MOVES, OG_N_HANDOFFS, OG_N_PACED_WAKES,
-  OG_N_REWAKES, OG_N_COUNTERS
+  OG_N_REWAKES, OG_N_SLEEP_TICKS, OG_N_COUNTERS
 };
 static _Atomic long og_counters[OG_N_COUNTERS];
 static void og_count(int which, long n) {
@@ -350,7 +350,7 @@ static void og_test_hook(int point) {
 #define OG_HOOK(point) ((void)0)
 #endif
 
-/* out[0..13] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
+/* out[0..14] = jobs shared out, calls of og_parallel run serially, blocks run by callers,
    blocks run by the other participants (pool workers or a host team's threads), of the jobs
    shared out those run on a host team, futex wake-ups of sleeping workers, host-team jobs
    whose closing barrier waited for a late thread, TSC ticks callers waited for blocks in
@@ -358,7 +358,8 @@ static void og_test_hook(int point) {
    of workers off the caller's CPU, workers a waiting caller moved onto its CPU, and of the
    wake-ups those made when a job was published because its function's last pace was worth
    one (og_paced_worth) and those made for jobs not worth one (re-wakes, og_wake_if_worth; a
-   job's counts are complete when its og_parallel returns). */
+   job's counts are complete when its og_parallel returns), and of the ticks callers waited
+   those of the waits that slept (their whole length, spin and yield included). */
 void og_pool_counters(long* out) {
   for (int i = 0; i < 3; ++i) out[i] = __atomic_load_n(&og_counters[i], __ATOMIC_RELAXED);
   out[3] = 0;
@@ -594,6 +595,7 @@ static void og_wait_done(og_job* job, uint32_t nblocks, int homes, uint64_t spin
       og_hand_over(job, homes);
       for (uint32_t f; (f = __atomic_load_n(&job->finished, __ATOMIC_SEQ_CST)) != nblocks;)
         og_futex_wait(&job->finished, f);
+      og_count(OG_N_SLEEP_TICKS, (long)(og_ticks() - t0));
       break;
     }
     if (waited > spin) sched_yield(); else og_relax();
@@ -767,6 +769,7 @@ class PoolCounters(NamedTuple):
     handoffs: int  #: workers a waiting caller moved onto its own CPU (og_hand_over)
     paced_wakes: int  #: of the wake-ups, those made when a job was published for its pace
     rewakes: int  #: of the wake-ups, those for jobs not worth one (none for ~1 ms, calm)
+    sleep_ticks: int  #: of wait_ticks, those of the waits that slept (their whole length)
 
 
 def runtime_counters(library: ctypes.CDLL) -> PoolCounters:
