@@ -60,8 +60,12 @@ def step_kind(label: str) -> str:
         if groups and int(groups.group(1)) > 1:
             return f"depthwise {_plane(out)}"
         return "SE small conv" if out[2:] == ("1", "1") else f"conv {_plane(out)}"
-    if "Dot" in ops:
+    if "Attention" in ops:
+        return "attention (QK, softmax, V)"
+    if "Dot" in ops or ops[:1] == ["MatMul"]:
         return "matrix product (Gemm)"
+    if "Sqrt" in ops and "ReduceSum" in ops:
+        return "layer norm (+ residual add)"
     if any(op in ("ReduceSum", "ReduceMean") for op in ops):
         return "SE pool (+ activation)"
     if ops == ["Mul"] or ops == ["Multiply"]:
@@ -81,10 +85,16 @@ def node_kind(op: str, args: dict[str, Any]) -> str:
         return "SE small conv" if out[2:] == [1, 1] else "activation (own node)"
     if op in ("ReduceMean", "GlobalAveragePool"):
         return "SE pool (+ activation)"
+    if op in ("LayerNormalization", "SkipLayerNormalization") or (op == "Add" and len(out) == 3):
+        return "layer norm (+ residual add)"
+    if op == "Softmax" or (op in ("MatMul", "FusedMatMul") and len(out) == 4):
+        return "attention (QK, softmax, V)"  # per-head products over [batch, heads, ...]
     if op == "Mul":
-        return "SE scale"
+        return "SE scale" if len(out) == 4 else "scale (own node)"
     if op in ("Gemm", "MatMul", "FusedMatMul"):
         return "matrix product (Gemm)"
+    if op in ("Transpose", "Reshape"):
+        return "layout (Transpose, Reshape)"
     return op
 
 

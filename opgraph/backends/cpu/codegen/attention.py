@@ -94,12 +94,14 @@ class AttentionEmitter:
                 self.d,
                 self.m,
             ),
+            *([f"    float inv[{rows}];  /* 1 / each row's sum */"] if self.deferred else []),
             "    for (long r = 0; r < rows; ++r) {",
             f"      float* x = s + r * {self.m}L;",
             *self.softmax(),
             "    }",
             "    "
             + self.product("s", self.m, "vp", f"o0 + off[3] + r0 * {ldo}L", ldo, self.m, self.e),
+            *self.normalize(ldo),
             "  }",
             "  return 0;",
             "}",
@@ -138,7 +140,9 @@ class AttentionEmitter:
         ]
 
     def softmax(self) -> list[str]:
-        """One row ``x`` of scores in place: the unfused chain's operations in its order."""
+        """One row ``x`` of scores in place: the unfused chain's operations in its order, up
+        to the division by the row's sum, which :attr:`deferred` steps apply to the output
+        row instead (:meth:`normalize`)."""
         s, m = self.step, self.m
         value = "x[j]"
         if s.scale != 1.0 or s.divide:
@@ -165,11 +169,39 @@ class AttentionEmitter:
             "        }",
             "        total += part;",
             "      }",
+            *(["      inv[r] = 1.0f / total;"] if self.deferred else self.divide()),
+        ]
+
+    def divide(self) -> list[str]:
+        """Each score of row ``x`` divided by the row's sum (probabilities before the
+        product by ``v``: the ``zero_nan`` form, which zeroes NaN probabilities)."""
+        return [
             "      #pragma omp simd",
-            f"      for (long j = 0; j < {m}L; ++j) {{",
+            f"      for (long j = 0; j < {self.m}L; ++j) {{",
             "        const float p = x[j] / total;",
-            f"        x[j] = {'p != p ? 0.0f : p' if s.zero_nan else 'p'};",
+            f"        x[j] = {'p != p ? 0.0f : p' if self.step.zero_nan else 'p'};",
             "      }",
+        ]
+
+    @property
+    def deferred(self) -> bool:
+        """Whether the division by each row's sum is applied to the ``rows x e`` output
+        after the product by ``v`` (``e`` multiplications a row) rather than to the ``rows x
+        m`` scores before it (``m`` divisions a row and one more pass over them: Whisper's
+        1500 keys against 64 values). Not with ``zero_nan``, whose NaN test is on each
+        probability."""
+        return not self.step.zero_nan
+
+    def normalize(self, ldo: Dim) -> list[str]:
+        """Scale each output row of the block by its ``inv`` (:attr:`deferred`)."""
+        if not self.deferred:
+            return []
+        return [
+            "    for (long r = 0; r < rows; ++r) {",
+            f"      float* o = o0 + off[3] + (r0 + r) * {ldo}L;",
+            "      #pragma omp simd",
+            f"      for (long c = 0; c < {self.e}L; ++c) o[c] *= inv[r];",
+            "    }",
         ]
 
     def driver(self, units: int) -> str:

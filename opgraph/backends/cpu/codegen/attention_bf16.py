@@ -47,6 +47,12 @@ class Bf16AttentionEmitter(AttentionEmitter):
     def helpers(self) -> None:
         self.module.helper("gemm_bf16")
 
+    @property
+    def deferred(self) -> bool:
+        """No: the product by ``v`` reads the probabilities rounded to bf16 (an oracle with
+        those roundings is the bf16 mode's contract), not the unnormalized scores."""
+        return False
+
     def product(self, a: str, lda: Dim, panels: str, c: str, ldc: Dim, k: int, n: int) -> str:
         return (
             f"og_gemm_bf16_panels({a}, {lda}L, (const uint16_t*){panels}, {c}, {ldc}L, rows, "
