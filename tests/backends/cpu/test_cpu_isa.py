@@ -179,6 +179,8 @@ def test_linalg_records_with_constant_weights_match_interpreter(isa, record):
         (13, 800, 100),
         (128, 768, 768),
         (49, 2500, 100),  # panels outer over 3 inner blocks: AVX2 prefetches the next panel
+        (128, 3072, 96),  # rows > 32 x panels, a's inner block in L2: AVX2 keeps panels outer
+        (300, 600, 40),  # rows > 32 x panels, a's inner block past the L2 bound: rows outer
     ],
 )
 def test_panel_gemm_shapes_match_interpreter(isa, rows, inner, cols):
@@ -203,3 +205,13 @@ def test_only_the_avx2_gemm_prefetches_the_next_panel():
     branches = re.split(r"^#(?:el)?if ", code, flags=re.MULTILINE)[1:]
     prefetching = [b.splitlines()[0] for b in branches if "__builtin_prefetch" in b]
     assert prefetching == ["defined(__AVX__)"]
+
+
+def test_only_the_avx2_gemm_keeps_panels_outer_while_a_fits_in_l2():
+    """AVX2's loop order bounds rows outer by the size of ``a``'s inner block; the AVX-512 and
+    SSE branches keep the plain rule (their object code unchanged)."""
+    code = dialect.HELPERS["gemm_panels"]()
+    branches = re.split(r"^#(?:el)?if ", code, flags=re.MULTILINE)[1:]
+    orders = {b.splitlines()[0]: re.search(r"int rows_outer = (.*);", b).group(1) for b in branches}
+    assert orders["defined(__AVX512F__)"] == orders["1"] == "M > 32 * panels"
+    assert orders["defined(__AVX__)"] == "M > 32 * panels && M * K > 131072L * ((K + 1023) / 1024)"

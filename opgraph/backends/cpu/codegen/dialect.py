@@ -245,10 +245,18 @@ static inline void og_stream_f32(float* dst, const float* src, long n) {
 #: first tile over a slice not yet in L2 waited on memory: 49x4608x512 (ResNet-18's 7x7x512
 #: convolutions) ran at 61-73 GF/s against 103-107 with AVX-512, 77-80 with the prefetch
 #: (C harness, one thread, load 9-16; ResNet-18 b1 per core 0.93x).
+#: The last field, AVX2 only (0 elsewhere): the floats of ``a``'s inner block (rows x inner
+#: block) up to which the panels are the outer loop even when ``a`` has more rows than the
+#: panels have columns: that block of ``a`` is then read again from L2 for each panel, while
+#: the panel slice being multiplied stays the one in L2 and the next is prefetched (rows outer
+#: prefetches nothing and reads each panel's slice again per row tile at 64 bytes per 12
+#: multiply-adds). The column blocks of a two-thread split made BERT's 128x3072x768 (3 panels
+#: per block) rows outer: 82-91 GF/s against 99-102 panels outer (C harness, one thread, load
+#: 3.5); with ``a`` out of L2 (12544x147x64, 7.4 MB) rows outer stays faster (67 against 47).
 GEMM_BLOCKING = (
-    ("defined(__AVX512F__)", 16, 12, 1024, False),
-    ("defined(__AVX__)", 8, 6, 1024, True),
-    ("1", 4, 6, 256, False),
+    ("defined(__AVX512F__)", 16, 12, 1024, False, 0),
+    ("defined(__AVX__)", 8, 6, 1024, True, 1 << 17),
+    ("1", 4, 6, 256, False, 0),
 )
 
 #: The next panel's share for this micro-kernel call, into L2 (``prefetcht1``).
@@ -262,11 +270,16 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 """
 
 
-def _gemm_panels(lanes: int, rows: int, depth: int, prefetch: bool = False) -> str:
+def _gemm_panels(
+    lanes: int, rows: int, depth: int, prefetch: bool = False, a_in_l2: int = 0
+) -> str:
     """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows."""
     width = 2 * lanes  # columns per tile: two vectors
     cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
     ahead = _PREFETCH_NEXT_PANEL.format(halves=32 // width, width=width) if prefetch else ""
+    order = "M > 32 * panels"
+    if a_in_l2:  # panels outer while a's inner block fits in L2 (GEMM_BLOCKING)
+        order += f" && M * K > {a_in_l2}L * ((K + {depth - 1}) / {depth})"
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
 /* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
    2R accumulator vectors. */
@@ -309,7 +322,7 @@ def _gemm_panels(lanes: int, rows: int, depth: int, prefetch: bool = False) -> s
 static void og_gemm_panels(const float* restrict A, long lda, const float* restrict P,
                            float* restrict C, long ldc, long M, long K, long n0, long n1) {{
   long first = n0 / 32, panels = (n1 + 31) / 32 - first;
-  int rows_outer = M > 32 * panels;
+  int rows_outer = {order};
   long blocks = (K + {depth - 1}) / {depth};
   for (long kb = 0; kb < blocks; ++kb) {{
     long k0 = K * kb / blocks, k1 = K * (kb + 1) / blocks;
@@ -334,9 +347,10 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
 
 def _gemm_panels_per_isa() -> str:
     branches = []
-    for i, (test, lanes, rows, depth, prefetch) in enumerate(GEMM_BLOCKING):
+    for i, (test, lanes, rows, depth, prefetch, a_in_l2) in enumerate(GEMM_BLOCKING):
         keyword = "#if" if i == 0 else "#elif"
-        branches.append(f"{keyword} {test}\n{_gemm_panels(lanes, rows, depth, prefetch)}")
+        kernel = _gemm_panels(lanes, rows, depth, prefetch, a_in_l2)
+        branches.append(f"{keyword} {test}\n{kernel}")
     return "\n".join(branches) + "\n#endif"
 
 
