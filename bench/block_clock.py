@@ -34,7 +34,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import opgraph as og
 from bench import models
-from bench.pool_load import busy_ns, own_ns, quiet_spell
+from bench.pool_load import (
+    add_case_arguments,
+    busy_ns,
+    load_case,
+    own_ns,
+    quiet_spell,
+    timed_calls,
+)
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen.runtime import block_times
 from opgraph.backends.cpu.config import CpuConfig
@@ -71,12 +78,7 @@ class Bench:
         for _ in range(3):
             call()
         b0, m0, t0 = busy_ns(), own_ns(), block_times(self.lib)
-        times: list[int] = []
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            started = time.perf_counter_ns()
-            call()
-            times.append(time.perf_counter_ns() - started)
+        times = timed_calls(call, seconds)
         b1, m1, t1 = busy_ns(), own_ns(), block_times(self.lib)
         n = len(times)
         caller, other = (t1.caller_ns - t0.caller_ns) / n, (t1.other_ns - t0.other_ns) / n
@@ -103,14 +105,9 @@ class Bench:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--case", default="w3_256", help="w2, w1_N (W1 at N x N), w3_B")
-    parser.add_argument("--groups", type=int, default=6)
-    parser.add_argument("--budget", type=float, default=600, help="seconds to wait at most")
-    parser.add_argument("--seconds", type=float, default=0.3, help="per block")
-    parser.add_argument("--gate", type=float, default=0.10, help="others' share of 2 cores")
+    add_case_arguments(parser, "w3_256", seconds=0.3, gate=0.10)
     args = parser.parse_args()
-    name, _, size = args.case.partition("_")
-    case = models.w2() if name == "w2" else getattr(models, name)(int(size))
+    case = load_case(args.case)
     cache = Path(os.environ.get("OPGRAPH_CACHE_DIR") or tempfile.mkdtemp(prefix="opgraph-clock-"))
     bench = Bench(case, cache)
     results: dict[str, list[dict[str, float]]] = {}

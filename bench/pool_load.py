@@ -99,12 +99,7 @@ class Bench:
         loop = f"/proc/{self.loop.pid}/schedstat" if self.loop else None
         b0, m0, c0 = busy_ns(), own_ns(), runtime_counters(self.lib)
         l0 = run_ns(loop) if loop else 0
-        times: list[int] = []
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            started = time.perf_counter_ns()
-            call()
-            times.append(time.perf_counter_ns() - started)
+        times = timed_calls(call, seconds)
         b1, m1, c1 = busy_ns(), own_ns(), runtime_counters(self.lib)
         l1 = run_ns(loop) if loop else 0
         n = len(times)
@@ -148,16 +143,39 @@ class Bench:
             time.sleep(0.1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--case", default="w2", help="w2, w1_N (W1 at N x N), w3_B (batch B)")
+def timed_calls(call: Callable[[], None], seconds: float) -> list[int]:
+    """The wall times (ns) of ``call`` run back to back for ``seconds``."""
+    times: list[int] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        started = time.perf_counter_ns()
+        call()
+        times.append(time.perf_counter_ns() - started)
+    return times
+
+
+def add_case_arguments(
+    parser: argparse.ArgumentParser, case: str, *, seconds: float, gate: float
+) -> None:
+    """The options of a gated measurement of one case (this tool, ``bench/block_clock.py``)."""
+    parser.add_argument("--case", default=case, help="w2, w1_N (W1 at N x N), w3_B (batch B)")
     parser.add_argument("--groups", type=int, default=6)
     parser.add_argument("--budget", type=float, default=600, help="seconds to wait at most")
-    parser.add_argument("--seconds", type=float, default=0.15, help="per block")
-    parser.add_argument("--gate", type=float, default=0.05, help="others' share of 2 cores")
+    parser.add_argument("--seconds", type=float, default=seconds, help="per block")
+    parser.add_argument("--gate", type=float, default=gate, help="others' share of 2 cores")
+
+
+def load_case(case: str) -> models.Case:
+    """The model of ``--case``: ``w2``, ``w1_N`` or ``w3_B``."""
+    name, _, size = case.partition("_")
+    return models.w2() if name == "w2" else getattr(models, name)(int(size))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_case_arguments(parser, "w2", seconds=0.15, gate=0.05)
     args = parser.parse_args()
-    name, _, size = args.case.partition("_")
-    case = models.w2() if name == "w2" else getattr(models, name)(int(size))
+    case = load_case(args.case)
     cache = Path(os.environ.get("OPGRAPH_CACHE_DIR") or tempfile.mkdtemp(prefix="opgraph-pool-"))
     bench = Bench(case, cache)
     configs: list[Config] = [

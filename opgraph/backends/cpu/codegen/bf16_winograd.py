@@ -41,6 +41,18 @@ from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import static_all
 
 
+def output_sums(load: Callable[[int], str]) -> list[str]:
+    """The first half of F(2x2, 3x3)'s output transform ``Aᵀ M A`` of one tile, as C lines:
+    its 16 values ``m{a}{b}`` (``load(4a + b)``, an expression) and the rows of ``Aᵀ M``,
+    ``r{i}{b}`` (``i`` < 2, ``b`` < 4)."""
+    loads = [f"const float m{a}{b} = {load(a * 4 + b)};" for a in range(4) for b in range(4)]
+    rows = [
+        f"const float r0{b} = m0{b} + m1{b} + m2{b}; const float r1{b} = m1{b} - m2{b} - m3{b};"
+        for b in range(4)
+    ]
+    return loads + rows
+
+
 def _unit_tiles(step: WinogradStep) -> set[int]:
     """Every tile count a unit of ``step`` can have (full and last image groups and row
     blocks); empty when the batch is symbolic."""
@@ -202,15 +214,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
         """``Aᵀ M A`` of a tile row into four f32 rows (vectorized across tiles), then
         interleaved into the two output rows."""
         ys = self.out.strides
-        loads = [
-            f"const float m{a}{b} = M[({a * 4 + b} * op + oc - o0) * tb + col];"
-            for a in range(4)
-            for b in range(4)
-        ]
-        rows = [
-            f"const float r0{b} = m0{b} + m1{b} + m2{b}; const float r1{b} = m1{b} - m2{b} - m3{b};"
-            for b in range(4)
-        ]
+        sums = output_sums(lambda x: f"M[({x} * op + oc - o0) * tb + col]")
         outs = [
             f"e{i}0[tc] = r{i}0 + r{i}1 + r{i}2; e{i}1[tc] = r{i}1 - r{i}2 - r{i}3;"
             for i in range(2)
@@ -236,7 +240,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             "        #pragma omp simd",
             f"        for (long tc = 0; tc < {tw}L; ++tc) {{",
             "          long col = base + tc;",
-            *[f"          {line}" for line in loads + rows + outs],
+            *[f"          {line}" for line in sums + outs],
             "        }",
             *[f"        {line}" for line in interleave(0)],
             f"        if (2 * tr + 1 < {oh}L) {{",

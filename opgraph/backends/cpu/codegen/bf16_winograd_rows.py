@@ -31,7 +31,11 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.cpu.codegen import bf16
-from opgraph.backends.cpu.codegen.bf16_winograd import Bf16PairWinogradEmitter, _unit_tiles
+from opgraph.backends.cpu.codegen.bf16_winograd import (
+    Bf16PairWinogradEmitter,
+    _unit_tiles,
+    output_sums,
+)
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.winograd import _transform
 from opgraph.backends.fused.program import Buffer, Step, WinogradStep
@@ -188,15 +192,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
         (outputs (i, j) of tile ``tc`` at ``e[((2i + j) * tw + tc) * LANES]``), then each
         channel's two output rows from ``e``."""
         ys = self.out.strides
-        loads = [
-            f"const float m{a}{b} = mt[{a * 4 + b}L * tb * op + j];"
-            for a in range(4)
-            for b in range(4)
-        ]
-        rows = [
-            f"const float r0{b} = m0{b} + m1{b} + m2{b}; const float r1{b} = m1{b} - m2{b} - m3{b};"
-            for b in range(4)
-        ]
+        sums = output_sums(lambda x: f"mt[{x}L * tb * op + j]")
         outs = [
             f"e[({2 * i} * {tw}L + tc) * {LANES} + j] = r{i}0 + r{i}1 + r{i}2; "
             f"e[({2 * i + 1} * {tw}L + tc) * {LANES} + j] = r{i}1 - r{i}2 - r{i}3;"
@@ -222,7 +218,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             "          const float* mt = M + (base + tc) * op + (oc0 - o0);",
             "          #pragma omp simd",
             f"          for (long j = 0; j < {LANES}L; ++j) {{",
-            *[f"            {line}" for line in loads + rows + outs],
+            *[f"            {line}" for line in sums + outs],
             "          }",
             "        }",
             f"        for (long j = 0; j < {LANES}L; ++j) {{",

@@ -56,6 +56,21 @@ def _tile(lanes: int, nv: int, rb: int) -> str:
     return f"#define OG_PW_TILE {nv * lanes}"
 
 
+def _px_driver(lanes: int, nv: int, cases: str) -> str:
+    """``og_pw_px``: the panel's pixels in whole tiles of ``nv`` vectors, then the rest, each
+    by the ``switch`` ``cases`` over its vector count."""
+    return f"""/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
+   {nv * lanes}, then what is left. */
+__attribute__((noinline, noclone)) static void og_pw_px(
+    const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
+    long ldy, long R, long cols) {{
+  for (long o = 0; o < cols; o += {nv * lanes}) {{
+    long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
+    switch ((c + {lanes - 1}) / {lanes}) {{ {cases} default: break; }}
+  }}
+}}"""
+
+
 def _px(lanes: int, nv: int, rb: int) -> str:
     if ROWS * nv + nv + 1 > (32 if lanes == 16 else 16):
         return _px_grouped(lanes, nv)
@@ -93,16 +108,7 @@ static inline __attribute__((always_inline)) void og_pw_px_mk(
     for (long j = 0; j < cols; ++j) y[r * ldy + j] = t[j];
   }}
 }}
-/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
-   {nv * lanes}, then what is left. */
-__attribute__((noinline, noclone)) static void og_pw_px(
-    const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long R, long cols) {{
-  for (long o = 0; o < cols; o += {nv * lanes}) {{
-    long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
-    switch ((c + {lanes - 1}) / {lanes}) {{ {cases} default: break; }}
-  }}
-}}"""
+{_px_driver(lanes, nv, cases)}"""
 
 
 def _px_grouped_mk(lanes: int, nv: int) -> str:
@@ -163,16 +169,7 @@ def _px_grouped(lanes: int, nv: int) -> str:
    {lanes}, in groups of {ROW_GROUP} rows (the groups at or past R are skipped; rows of a group
    past R are computed from the zero padding, not stored); x is readable for whole vectors. */
 {kernels}
-/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
-   {nv * lanes}, then what is left. */
-__attribute__((noinline, noclone)) static void og_pw_px(
-    const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long R, long cols) {{
-  for (long o = 0; o < cols; o += {nv * lanes}) {{
-    long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
-    switch ((c + {lanes - 1}) / {lanes}) {{ {cases} default: break; }}
-  }}
-}}"""
+{_px_driver(lanes, nv, cases)}"""
 
 
 def _ch(lanes: int, nv: int, rb: int) -> str:
