@@ -211,7 +211,12 @@ def test_only_the_avx2_gemm_keeps_panels_outer_while_a_fits_in_l2():
     """AVX2's loop order bounds rows outer by the size of ``a``'s inner block; the AVX-512 and
     SSE branches keep the plain rule (their object code unchanged)."""
     code = dialect.HELPERS["gemm_panels"]()
-    branches = re.split(r"^#(?:el)?if ", code, flags=re.MULTILINE)[1:]
-    orders = {b.splitlines()[0]: re.search(r"int rows_outer = (.*);", b).group(1) for b in branches}
+    tests = "|".join(re.escape(test) for test, *_ in dialect.GEMM_BLOCKING)
+    # the per-ISA branches only (a branch may hold nested #if blocks of its own)
+    parts = re.split(rf"^#(?:el)?if ({tests})$", code, flags=re.MULTILINE)[1:]
+    orders = {
+        test: re.search(r"int rows_outer = (.*);", body).group(1)
+        for test, body in zip(parts[::2], parts[1::2], strict=True)
+    }
     assert orders["defined(__AVX512F__)"] == orders["1"] == "M > 32 * panels"
     assert orders["defined(__AVX__)"] == "M > 32 * panels && M * K > 131072L * ((K + 1023) / 1024)"
