@@ -53,6 +53,21 @@ def output_sums(load: Callable[[int], str]) -> list[str]:
     return loads + rows
 
 
+def output_row(
+    i: int, ow: int, tw: int, even: Callable[[str], str], odd: Callable[[str], str]
+) -> list[str]:
+    """The second half of F(2x2, 3x3)'s output transform, as C lines: output row ``y_{i}``
+    interleaved from each tile's even and odd column (``even(tc)``, ``odd(tc)``: expressions
+    of the tile column ``tc``), the last column alone when ``ow`` is odd."""
+    tail = [f"y_{i}[{ow - 1}L] = {even(f'{tw - 1}L')};"] if ow % 2 else []
+    return [
+        f"for (long tc = 0; tc < {ow // 2}L; ++tc) {{",
+        f"  y_{i}[2 * tc] = {even('tc')}; y_{i}[2 * tc + 1] = {odd('tc')};",
+        "}",
+        *tail,
+    ]
+
+
 def _unit_tiles(step: WinogradStep) -> set[int]:
     """Every tile count a unit of ``step`` can have (full and last image groups and row
     blocks); empty when the batch is symbolic."""
@@ -219,16 +234,9 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             f"e{i}0[tc] = r{i}0 + r{i}1 + r{i}2; e{i}1[tc] = r{i}1 - r{i}2 - r{i}3;"
             for i in range(2)
         ]
-        full = ow // 2
 
         def interleave(i: int) -> list[str]:
-            tail = [f"y_{i}[{ow - 1}L] = e{i}0[{tw - 1}L];"] if ow % 2 else []
-            return [
-                f"for (long tc = 0; tc < {full}L; ++tc) {{",
-                f"  y_{i}[2 * tc] = e{i}0[tc]; y_{i}[2 * tc + 1] = e{i}1[tc];",
-                "}",
-                *tail,
-            ]
+            return output_row(i, ow, tw, lambda t: f"e{i}0[{t}]", lambda t: f"e{i}1[{t}]")
 
         return [
             "    for (long oc = o0; oc < o1; ++oc) {",

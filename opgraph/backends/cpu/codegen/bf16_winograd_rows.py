@@ -34,6 +34,7 @@ from opgraph.backends.cpu.codegen import bf16
 from opgraph.backends.cpu.codegen.bf16_winograd import (
     Bf16PairWinogradEmitter,
     _unit_tiles,
+    output_row,
     output_sums,
 )
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
@@ -200,15 +201,10 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
         ]
 
         def write(i: int) -> list[str]:
-            at = f"e[({2 * i} * {tw}L + tc) * {LANES} + j]"
-            odd = f"e[({2 * i + 1} * {tw}L + tc) * {LANES} + j]"
-            tail = [f"{{ long tc = {tw - 1}L; y_{i}[{ow - 1}L] = {at}; }}"] if ow % 2 else []
-            return [
-                f"for (long tc = 0; tc < {ow // 2}L; ++tc) {{",
-                f"  y_{i}[2 * tc] = {at}; y_{i}[2 * tc + 1] = {odd};",
-                "}",
-                *tail,
-            ]
+            def column(row: int) -> Callable[[str], str]:
+                return lambda t: f"e[({row} * {tw}L + {t}) * {LANES} + j]"
+
+            return output_row(i, ow, tw, column(2 * i), column(2 * i + 1))
 
         return [
             "    for (long tr = tr0; tr < tr1; ++tr) {",
