@@ -8,15 +8,17 @@ more than half its time there under ``isa="avx2"``. For f32 ``tanh`` in AVX2 bui
 AVX-512, a module defines :data:`AVX2_TANHF` instead of declaring libmvec's, and calls it by
 the same name (``#define tanhf og_tanhf``): a branch-free function GCC inlines and vectorizes
 in the kernels' ``omp simd`` loops (C harness, AVX2, one thread, 4096 values in L1: 0.62x
-libmvec's time per value; W2's expression 0.76x). AVX-512 builds (``-march=native`` on an
+libmvec's time per value; W2's expression 0.76x; the second version below, 0.91x the
+first's W2 time). AVX-512 builds (``-march=native`` on an
 AVX-512 CPU, ``isa="avx512"``) and builds without FMA keep libmvec: the choice is the
 preprocessor's, on the target macros, so one generated source serves every instruction set
 (docs/design.md §10).
 
 Accuracy, every f32 input against ``tanh`` in double rounded once (exhaustive, 2^32
-values): at most 2.43 ulp (near |x| = 0.016, where ``E + 2`` rounds), libmvec's AVX2 variant
-1.03 ulp; glibc documents its vector functions as within 4 ulp. Signed zeros, infinities
-(±1), NaN (passed through) and subnormals (returned exactly) keep their meaning.
+values; both versions): at most 2.43 ulp (near |x| = 0.016, where ``E + 2`` rounds),
+libmvec's AVX2 variant 1.03 ulp; glibc documents its vector functions as within 4 ulp.
+Signed zeros, infinities (±1), NaN (passed through) and subnormals (returned exactly) keep
+their meaning.
 """
 
 from __future__ import annotations
@@ -24,34 +26,43 @@ from __future__ import annotations
 #: The macro test of the builds that use :data:`AVX2_TANHF`.
 AVX2_ONLY = "defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)"
 
-#: ``tanh|x| = E / (E + 2)`` with ``E = expm1(2|x|) = 2^n expm1(r) + (2^n - 1)`` (one
-#: rounding; ``r = 2|x| - n ln2`` in ``[-ln2/2, ln2/2]``, ``expm1(r)`` by its Taylor
-#: polynomial to ``r^7`` in Estrin's scheme); ``|x|`` clamped to 10 (``tanh`` is 1 in f32
-#: from 9.01). Selections are on the bit patterns as integer masks: a float conditional
-#: (``a > 10 ? 10 : a``) may trap under GCC's default -ftrapping-math, where GCC kept a
-#: branch and did not vectorize the loop; the integer form vectorizes with either flag.
+#: ``tanh|x| = E / (E + 2)`` with ``E = expm1(2c) = 2^n expm1(2r) + (2^n - 1)`` (one
+#: rounding), ``c = min(|x|, 10)`` (``tanh`` is 1 in f32 from 9.01), ``n = rint(2c / ln2)``
+#: and ``r = c - n ln2/2`` in ``[-ln2/4, ln2/4]``. ``n`` comes from the shifter ``1.5 * 2^23``
+#: (``k = 2c/ln2 + 1.5*2^23`` holds ``n`` in its low bits: no round, no conversion), the
+#: reduction takes one ``ln2/2`` (``n <= 29``: its f32 rounding moves ``E`` by at most 3e-8
+#: relative, where ``tanh`` is within 1e-7 of 1), ``h = expm1(2r)/2 = r + r^2 q(r)`` with a
+#: degree-5 ``q`` fitted for relative error 1e-9 on the interval (Estrin's scheme), and the
+#: factor 2 rides in the scale: ``E = 2^(n+1) h + (2^(n+1)/2 - 1)``. 22 vector operations
+#: and a division per 8 lanes, against 26 in the first version (Taylor to ``r^7`` of
+#: ``2|x|``, ``rint`` and a conversion for ``n``, a two-part ``ln2``): W2's AVX2 loop 0.91x
+#: the time per element (docs/performance.md, H93). Selections are on the bit patterns as
+#: integer masks: a float conditional (``a > 10 ? 10 : a``) may trap under GCC's default
+#: -ftrapping-math, where GCC kept a branch and did not vectorize the loop; the integer form
+#: vectorizes with either flag.
 AVX2_TANHF = """/* tanh for AVX2 builds (codegen/vector_math.py): E / (E + 2), E = expm1(2|x|) */
 static inline float og_tanhf(float x) {
   int xb, ab;
   __builtin_memcpy(&xb, &x, 4);
   ab = xb & 0x7fffffff;
   int cb = ab < 0x41200000 ? ab : 0x41200000; /* min(|x|, 10) on the bits; NaN -> 10 */
-  float y;
-  __builtin_memcpy(&y, &cb, 4);
-  y *= 2.0f;
-  float n = __builtin_rintf(y * 0x1.715476p+0f);
-  float r = __builtin_fmaf(n, -0x1.62e43p-1f, y);
-  r = __builtin_fmaf(n, 0x1.05c610p-29f, r);
+  float c;
+  __builtin_memcpy(&c, &cb, 4);
+  float k = __builtin_fmaf(c, 0x1.715476p+1f, 0x1.8p+23f); /* n = rint(2c/ln2) in its bits */
+  float n = k - 0x1.8p+23f;
+  float r = __builtin_fmaf(n, -0x1.62e430p-2f, c); /* (2c - n ln2) / 2 */
   float r2 = r * r;
-  float p01 = __builtin_fmaf(r, 0x1.555556p-3f, 0.5f);
-  float p23 = __builtin_fmaf(r, 0x1.111112p-7f, 0x1.555556p-5f);
-  float p45 = __builtin_fmaf(r, 0x1.a01a02p-13f, 0x1.6c16c2p-10f);
-  float p = __builtin_fmaf(r2, __builtin_fmaf(r2, p45, p23), p01);
-  float m = __builtin_fmaf(p, r2, r); /* expm1(r) */
-  int bits = ((int)n + 127) << 23;
-  float scale;
-  __builtin_memcpy(&scale, &bits, 4);
-  float e = __builtin_fmaf(scale, m, scale - 1.0f);
+  float a = __builtin_fmaf(r, 0x1.555554p-1f, 1.0f);
+  float b = __builtin_fmaf(r, 0x1.1111ccp-3f, 0x1.5554f2p-2f);
+  float d = __builtin_fmaf(r, 0x1.9fbdcap-7f, 0x1.6d4104p-5f);
+  float q = __builtin_fmaf(r2, __builtin_fmaf(r2, d, b), a);
+  float h = __builtin_fmaf(r2, q, r); /* expm1(2r) / 2 */
+  unsigned kb;
+  __builtin_memcpy(&kb, &k, 4);
+  unsigned bits = (kb + 128u) << 23; /* 2^(n+1): k's low bits are n */
+  float s;
+  __builtin_memcpy(&s, &bits, 4);
+  float e = __builtin_fmaf(s, h, __builtin_fmaf(s, 0.5f, -1.0f)); /* expm1(2c) */
   float t = e / (e + 2.0f);
   int tb, nan = -(ab > 0x7f800000);
   __builtin_memcpy(&tb, &t, 4);
