@@ -1,7 +1,6 @@
 """A training step's 3x3 stride-1 convolutions on small planes (CIFAR ResNet-18's 8x8 layers)
 on the CPU: forward by computed filters and data gradient run by Winograd once a unit of
-``WINOGRAD_TILES`` tiles can be made of whole images (the forward on 4x4 planes too, the data
-gradient from 8x8); batches too small for a unit keep the im2col GEMM. im2col filter gradients
+``WINOGRAD_TILES`` tiles can be made of whole images (4x4 planes too); batches too small for a unit keep the im2col GEMM. im2col filter gradients
 with few output channels accumulate dWᵀ. Every path agrees with INTERPRETER."""
 
 import numpy as np
@@ -54,18 +53,47 @@ def test_8x8_planes_run_by_winograd(name):
     assert ConvDataGradientStep not in kinds
 
 
-#: (N, C, O, plane): fewer than 16 tiles per image: the forward runs by Winograd, the data
-#: gradient keeps the GEMM.
-FORWARD_ONLY = {"4x4-plane": (16, 32, 32, 4), "6x6-plane": (8, 32, 32, 6)}
+#: (N, C, O, plane): fewer than 16 tiles per image: forward and data gradient run by
+#: Winograd too, the data gradient reading the forward's transformed filters flipped.
+SMALL_PLANES = {
+    "4x4-plane": (16, 32, 32, 4),
+    "6x6-plane": (8, 32, 32, 6),
+    "4x4-more-in": (16, 48, 32, 4),
+    "4x4-more-out": (16, 32, 40, 4),
+    "4x4-odd-batch": (13, 48, 32, 4),
+    "5x5-plane": (8, 32, 40, 5),
+}
 
 
-@pytest.mark.parametrize("name", sorted(FORWARD_ONLY))
-def test_forward_by_winograd_data_gradient_by_gemm(name):
-    forward, data_gradient = _layer(*FORWARD_ONLY[name])
+@pytest.mark.parametrize("name", sorted(SMALL_PLANES))
+def test_small_planes_forward_and_data_gradient_by_winograd(name):
+    forward, data_gradient = _layer(*SMALL_PLANES[name])
     assert WinogradStep in _compare(forward)
-    kinds = _compare(data_gradient)
-    assert WinogradStep not in kinds
-    assert ConvDataGradientStep in kinds
+    exe = og.backend("CPU").compile(data_gradient)
+    steps = [s for s in exe.program.steps if isinstance(s, WinogradStep)]
+    assert [s.flipped for s in steps] == [True]
+    assert ConvDataGradientStep not in _compare(data_gradient)
+
+
+@pytest.mark.parametrize("shape", [(8, 32, 48, 8), (16, 40, 32, 4)])
+def test_forward_and_data_gradient_share_one_filter_transform(shape):
+    """In one Function (a training step's), the data gradient reads the forward's transformed
+    filters: one transform product for both Winograd steps, and no transposed copy."""
+    n, c, o, h = shape
+    x = parameter(et.f32, (n, c, h, h))
+    w = parameter(et.f32, (o, c, 3, 3))
+    y = ops.convolution(x, w, (1, 1), (1, 1), (1, 1), (1, 1))
+    ct = parameter(et.f32, y.shape)
+    (dx,) = gradients([y], [x], [ct])
+    fn = og.Function([y, dx], [x, w, ct])
+    _compare(fn, seed=3)
+    exe = og.backend("CPU").compile(fn)
+    steps = [s for s in exe.program.steps if isinstance(s, WinogradStep)]
+    assert sorted(s.flipped for s in steps) == [False, True]
+    assert steps[0].u is not None and steps[1].u is not None
+    assert steps[0].u.buffer == steps[1].u.buffer and steps[0].u.offset == steps[1].u.offset
+    transforms = [m for m in exe.lowered.nodes if m.op.name == "Dot"]
+    assert len(transforms) == 1
 
 
 #: (N, C, O, plane): shapes that keep the im2col GEMM.
