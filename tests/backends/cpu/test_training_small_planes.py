@@ -140,3 +140,45 @@ def test_filter_gradients_in_either_order(name):
     exe = og.backend("CPU").compile(fn)
     steps = [s for s in exe.program.steps if isinstance(s, ConvFilterGradientStep)]
     assert [s.transposed for s in steps] == [transposed]
+
+
+#: (N, C, O, plane, padding below, padding above): the flipped Winograd data gradient with
+#: each padding the rewrite takes (its own padding is 2 - the forward's), odd planes and
+#: asymmetric padding included.
+FLIPPED_PADDINGS = {
+    "pad-0": (8, 32, 40, 6, (0, 0), (0, 0)),
+    "pad-2": (16, 40, 32, 4, (2, 2), (2, 2)),
+    "asymmetric-odd": (8, 32, 48, 7, (1, 0), (2, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLIPPED_PADDINGS))
+def test_flipped_data_gradient_paddings(name):
+    n, c, o, h, below, above = FLIPPED_PADDINGS[name]
+    x = parameter(et.f32, (n, c, h, h))
+    w = parameter(et.f32, (o, c, 3, 3))
+    y = ops.convolution(x, w, (1, 1), (1, 1), below, above)
+    ct = parameter(et.f32, y.shape)
+    (dx,) = gradients([y], [x], [ct])
+    fn = og.Function([dx], [ct, w, x])
+    _compare(fn, seed=5)
+    steps = og.backend("CPU").compile(fn).program.steps
+    assert [s.flipped for s in steps if isinstance(s, WinogradStep)] == [True]
+
+
+#: (strides, dilations): 3x3 data gradients the Winograd rewrite leaves to the GEMM and
+#: col2im (``ConvDataGradientStep``), on odd planes.
+GEMM_DATA_GRADIENTS = {"stride-2": ((2, 2), (1, 1)), "dilation-2": ((1, 1), (2, 2))}
+
+
+@pytest.mark.parametrize("name", sorted(GEMM_DATA_GRADIENTS))
+def test_strided_and_dilated_data_gradients_keep_the_gemm(name):
+    strides, dilations = GEMM_DATA_GRADIENTS[name]
+    x = parameter(et.f32, (8, 32, 9, 9))
+    w = parameter(et.f32, (48, 32, 3, 3))
+    y = ops.convolution(x, w, strides, dilations, (1, 1), (1, 1))
+    ct = parameter(et.f32, y.shape)
+    (dx,) = gradients([y], [x], [ct])
+    kinds = _compare(og.Function([dx], [ct, w, x]), seed=7)
+    assert WinogradStep not in kinds
+    assert ConvDataGradientStep in kinds
