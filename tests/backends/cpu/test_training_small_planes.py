@@ -10,8 +10,10 @@ import opgraph as og
 from opgraph import ops
 from opgraph.autodiff import gradients
 from opgraph.backends.fused.conv_backprop import ConvDataGradientStep, ConvFilterGradientStep
+from opgraph.backends.fused.lowering.winograd_gradients import WinogradConvolution
 from opgraph.backends.fused.program import WinogradStep
 from opgraph.core import element_type as et
+from opgraph.core.errors import OpTypeError
 from opgraph.core.literals import parameter
 
 
@@ -182,3 +184,12 @@ def test_strided_and_dilated_data_gradients_keep_the_gemm(name):
     kinds = _compare(og.Function([dx], [ct, w, x]), seed=7)
     assert WinogradStep not in kinds
     assert ConvDataGradientStep in kinds
+
+
+def test_flipped_winograd_convolution_names_the_filter_layout_it_expects():
+    ct = parameter(et.f32, (4, 32, 4, 4))
+    u = parameter(et.f32, (16, 40, 32))  # (16, O, C) of a forward from 32 to 40 channels
+    with pytest.raises(OpTypeError, match=r"filters \(16, C, O\)"):
+        WinogradConvolution((1, 1), (1, 1), flipped=True)(ct, u)
+    dx = WinogradConvolution((1, 1), (1, 1), flipped=True)(parameter(et.f32, (4, 40, 4, 4)), u)
+    assert tuple(dx.shape) == (4, 32, 4, 4)
