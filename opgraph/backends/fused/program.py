@@ -327,7 +327,12 @@ class WinogradStep(Step):
     there are too few tile blocks to share out: each such unit transforms the same input
     tiles); ``scratch`` holds each thread's transformed tiles and products, then (``shared``
     > 0: several channel blocks, a static batch) one row per block of tiles where a phase of
-    its own transforms the input once for all that block's channel-block units."""
+    its own transforms the input once for all that block's channel-block units.
+
+    ``flipped``: the step is the data gradient of the convolution whose transformed filters
+    ``u`` ((m + 2)², C, O: this step's input channels C, output channels O) are: the product
+    for tile point α reads ``u[FLIPPED_POINTS[α]]`` transposed (``lowering/winograd_tiles.py``),
+    no copy of the reversed and swapped filters (F(2x2) only)."""
 
     x: View | None = None
     u: View | None = None
@@ -340,6 +345,7 @@ class WinogradStep(Step):
     channel_blocks: int = 1
     tile: int = 2
     shared: int = 0  # blocks of tiles transformed once into shared scratch rows (0: per unit)
+    flipped: bool = False
 
     def reads(self) -> list[View]:
         assert self.x is not None and self.u is not None and self.out is not None

@@ -210,7 +210,7 @@ def _conv(step: ConvStep, buffers: list[Buffer]) -> Step:
 
 
 def _winograd(step: WinogradStep, buffers: list[Buffer]) -> Step:
-    if step.u is None:
+    if step.u is None or step.flipped:  # a data gradient reads its filters flipped: f32
         return step
     values = _constant(buffers, step.u)
     if values is None:

@@ -69,7 +69,7 @@ def applies(step: WinogradStep) -> bool:
     """Whether ``step`` runs with its tiles as rows: F(2x2), a static batch, an even channel
     count, output channels in whole 32-channel panels per unit, and at least
     :data:`MIN_WASTE` of some unit's tile panels padding."""
-    if step.x is None or step.u is None or step.out is None or step.tile != 2:
+    if step.x is None or step.u is None or step.out is None or step.tile != 2 or step.flipped:
         return False
     if not _unit_tiles(step):
         return False

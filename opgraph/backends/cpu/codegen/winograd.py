@@ -21,7 +21,11 @@ from opgraph.backends.cpu.codegen import winograd_f4
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
-from opgraph.backends.fused.lowering.winograd_tiles import padded_row, scratch_per_thread
+from opgraph.backends.fused.lowering.winograd_tiles import (
+    FLIPPED_POINTS,
+    padded_row,
+    scratch_per_thread,
+)
 from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import static, static_all
 from opgraph.core.dim import Dim
@@ -111,13 +115,27 @@ class WinogradEmitter:
             f"    float* M = V + {taps * c}L * tb;",
             f"    float* P = V + {per_thread - self.t * row}L;  /* padded input rows */",
             *self.transformed_tiles(c, h, w, tw, row, per_thread),
-            f"    for (int xi = 0; xi < {taps}; ++xi)",
-            f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
-            f"u0 + xi * {o * c}L + o0 * {c}L, {c}, V + xi * {c}L * tb, (int)tb, 0, "
-            "M + xi * op * tb, (int)tb);",
+            *self.products(o, c, taps),
             *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
         ]
         return "\n".join(head + body)
+
+    def products(self, o: int, c: int, taps: int) -> list[str]:
+        """The unit's ``taps`` products ``M[xi] = U[xi] · V[xi]`` (its ``op`` output
+        channels from ``o0``); a flipped step reads ``U[xi]`` as ``u[flip(xi)]ᵀ``."""
+        v = f"V + xi * {c}L * tb, (int)tb, 0, M + xi * op * tb, (int)tb);"
+        if not self.step.flipped:
+            return [
+                f"    for (int xi = 0; xi < {taps}; ++xi)",
+                f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
+                f"u0 + xi * {o * c}L + o0 * {c}L, {c}, {v}",
+            ]
+        assert self.m == 2, "flipped filters are F(2x2, 3x3)'s"
+        return [
+            f"    for (int xi = 0; xi < {taps}; ++xi)",
+            f"      {self.gemm}(101, 112, 111, (int)op, (int)tb, {c}, 1, "
+            f"u0 + {self.name}_flip[xi] * {o * c}L + o0, {o}, {v}",
+        ]
 
     def step_head(self, w: int) -> list[str]:
         """What precedes the unit function: the fused epilogue's loop (when there is one)
@@ -130,6 +148,9 @@ class WinogradEmitter:
             )
             head.append(ep.emit())
         head.append(f"static const float {self.name}_zero[{w + 16}];")
+        if self.step.flipped:
+            flip = ", ".join(str(p) for p in FLIPPED_POINTS)
+            head.append(f"static const int {self.name}_flip[{len(FLIPPED_POINTS)}] = {{{flip}}};")
         return head
 
     def unit_opening(self) -> list[str]:

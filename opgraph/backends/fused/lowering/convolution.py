@@ -424,10 +424,12 @@ def add_winograd_step(
     padding: tuple[int, int],
     layout: tuple[int, int, int],
     tile: int = 2,
+    flipped: bool = False,
 ) -> None:
     """Add the WinogradStep of ``node``: ``data`` [n, c, h, w] (unit stride along w) by the
-    transformed filters ``u`` [(tile + 2)², o, c] into ``out`` [n, o, oh, ow], in the units
-    ``layout`` (tile rows, images, output-channel blocks: :func:`winograd_layout`) says."""
+    transformed filters ``u`` [(tile + 2)², o, c] (``flipped``: [16, c, o], read flipped:
+    ``WinogradStep.flipped``) into ``out`` [n, o, oh, ow], in the units ``layout`` (tile
+    rows, images, output-channel blocks: :func:`winograd_layout`) says."""
     rows, images, channel_blocks = layout
     c = views.static(data.shape[1])
     o, ow = views.static(out.shape[1]), views.static(out.shape[3])
@@ -443,7 +445,7 @@ def add_winograd_step(
     scratch = builder.scratch(et.f32, (builder.threads + shared, per_thread))
     step = WinogradStep(
         builder.describe(node), (node,), data, u, out, padding, rows, scratch,
-        images=images, channel_blocks=channel_blocks, tile=tile, shared=shared,
+        images=images, channel_blocks=channel_blocks, tile=tile, shared=shared, flipped=flipped,
     )  # fmt: skip
     builder.add_step(step)
 

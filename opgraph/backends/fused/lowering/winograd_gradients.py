@@ -6,17 +6,19 @@ cotangent by the filters with their spatial taps reversed and their channel axes
 ``w'[c, o] = w[o, c, ::-1, ::-1]``, with padding ``2 - p``. As an im2col GEMM and col2im
 (``lowering/conv_backprop.py``) it costs 36 products per 2x2 outputs; Winograd costs 16, so it
 runs as the inference convolution's :class:`WinogradStep` does (``codegen/winograd.py``). The
-filters change every training step, so their transform ``U = G w' Gᵀ`` is part of the graph:
+filters change every training step, so their transform ``U = G w Gᵀ`` is part of the graph:
 a rewrite replaces the ``ConvolutionBackpropData`` node by a product of the filters with the
-constant ``(9, 16)`` transform matrix (reversal folded in), transposed to ``(16, C, O)``, and
-an internal :class:`WinogradConvolution` node whose lowering is the Winograd step. The rewrite
-is the CPU backend's (``backends/cpu/rewrites.py``); the lowering of the node is here, with
-the other lowerings.
+constant ``(9, 16)`` transform matrix, ``(16, O, C)``, and an internal
+:class:`WinogradConvolution` node marked ``flipped`` whose lowering is the Winograd step. The
+transform of the reversed filters is a permutation of the tile points of the forward's
+(``FLIPPED_POINTS``), so the step reads the forward's transform (the same graph node once
+CSE merged them) through that permutation and transposed: no transform or copy of its own.
+The rewrite is the CPU backend's (``backends/cpu/rewrites.py``); the lowering of the node is
+here, with the other lowerings.
 
 Only shapes where Winograd measured faster qualify: f32, one group, at least 16 channels in and
-out, output planes of at least ``MIN_TILES`` 2x2 tiles per image (CIFAR ResNet's 32x32, 16x16
-and 8x8 layers; the 4x4 ones keep the GEMM), and enough images for a unit of
-``WINOGRAD_TILES`` tiles (``winograd_layout``).
+out, output planes of at least ``MIN_TILES`` 2x2 tiles per image (CIFAR ResNet's 32x32 to
+4x4 layers), and enough images for a unit of ``WINOGRAD_TILES`` tiles (``winograd_layout``).
 """
 
 from __future__ import annotations
@@ -50,24 +52,26 @@ if TYPE_CHECKING:
 #: and 128; smaller layers keep the im2col step, as ``test_cpu_convolution`` expects of
 #: parameter filters).
 MIN_FORWARD_CHANNELS = 32
-#: 2x2 tiles an output plane needs for the data gradient to run by Winograd (8x8 planes have
-#: 16: at batch 32 and 256 channels, one thread, forward 0.77x and data gradient 0.82x the
-#: im2col GEMM's time; 4x4 planes, 4 tiles, measured 1.0x and 1.3x, so they keep the GEMM).
-MIN_TILES = 16
+#: 2x2 tiles an output plane needs for the data gradient to run by Winograd. 4x4 planes
+#: (4 tiles, the images folded into a unit's products) measured 1.0x and 1.3x the GEMM when
+#: the data gradient transformed and transposed its own reversed filters; read flipped from
+#: the forward's transform (``WinogradConvolution.flipped``), batch 32, one thread, against
+#: im2col and col2im: 512 channels 20.2 against 27.0 ms, 32 channels 0.19 against 0.24 ms,
+#: 64 level (0.63, 0.64 ms), 128 channels on 6x6 planes 2.9 against 4.5 ms (2026-11-26, H92,
+#: load 5; the transform's product included, which a training step shares with the forward).
+MIN_TILES = 4
 #: The same for the forward convolution: 4x4 planes (4 tiles, the batch's images folded into
 #: one unit's products) measured 0.82-0.84x the im2col GEMM's time at batch 32 and 512
 #: channels, one thread, the filter transform included (2026-11-26, H71, load 8).
 MIN_FORWARD_TILES = 4
 
-# F(2x2, 3x3) filter transform G; applied to reversed taps, G[:, ::-1].
+# F(2x2, 3x3) filter transform G.
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
 
 
-def _transform_matrix(reversed_taps: bool) -> np.ndarray:
-    """``K[(i, j), (a, b)] = G[a, i] · G[b, j]`` (``G[a, 2 - i] · G[b, 2 - j]`` with
-    ``reversed_taps``): ``U = reshape(w, (.., 9)) · K``."""
-    g = _G[:, ::-1] if reversed_taps else _G
-    return np.einsum("ai,bj->ijab", g, g).reshape(9, 16).astype(np.float32)
+def _transform_matrix() -> np.ndarray:
+    """``K[(i, j), (a, b)] = G[a, i] · G[b, j]``: ``U = reshape(w, (.., 9)) · K``."""
+    return np.einsum("ai,bj->ijab", _G, _G).reshape(9, 16).astype(np.float32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,10 @@ class WinogradConvolution(Op):
 
     padding_below: tuple[int, int] = (0, 0)
     padding_above: tuple[int, int] = (0, 0)
+    #: ``u`` (16, C, O) is the transform of the filters (C, O, 3, 3) of the convolution whose
+    #: data gradient this is: the products read ``u[FLIPPED_POINTS[ξ]]ᵀ`` (reversed taps,
+    #: swapped channels) and the result has ``u.shape[2]`` channels.
+    flipped: bool = False
     num_inputs: ClassVar[int] = 2
     foldable: ClassVar[bool] = False
     differentiable: ClassVar[bool] = False
@@ -88,11 +96,13 @@ class WinogradConvolution(Op):
     def infer(self, x: TensorType, u: TensorType) -> TensorType:
         if x.element_type is not et.f32 or u.element_type is not et.f32:
             raise OpTypeError(f"expected f32 data and filters, got {x} and {u}")
-        if x.rank != 4 or u.rank != 3 or u.shape[0] != 16 or u.shape[2] != x.shape[1]:
-            raise OpTypeError(f"expected data (N, C, H, W) and filters (16, O, C), got {x}, {u}")
+        read, made = (1, 2) if self.flipped else (2, 1)  # u's axes: data and result channels
+        layout = "(16, C, O)" if self.flipped else "(16, O, C)"
+        if x.rank != 4 or u.rank != 3 or u.shape[0] != 16 or u.shape[read] != x.shape[1]:
+            raise OpTypeError(f"expected data (N, C, H, W) and filters {layout}, got {x}, {u}")
         n, _, h, w = x.shape
         (pt, pl), (pb, pr) = self.padding_below, self.padding_above
-        return TensorType(et.f32, (n, u.shape[1], h + pt + pb - 2, w + pl + pr - 2))
+        return TensorType(et.f32, (n, u.shape[made], h + pt + pb - 2, w + pl + pr - 2))
 
 
 def _plain_3x3(
@@ -135,26 +145,24 @@ def winograd_data_gradient(node: Node, inputs: tuple[Output, ...]) -> Sequence[O
     ct, w = inputs
     if not _qualifies(op, ct, w, node.outputs[0]):
         return None
-    u = _transformed_filters(w, True)  # (16, C, O): the reversed, swapped filters
+    # the forward's transform (16, O, C) (one node with the forward's own after CSE), read
+    # flipped: no transform of the reversed filters, no transposed copy
+    u = _transformed_filters(w)
     assert op.padding_below is not None and op.padding_above is not None
     below = (2 - op.padding_below[0], 2 - op.padding_below[1])
     above = (2 - op.padding_above[0], 2 - op.padding_above[1])
-    return [WinogradConvolution(below, above)(ct, u)]
+    return [WinogradConvolution(below, above, flipped=True)(ct, u)]
 
 
-def _transformed_filters(w: Output, reverse: bool) -> Output:
-    """The F(2x2, 3x3) transform of the (O, C, 3, 3) filters ``w`` as graph ops: (16, O, C),
-    or (16, C, O) of the spatially reversed filters with their channels swapped (the data
-    gradient's) when ``reverse``."""
+def _transformed_filters(w: Output) -> Output:
+    """The F(2x2, 3x3) transform of the (O, C, 3, 3) filters ``w`` as graph ops: (16, O, C)
+    (the data gradient reads the same, flipped: ``WinogradConvolution.flipped``)."""
     o, c = int(w.shape[0]), int(w.shape[1])
     # (16, O·C) = Kᵀ · (O·C, 9)ᵀ: the product reads the filters transposed and writes the
-    # (16, O, C) layout itself; the data gradient's (16, C, O) is then a transpose of each
-    # (O, C) plane (half the time of transposing a (O, C, 16) product: 1.75 against 3.57 ms
-    # at 256 channels, one thread; bitwise the same values).
+    # (16, O, C) layout itself
     taps = transpose(reshape(w, (o * c, 9)), (1, 0))
-    matrix = np.ascontiguousarray(_transform_matrix(reverse).T)
-    products = reshape(dot(constant(matrix, et.f32), taps, 1), (16, o, c))
-    return transpose(products, (0, 2, 1)) if reverse else products
+    matrix = np.ascontiguousarray(_transform_matrix().T)
+    return reshape(dot(constant(matrix, et.f32), taps, 1), (16, o, c))
 
 
 def _forward_qualifies(op: Convolution, x: Output, w: Output, out: Output) -> bool:
@@ -180,7 +188,7 @@ def winograd_forward(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output]
     x, w = inputs
     if not _forward_qualifies(op, x, w, node.outputs[0]):
         return None
-    u = _transformed_filters(w, False)  # (16, O, C)
+    u = _transformed_filters(w)  # (16, O, C)
     assert op.padding_below is not None and op.padding_above is not None
     below = (int(op.padding_below[0]), int(op.padding_below[1]))
     above = (int(op.padding_above[0]), int(op.padding_above[1]))
@@ -205,4 +213,4 @@ def _lower(builder: ProgramBuilder, node: Node) -> None:
     assert layout is not None, "the rewrites checked that the shapes make a layout"
     out = View(target.buffer, et.f32, (n, o, oh, ow), views.row_major_strides((n, o, oh, ow)),
                target.offset)  # fmt: skip
-    add_winograd_step(builder, node, data, u, out, op.padding_below, layout)
+    add_winograd_step(builder, node, data, u, out, op.padding_below, layout, flipped=op.flipped)

@@ -30,6 +30,22 @@ _G = {
     ),
 }
 
+
+def _flipped_points() -> tuple[int, ...]:
+    """``flip`` such that the F(2x2, 3x3) transform of filters with reversed taps is
+    ``U_reversed[ξ] = U[flip[ξ]]``: reversing the taps reverses ``G``'s columns, which is
+    ``G``'s rows 0 and 3 swapped (rows 1 and 2 are symmetric), so each tile point
+    ``ξ = 4a + b`` maps to ``4 p(a) + p(b)``."""
+    g = _G[2]
+    rows = [next(r for r in range(4) if np.array_equal(g[r], g[a, ::-1])) for a in range(4)]
+    return tuple(4 * rows[a] + rows[b] for a in range(4) for b in range(4))
+
+
+#: The tile-point permutation of the F(2x2, 3x3) filter transform under reversed taps: a
+#: convolution's data gradient (reversed, channel-swapped filters) reads the forward's
+#: transformed filters ``u[FLIPPED_POINTS[ξ]]ᵀ`` (``WinogradStep.flipped``).
+FLIPPED_POINTS = _flipped_points()
+
 #: F(4x4, 3x3) is taken for one image whose output plane is at least this wide and tall.
 #: Measured (one thread, thread CPU time, Zen 4, against F(2x2) with padded input rows):
 #: faster for ResNet-18's 64 x 56² and 128 x 28² layers at batch 1 (1.19 vs 1.40 ms, 1.03
