@@ -1,7 +1,9 @@
-"""Products of two run-time matrices (OpenBLAS) are shared between threads as blocks of the
-larger side (``blas.split_by_columns``): a training step's ``x @ w.T`` with more rows than
-columns, its ``dy.T @ x`` weight gradient, a tall im2col product. Each layout, thread count
-and split matches a float64 numpy product, on static and symbolic sizes (no timing)."""
+"""Products of two run-time matrices: OpenBLAS calls shared between threads as blocks of the
+larger side (``blas.split_by_columns``: a training step's ``x @ w.T`` with more rows than
+columns, its ``dy.T @ x`` weight gradient, a tall im2col product), and products with many
+rows whose run-time matrix is repacked as panels each call for the panel GEMM
+(``linalg.RUNTIME_PANEL_ROWS``). Each layout, thread count and split matches a float64 numpy
+product, on static and symbolic sizes (no timing)."""
 
 import dataclasses
 
@@ -12,6 +14,8 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen import blas
+from opgraph.backends.fused.lowering import linalg
+from opgraph.backends.fused.program import GemmStep
 
 RNG = np.random.default_rng(91)
 
@@ -83,3 +87,43 @@ def test_symbolic_sizes_split_by_the_same_rule(rows):
     np.testing.assert_allclose(
         got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4
     )
+
+
+def _dot(rows: int, inner: int, cols: int, transpose_b: bool):
+    """dot(x, w.T or w) + bias over run-time x and w (a training step's forward product and
+    its data gradient)."""
+    x = og.parameter(og.f32, (rows, inner), name="x")
+    w = og.parameter(og.f32, (cols, inner) if transpose_b else (inner, cols), name="w")
+    bias = RNG.standard_normal(cols).astype(np.float32)
+    y = ops.dot(x, ops.transpose(w, (1, 0)) if transpose_b else w)
+    y = ops.add(y, ops.broadcast(og.constant(bias), y.shape, (0,)))
+    return og.Function([y], [x, w]), bias
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("transpose_b", [True, False])
+@pytest.mark.parametrize(
+    ("rows", "inner", "cols", "panels"),
+    [
+        (linalg.RUNTIME_PANEL_ROWS, 80, 96, True),  # the fewest rows that repack
+        (600, 1024, 64, True),  # rows of x 4 KiB apart: also copied with padded rows
+        (linalg.RUNTIME_PANEL_ROWS - 1, 80, 96, False),  # too few rows: OpenBLAS
+        (600, 80, 100, False),  # columns not a whole number of panels: OpenBLAS
+    ],
+)
+def test_products_by_run_time_matrices_repack_as_panels(
+    threads, transpose_b, rows, inner, cols, panels
+):
+    fn, bias = _dot(rows, inner, cols, transpose_b)
+    exe = _backend(threads).compile(fn)
+    (step,) = [s for s in exe.program.steps if isinstance(s, GemmStep)]
+    assert step.panel == (linalg.GEMM_PANEL if panels else 0)
+    assert ("og_gemm_panels" in exe.source()) is panels
+    x = RNG.standard_normal((rows, inner)).astype(np.float32)
+    w = RNG.standard_normal(fn.parameters[1].shape).astype(np.float32)
+    want = x.astype(np.float64) @ (w.T if transpose_b else w).astype(np.float64) + bias
+    for _ in range(2):  # the panels are repacked from each call's w
+        (got,) = exe(x, w)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        w = -w
+        want = -(want - bias) + bias
