@@ -57,7 +57,7 @@ def split_by_columns(rows: int, cols: int, threads: int) -> bool:
     column blocks, all of ``b`` (inner x cols) in row blocks. Where both splits have whole
     vectors for each thread, the blocks split the larger side, so that the operand packed
     again by each block is the smaller one (one thread, OpenBLAS, two blocks: BERT's 1024 x
-    768 products 0.97-0.98x of column blocks, ResNet-18's 32768 x 64 im2col product 0.75x;
+    768 products 0.97-0.98x of column blocks, a 32768 x 64 x 576 product 0.75x;
     docs/torch.md, 2026-11-26, H91); otherwise columns where there are enough of them, rows
     where there are fewer columns than threads' vectors and at least a row per thread.
     :func:`split_by_columns_c` is the same rule in C for symbolic sizes."""
