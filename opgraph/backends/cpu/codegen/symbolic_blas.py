@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from opgraph.backends.cpu.codegen import dialect
-from opgraph.backends.cpu.codegen.blas import BLOCK, PARALLEL_MACS
+from opgraph.backends.cpu.codegen.blas import BLOCK, PARALLEL_MACS, split_by_columns_c
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.fused.lowering.linalg import blas_layout
@@ -80,7 +80,7 @@ class SymbolicGemmEmitter:
         if self.step.panel:
             columns, per_thread = "1", "4L"
         else:
-            columns = f"N >= {32 * threads}L || M < {threads}L"
+            columns = split_by_columns_c(threads)
             whole = "(by_columns ? M * K : N * K)"
             per_thread = f"({whole} * {itemsize}L > {1 << 18}L ? 1L : 2L)"
         return [

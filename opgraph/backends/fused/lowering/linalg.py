@@ -122,6 +122,9 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
     result = dense if compute is t else builder.scratch(compute, (rows, cols))
     packed = _panels(builder, b, left, cols, compute)
     right = packed[0] if packed else as_matrix(builder, builder.operand(b), inner, cols, compute)
+    if not packed:
+        packed = _runtime_panels(builder, right, left)
+        right = packed[0] if packed else right
     panel = packed[1] if packed else 0
     if panel == GEMM_PANEL:
         left = unalias_rows(builder, left)
@@ -154,6 +157,41 @@ def _panels(
         BufferKind.CONST, et.f32, data.shape, len(builder.constants()), b, data
     )
     return View(buffer.id, et.f32, (inner, cols), (width, inner * width), 0), width
+
+
+#: Fewest rows of ``a`` for which a product by a run-time f32 matrix repacks the matrix as
+#: 32-column panels (a copy step) for the panel GEMM instead of calling OpenBLAS.
+RUNTIME_PANEL_ROWS = 512
+
+
+def _runtime_panels(builder: ProgramBuilder, right: View, left: View) -> tuple[View, int] | None:
+    """A product by a run-time f32 matrix with many rows: the matrix copied into 32-column
+    panels (a copy step each call), read by the panel GEMM (whose row blocks share the
+    panels between threads). None where the panel GEMM does not take it: a target without
+    panels, a symbolic size, columns not a whole number of panels, rows of ``a`` not
+    contiguous, too few rows to pay the copy."""
+    rows, inner = left.shape
+    cols = right.shape[1]
+    if not builder.features.panels or right.element_type is not et.f32:
+        return None
+    if type(rows) is not int or type(inner) is not int or type(cols) is not int:
+        return None
+    if rows < RUNTIME_PANEL_ROWS or cols % GEMM_PANEL or left.strides[1] != 1:
+        return None
+    count = cols // GEMM_PANEL
+    row_stride, col_stride = static(right.strides[0]), static(right.strides[1])
+    source = View(
+        right.buffer,
+        et.f32,
+        (count, inner, GEMM_PANEL),
+        (GEMM_PANEL * col_stride, row_stride, col_stride),
+        right.offset,
+    )
+    panels = builder.materialize(source)
+    view = View(
+        panels.buffer, et.f32, (inner, cols), (GEMM_PANEL, inner * GEMM_PANEL), panels.offset
+    )
+    return view, GEMM_PANEL
 
 
 def _panel_data(value: np.ndarray, inner: int, cols: int, width: int) -> np.ndarray:
