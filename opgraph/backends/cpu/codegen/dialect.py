@@ -258,6 +258,14 @@ GEMM_BLOCKING = (
     ("defined(__AVX__)", 8, 6, 1024, True, 1 << 17),
     ("1", 4, 6, 256, False, 0),
 )
+#: The panel GEMM of AVX2 builds over half panels (``gemm_half_panels``): each 32-column panel
+#: stored as its two 16-column halves, one after the other (K x 16 each), so the 6 x 16 tile
+#: streams one contiguous half instead of every other 64 bytes of the panel's 128-byte rows.
+#: The lowering packs them so where ``TargetFeatures.panel_halves`` is set
+#: (``CpuConfig.panel_halves()``: AVX2 without AVX-512); the AVX2 branch of
+#: :data:`GEMM_BLOCKING` otherwise, with this helper's unit refusing to compile for any other
+#: target. C harness, one thread, thread CPU time (docs/performance.md, H87).
+HALF_PANELS = ("defined(__AVX__) && !defined(__AVX512F__)", 8, 6, 1024, True, 1 << 17)
 
 #: The next panel's share for this micro-kernel call, into L2 (``prefetcht1``).
 _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) {{
@@ -268,20 +276,44 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
             for (long o = lo & ~63L; o < hi; o += 64) __builtin_prefetch(next + o, 0, 2);
           }}
 """
+#: The same share of the next panel stored as two 16-column halves (``K x 16`` each): the
+#: slice ``k0..k1`` of each half, one after the other.
+_PREFETCH_NEXT_HALVES = """          if (!rows_outer && nb + 1 < first + panels) {{
+            const char* next = (const char*)(P + (nb + 1) * K * 32 + k0 * 16);
+            long calls = tiles * {halves}, call = inner * {halves} + j0 / {width};
+            long half = (k1 - k0) * 64, lo = 2 * half * call / calls;
+            long hi = 2 * half * (call + 1) / calls;
+            for (long o = lo & ~63L; o < hi; o += 64)
+              __builtin_prefetch(next + o / half * K * 64 + o % half, 0, 2);
+          }}
+"""
 
 
 def _gemm_panels(
-    lanes: int, rows: int, depth: int, prefetch: bool = False, a_in_l2: int = 0
+    lanes: int,
+    rows: int,
+    depth: int,
+    prefetch: bool = False,
+    a_in_l2: int = 0,
+    halves: bool = False,
 ) -> str:
-    """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows."""
+    """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows (``halves``:
+    each panel stored as two 16-column halves, for 16-column tiles)."""
     width = 2 * lanes  # columns per tile: two vectors
+    assert not halves or width == 16, "half panels are read by 16-column tiles"
     cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
-    ahead = _PREFETCH_NEXT_PANEL.format(halves=32 // width, width=width) if prefetch else ""
+    ahead = ""
+    if prefetch:
+        text = _PREFETCH_NEXT_HALVES if halves else _PREFETCH_NEXT_PANEL
+        ahead = text.format(halves=32 // width, width=width)
+    row = 16 if halves else 32  # floats from one k of the panel (or half) to the next
+    half = "j0 * K" if halves else "j0"  # where the tile's columns start in the panel
+    read = "a 16-column half of a 32-column panel" if halves else "a 32-column panel"
     order = "M > 32 * panels"
     if a_in_l2:  # panels outer while a's inner block fits in L2 (GEMM_BLOCKING)
         order += f" && M * K > {a_in_l2}L * ((K + {depth - 1}) / {depth})"
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
-/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
+/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of {read}, {width} columns read):
    2R accumulator vectors. */
 {_full_tiles(lanes, rows)[0]}static inline __attribute__((always_inline)) void og_mk(
     const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
@@ -296,8 +328,8 @@ def _gemm_panels(
   }}
   for (long k = k0; k < k1; ++k) {{
     og_vf b0, b1;
-    __builtin_memcpy(&b0, p + k * 32, {4 * lanes});
-    __builtin_memcpy(&b1, p + k * 32 + {lanes}, {4 * lanes});
+    __builtin_memcpy(&b0, p + k * {row}, {4 * lanes});
+    __builtin_memcpy(&b1, p + k * {row} + {lanes}, {4 * lanes});
     for (int r = 0; r < R; ++r) {{
       const float s = a[r * lda + k];
       c0[r] += s * b0;
@@ -334,7 +366,7 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
         long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
         for (long j0 = 0; j0 < valid; j0 += {width}) {{
           long nvalid = valid - j0 < {width} ? valid - j0 : {width};
-          const float* p = P + nb * K * 32 + j0;
+          const float* p = P + nb * K * 32 + {half};
           float* c = C + nb * 32 + j0;
 {ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
           switch (M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
@@ -355,6 +387,16 @@ def _gemm_panels_per_isa() -> str:
 
 
 HELPERS["gemm_panels"] = _gemm_panels_per_isa
+
+
+@helper("gemm_half_panels")
+def _gemm_half_panels() -> str:
+    """``og_gemm_panels`` over half panels (:data:`HALF_PANELS`): the same function, the same
+    sums, another layout of ``P``; an error at compile time for a target it was not made for."""
+    test, lanes, rows, depth, prefetch, a_in_l2 = HALF_PANELS
+    kernel = _gemm_panels(lanes, rows, depth, prefetch, a_in_l2, halves=True)
+    refusal = '#error "half panels (gemm_half_panels) are the layout of AVX2 builds only"'
+    return f"#if {test}\n{kernel}\n#else\n{refusal}\n#endif"
 
 
 #: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts
