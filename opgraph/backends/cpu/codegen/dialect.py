@@ -260,11 +260,11 @@ GEMM_BLOCKING = (
 )
 #: The panel GEMM of AVX2 builds over half panels (``gemm_half_panels``): each 32-column panel
 #: stored as its two 16-column halves, one after the other (K x 16 each), so the 6 x 16 tile
-#: streams one contiguous half instead of every other 64 bytes of the panel's 128-byte rows.
-#: The lowering packs them so where ``TargetFeatures.panel_halves`` is set
-#: (``CpuConfig.panel_halves()``: AVX2 without AVX-512); the AVX2 branch of
-#: :data:`GEMM_BLOCKING` otherwise, with this helper's unit refusing to compile for any other
-#: target. C harness, one thread, thread CPU time (docs/performance.md, H87).
+#: streams one contiguous half instead of 64 bytes of every 128-byte panel row. The lowering
+#: packs half panels where ``TargetFeatures.panel_halves`` is set (``CpuConfig.panel_halves()``:
+#: AVX2 without AVX-512); this unit refuses to compile for any other target. Same blocking
+#: as :data:`GEMM_BLOCKING`'s AVX2 branch. C harness (``bench/gemm_tiles.py``, one thread,
+#: thread CPU time): +1-5 % on the MLP/BERT/ResNet shapes (docs/performance.md, H87).
 HALF_PANELS = ("defined(__AVX__) && !defined(__AVX512F__)", 8, 6, 1024, True, 1 << 17)
 
 #: The next panel's share for this micro-kernel call, into L2 (``prefetcht1``).
@@ -309,7 +309,7 @@ def _gemm_panels(
     row = 16 if halves else 32  # floats from one k of the panel (or half) to the next
     half = "j0 * K" if halves else "j0"  # where the tile's columns start in the panel
     read = "a 16-column half of a 32-column panel" if halves else "a 32-column panel"
-    tiles = _half_panel_kernel(rows) if halves else _full_tiles(lanes, rows)
+    tiles = ("", "") if halves else _full_tiles(lanes, rows)
     order = "M > 32 * panels"
     if a_in_l2:  # panels outer while a's inner block fits in L2 (GEMM_BLOCKING)
         order += f" && M * K > {a_in_l2}L * ((K + {depth - 1}) / {depth})"
@@ -468,64 +468,6 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
     full = gate + "\n".join(lines) + "\n#endif\n"
     call = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc); return; }\n"
     return full, gate + call + "#endif\n"
-
-
-def _half_panel_kernel(rows: int) -> tuple[str, str]:
-    """The AVX2 micro-kernel of full tiles over a half panel (``rows`` x 16 columns), and the
-    line of ``og_mk`` that calls it. The k loop is inline assembly: two loads of the half
-    panel's row, one broadcast per row of ``a``, ``2 * rows`` multiply-adds, the rows of ``a``
-    addressed from two pointers and ``lda`` (GCC's own loop keeps one index register per row).
-    The same fused multiply-adds in the same order as the generic ``og_mk``: bit-identical
-    sums. C harness, one thread, thread CPU time, the MLP/BERT/ResNet shapes in two-thread
-    column blocks (load 8.4): 128x3072x768 104.1-104.6 GF/s against 99.2-100.4 for GCC's loop
-    on half panels and 95.9-96.9 on whole panels; 49x4608x512 89.8-90.1 / 84.4-86.9 /
-    79.0-79.4 (docs/performance.md, H87)."""
-    assert rows == 6, "the assembly addresses six rows of a"
-    acc = [f"x{i}" for i in range(2 * rows)]
-    where = ["(%[a0])", "(%[a0],%[l],1)", "(%[a0],%[l],2)", "(%[a3])", "(%[a3],%[l],1)"]
-    where.append("(%[a3],%[l],2)")
-    body = ['"vmovups (%[q]), %%ymm12\\n\\t"', '"vmovups 32(%[q]), %%ymm13\\n\\t"']
-    for r in range(rows):
-        body.append(f'"vbroadcastss {where[r]}, %%ymm14\\n\\t"')
-        for v in range(2):
-            body.append(f'"vfmadd231ps %%ymm{12 + v}, %%ymm14, %[x{2 * r + v}]\\n\\t"')
-    lines = [
-        "/* Full tiles over a half panel on AVX2: the k loop as assembly (codegen/dialect.py). */",
-        "static inline __attribute__((always_inline)) void og_mk_full(",
-        "    const float* restrict a, long lda, const float* restrict p, long k0, long k1,",
-        "    float* restrict c, long ldc) {",
-        f"  og_vf {', '.join(acc)};",
-        f"  if (k0 == 0) {{ {' = '.join(acc)} = (og_vf){{0}}; }}",
-        "  else {",
-    ]
-    for r in range(rows):
-        lines.append(
-            f"    __builtin_memcpy(&x{2 * r}, c + {r} * ldc, 32); "
-            f"__builtin_memcpy(&x{2 * r + 1}, c + {r} * ldc + 8, 32);"
-        )
-    lines += [
-        "  }",
-        "  const float *a0 = a + k0, *a3 = a + 3 * lda + k0;",
-        "  const long l = 4 * lda;  /* bytes from one row of a to the next */",
-        "  const float* q = p + k0 * 16;",
-        "  for (long k = k0; k < k1; ++k) {",
-        "    __asm__(",
-        *(f"        {line}" for line in body),
-        "        : " + ", ".join(f'[{x}] "+x"({x})' for x in acc),
-        '        : [q] "r"(q), [a0] "r"(a0), [a3] "r"(a3), [l] "r"(l)',
-        '        : "ymm12", "ymm13", "ymm14", "memory");',
-        "    q += 16; ++a0; ++a3;",
-        "  }",
-    ]
-    for r in range(rows):
-        lines.append(
-            f"  __builtin_memcpy(c + {r} * ldc, &x{2 * r}, 32); "
-            f"__builtin_memcpy(c + {r} * ldc + 8, &x{2 * r + 1}, 32);"
-        )
-    lines.append("}")
-    call = f"  if (R == {rows} && nvalid == 16) {{ og_mk_full(a, lda, p, k0, k1, c, ldc); "
-    call += "return; }\n"
-    return "\n".join(lines) + "\n", call
 
 
 def _full_tiles(lanes: int, rows: int) -> tuple[str, str]:
