@@ -269,22 +269,11 @@ HALF_PANELS = ("defined(__AVX__) && !defined(__AVX512F__)", 8, 6, 1024, True, 1 
 
 #: The next panel's share for this micro-kernel call, into L2 (``prefetcht1``).
 _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) {{
-            const char* next = (const char*)(P + (nb + 1) * K * 32 + k0 * 32);
+            const char* next = (const char*)(P + (nb + 1) * K * {pw} + k0 * {pw});
             long calls = tiles * {halves}, call = inner * {halves} + j0 / {width};
-            long bytes = (k1 - k0) * 128, lo = bytes * call / calls;
+            long bytes = (k1 - k0) * {row_bytes}, lo = bytes * call / calls;
             long hi = bytes * (call + 1) / calls;
             for (long o = lo & ~63L; o < hi; o += 64) __builtin_prefetch(next + o, 0, 2);
-          }}
-"""
-#: The same share of the next panel stored as two 16-column halves (``K x 16`` each): the
-#: slice ``k0..k1`` of each half, one after the other.
-_PREFETCH_NEXT_HALVES = """          if (!rows_outer && nb + 1 < first + panels) {{
-            const char* next = (const char*)(P + (nb + 1) * K * 32 + k0 * 16);
-            long calls = tiles * {halves}, call = inner * {halves} + j0 / {width};
-            long half = (k1 - k0) * 64, lo = 2 * half * call / calls;
-            long hi = 2 * half * (call + 1) / calls;
-            for (long o = lo & ~63L; o < hi; o += 64)
-              __builtin_prefetch(next + o / half * K * 64 + o % half, 0, 2);
           }}
 """
 
@@ -298,19 +287,20 @@ def _gemm_panels(
     halves: bool = False,
 ) -> str:
     """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows (``halves``:
-    each panel stored as two 16-column halves, for 16-column tiles)."""
+    each 32-column panel stored as two 16-column halves, which are 16-column panels: the
+    kernel runs over 16-column panels, each streamed by every row tile in turn before the
+    next, for 16-column tiles)."""
     width = 2 * lanes  # columns per tile: two vectors
     assert not halves or width == 16, "half panels are read by 16-column tiles"
+    pw = 16 if halves else 32  # columns per panel as the kernel walks them
     cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
     ahead = ""
     if prefetch:
-        text = _PREFETCH_NEXT_HALVES if halves else _PREFETCH_NEXT_PANEL
-        ahead = text.format(halves=32 // width, width=width)
-    row = 16 if halves else 32  # floats from one k of the panel (or half) to the next
-    half = "j0 * K" if halves else "j0"  # where the tile's columns start in the panel
+        fields = {"halves": pw // width, "width": width, "pw": pw, "row_bytes": 4 * pw}
+        ahead = _PREFETCH_NEXT_PANEL.format(**fields)
     read = "a 16-column half of a 32-column panel" if halves else "a 32-column panel"
     tiles = ("", "") if halves else _full_tiles(lanes, rows)
-    order = "M > 32 * panels"
+    order = f"M > {pw} * panels"
     if a_in_l2:  # panels outer while a's inner block fits in L2 (GEMM_BLOCKING)
         order += f" && M * K > {a_in_l2}L * ((K + {depth - 1}) / {depth})"
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
@@ -329,8 +319,8 @@ def _gemm_panels(
   }}
   for (long k = k0; k < k1; ++k) {{
     og_vf b0, b1;
-    __builtin_memcpy(&b0, p + k * {row}, {4 * lanes});
-    __builtin_memcpy(&b1, p + k * {row} + {lanes}, {4 * lanes});
+    __builtin_memcpy(&b0, p + k * {pw}, {4 * lanes});
+    __builtin_memcpy(&b1, p + k * {pw} + {lanes}, {4 * lanes});
     for (int r = 0; r < R; ++r) {{
       const float s = a[r * lda + k];
       c0[r] += s * b0;
@@ -348,13 +338,13 @@ def _gemm_panels(
     for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[j];
   }}
 }}
-/* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as 32-column panels); n0 is a
+/* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as {pw}-column panels); n0 is a
    multiple of 32. Tiles of {rows} rows x {width} columns; the inner dimension is cut into
    equal blocks of at most {depth}; the larger operand is streamed once (panels outer when P
    is larger, rows outer when A is). */
 static void og_gemm_panels(const float* restrict A, long lda, const float* restrict P,
                            float* restrict C, long ldc, long M, long K, long n0, long n1) {{
-  long first = n0 / 32, panels = (n1 + 31) / 32 - first;
+  long first = n0 / {pw}, panels = (n1 + {pw - 1}) / {pw} - first;
   int rows_outer = {order};
   long blocks = (K + {depth - 1}) / {depth};
   for (long kb = 0; kb < blocks; ++kb) {{
@@ -364,11 +354,11 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
       for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
         long nb = first + (rows_outer ? inner : outer);
         long m = {rows} * (rows_outer ? outer : inner);
-        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+        long valid = n1 - nb * {pw} < {pw} ? n1 - nb * {pw} : {pw};
         for (long j0 = 0; j0 < valid; j0 += {width}) {{
           long nvalid = valid - j0 < {width} ? valid - j0 : {width};
-          const float* p = P + nb * K * 32 + {half};
-          float* c = C + nb * 32 + j0;
+          const float* p = P + nb * K * {pw} + j0;
+          float* c = C + nb * {pw} + j0;
 {ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
           switch (M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
 #undef OG_MK
