@@ -264,7 +264,8 @@ GEMM_BLOCKING = (
 #: packs half panels where ``TargetFeatures.panel_halves`` is set (``CpuConfig.panel_halves()``:
 #: AVX2 without AVX-512); this unit refuses to compile for any other target. Same blocking
 #: as :data:`GEMM_BLOCKING`'s AVX2 branch. C harness (``bench/gemm_tiles.py``, one thread,
-#: thread CPU time): +1-5 % on the MLP/BERT/ResNet shapes (docs/performance.md, H87).
+#: thread CPU time, two-thread column blocks): +2-9 % on the MLP's products, -1 to +3 % on
+#: BERT's (docs/performance.md, H87).
 HALF_PANELS = ("defined(__AVX__) && !defined(__AVX512F__)", 8, 6, 1024, True, 1 << 17)
 
 #: The next panel's share for this micro-kernel call, into L2 (``prefetcht1``).
