@@ -102,7 +102,7 @@ class CpuBackend(Backend):
             self.config.num_threads,
             TargetFeatures(winograd_f4=False, padded_rows=False, patches=False)
             if precision == "bf16"
-            else None,
+            else TargetFeatures(panel_halves=self.config.panel_halves()),
         )
         self._require_compiler()
         program, plan = fused.program, fused.plan
@@ -139,7 +139,11 @@ class CpuBackend(Backend):
         (``cpu/symbolic.py``)."""
         started = time.perf_counter()
         symbolic = compile_symbolic_program(
-            self._rewritten(function), self.name, self.config.optimize, self.config.num_threads
+            self._rewritten(function),
+            self.name,
+            self.config.optimize,
+            self.config.num_threads,
+            TargetFeatures(panel_halves=self.config.panel_halves()),
         )
         self._require_compiler()
         slots = SymbolSlots.of(symbolic.program, symbol_names(symbolic), arena_buffers(symbolic))

@@ -122,6 +122,16 @@ class CpuConfig:
             )
         return ISA_FLAGS[self.isa]
 
+    def panel_halves(self) -> bool:
+        """Whether products by constant matrices store each 32-column panel as two 16-column
+        halves (``TargetFeatures.panel_halves``): the layout AVX2's 6 x 16 tile streams
+        (``codegen/dialect.py``, ``HALF_PANELS``), for code generated for AVX2 without
+        AVX-512 (``isa="avx2"``, or ``"native"`` on such a CPU)."""
+        if self.isa == "native":
+            flags = cpu_flags()
+            return "avx2" in flags and "fma" in flags and "avx512f" not in flags
+        return self.isa == "avx2"
+
 
 @functools.cache
 def cpu_flags() -> frozenset[str]:

@@ -60,6 +60,10 @@ class TargetFeatures:
             a ``PointwiseConvStep`` on their patch matrix (``lowering/pointwise.py``); else
             a ``ConvStep`` (bf16 mode: its products convert to bf16 ones, the patch step's
             do not).
+        panel_halves: the 32-column panels of products by constant matrices (``GemmStep.panel``
+            32, ``PanelConvStep``) are stored as two 16-column halves, ``K x 16`` each, one
+            after the other (the CPU's AVX2 tile: ``CpuConfig.panel_halves()``); else
+            ``K x 32``.
     """
 
     panels: bool = True
@@ -67,6 +71,7 @@ class TargetFeatures:
     winograd_f4: bool = True
     padded_rows: bool = True
     patches: bool = True
+    panel_halves: bool = False
 
 
 class ProgramBuilder:

@@ -173,7 +173,11 @@ class SymbolicProgram:
 
 
 def compile_symbolic_program(
-    function: Function, backend: str, optimize: bool = True, threads: int = 1
+    function: Function,
+    backend: str,
+    optimize: bool = True,
+    threads: int = 1,
+    features: TargetFeatures | None = None,
 ) -> SymbolicProgram:
     """:func:`compile_program` for a Function with symbolic dimensions: sizes, strides and
     offsets of the Program are expressions of the symbols; step ops without a symbolic lowering
@@ -184,7 +188,7 @@ def compile_symbolic_program(
             reference kernel.
     """
     require_sized(function, backend)
-    lowered, program = _build(function, backend, optimize, threads)
+    lowered, program = _build(function, backend, optimize, threads, features)
     return SymbolicProgram(lowered, program, lifetimes(program))
 
 

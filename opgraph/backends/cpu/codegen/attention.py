@@ -111,7 +111,7 @@ class AttentionEmitter:
 
     def helpers(self) -> None:
         """The module helpers the products need."""
-        self.module.helper("gemm_panels")
+        self.module.gemm_panels()
 
     def product(self, a: str, lda: Dim, panels: str, c: str, ldc: Dim, k: int, n: int) -> str:
         """``c (rows x n) = a (rows x k, lda) times panels`` (the packed k or v), in C."""
@@ -122,19 +122,21 @@ class AttentionEmitter:
         panel GEMM reads: one unit packs 2 x 64 x m floats for m x rows x 128 products)."""
         (k_rows, k_cols), (v_rows, v_cols) = self.k.strides, self.v.strides
         d, m, e = self.d, self.m, self.e
+        # half panels (the AVX2 tile's layout) are 16-column panels, two per 32-column panel
+        w = 16 if self.module.panel_halves else 32
         return [
-            f"    for (long p = 0; p < {_panels(m) // 32}L; ++p)",
+            f"    for (long p = 0; p < {_panels(m) // w}L; ++p)",
             f"      for (long c = 0; c < {d}L; ++c)",
-            "        for (long jj = 0; jj < 32L; ++jj) {",
-            "          const long j = p * 32L + jj;",
-            f"          kp[(p * {d}L + c) * 32L + jj] = j < {m}L ? "
+            f"        for (long jj = 0; jj < {w}L; ++jj) {{",
+            f"          const long j = p * {w}L + jj;",
+            f"          kp[(p * {d}L + c) * {w}L + jj] = j < {m}L ? "
             f"k0[off[1] + c * {k_rows}L + j * {k_cols}L] : 0.0f;",
             "        }",
-            f"    for (long p = 0; p < {_panels(e) // 32}L; ++p)",
+            f"    for (long p = 0; p < {_panels(e) // w}L; ++p)",
             f"      for (long j = 0; j < {m}L; ++j)",
-            "        for (long cc = 0; cc < 32L; ++cc) {",
-            "          const long c = p * 32L + cc;",
-            f"          vp[(p * {m}L + j) * 32L + cc] = c < {e}L ? "
+            f"        for (long cc = 0; cc < {w}L; ++cc) {{",
+            f"          const long c = p * {w}L + cc;",
+            f"          vp[(p * {m}L + j) * {w}L + cc] = c < {e}L ? "
             f"v0[off[2] + j * {v_rows}L + c * {v_cols}L] : 0.0f;",
             "        }",
         ]

@@ -258,7 +258,7 @@ class GemmEmitter:
     def panel_gemm(self) -> tuple[int, Call]:
         """Rows times a matrix repacked as 32-column panels: register-blocked (12 rows x 32
         columns of accumulators), blocked over the inner dimension for L1."""
-        self.module.helper("gemm_panels")
+        self.module.gemm_panels()
         lda = self.a.strides[0] if self.rows > 1 else self.inner
         self.split_columns = True
 

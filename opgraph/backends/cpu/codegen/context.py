@@ -31,6 +31,8 @@ class ModuleContext:
             static modules have only ints (``768L``); a symbolic module's renders its
             expressions over the call's symbol values (``codegen/dims.py``).
         symbolic: whether the module's sizes may be expressions.
+        panel_halves: the 32-column panels ``og_gemm_panels`` reads are stored as two
+            16-column halves (``TargetFeatures.panel_halves``; ``CpuConfig.panel_halves()``).
     """
 
     base: Callable[[int], str]
@@ -43,6 +45,7 @@ class ModuleContext:
     sizes: dict[int, Dim] = field(default_factory=dict)  # result buffers: bytes
     dim: Callable[[Dim], str] = static_dim
     symbolic: bool = False
+    panel_halves: bool = False
 
     def streamable(self, buffer: int) -> bool:
         size = self.sizes.get(buffer, 0)
@@ -54,6 +57,10 @@ class ModuleContext:
 
     def helper(self, name: str) -> None:
         self.helpers.setdefault(name, None)
+
+    def gemm_panels(self) -> None:
+        """Call ``og_gemm_panels``: the unit made for this module's panel layout."""
+        self.helper("gemm_half_panels" if self.panel_halves else "gemm_panels")
 
     def use_math(self, name: str, t: ElementType) -> None:
         self.math.add((name, t))

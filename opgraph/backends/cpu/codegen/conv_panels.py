@@ -54,7 +54,7 @@ class PanelConvEmitter:
     gemm = "og_gemm_panels"
 
     def emit(self) -> str:
-        self.module.helper("gemm_panels")
+        self.module.gemm_panels()
         s = self.step
         k, o = static_all(self.w.shape)
         n, oh, ow = (static(s.images[0]), s.images[1], s.images[2])

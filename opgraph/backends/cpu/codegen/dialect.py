@@ -258,12 +258,21 @@ GEMM_BLOCKING = (
     ("defined(__AVX__)", 8, 6, 1024, True, 1 << 17),
     ("1", 4, 6, 256, False, 0),
 )
+#: The panel GEMM of AVX2 builds over half panels (``gemm_half_panels``): each 32-column panel
+#: stored as its two 16-column halves, one after the other (K x 16 each), so the 6 x 16 tile
+#: streams one contiguous half instead of 64 bytes of every 128-byte panel row. The lowering
+#: packs half panels where ``TargetFeatures.panel_halves`` is set (``CpuConfig.panel_halves()``:
+#: AVX2 without AVX-512); this unit refuses to compile for any other target. Same blocking
+#: as :data:`GEMM_BLOCKING`'s AVX2 branch. C harness (``bench/gemm_tiles.py``, one thread,
+#: thread CPU time, two-thread column blocks): +2-9 % on the MLP's products, -1 to +3 % on
+#: BERT's (docs/performance.md, H87).
+HALF_PANELS = ("defined(__AVX__) && !defined(__AVX512F__)", 8, 6, 1024, True, 1 << 17)
 
 #: The next panel's share for this micro-kernel call, into L2 (``prefetcht1``).
 _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) {{
-            const char* next = (const char*)(P + (nb + 1) * K * 32 + k0 * 32);
+            const char* next = (const char*)(P + (nb + 1) * K * {pw} + k0 * {pw});
             long calls = tiles * {halves}, call = inner * {halves} + j0 / {width};
-            long bytes = (k1 - k0) * 128, lo = bytes * call / calls;
+            long bytes = (k1 - k0) * {row_bytes}, lo = bytes * call / calls;
             long hi = bytes * (call + 1) / calls;
             for (long o = lo & ~63L; o < hi; o += 64) __builtin_prefetch(next + o, 0, 2);
           }}
@@ -271,24 +280,39 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 
 
 def _gemm_panels(
-    lanes: int, rows: int, depth: int, prefetch: bool = False, a_in_l2: int = 0
+    lanes: int,
+    rows: int,
+    depth: int,
+    prefetch: bool = False,
+    a_in_l2: int = 0,
+    halves: bool = False,
 ) -> str:
-    """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows."""
+    """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows (``halves``:
+    each 32-column panel stored as two 16-column halves, which are 16-column panels: the
+    kernel runs over 16-column panels, each streamed by every row tile in turn before the
+    next, for 16-column tiles)."""
     width = 2 * lanes  # columns per tile: two vectors
+    assert not halves or width == 16, "half panels are read by 16-column tiles"
+    pw = 16 if halves else 32  # columns per panel as the kernel walks them
     cases = " ".join(f"case {n}: OG_MK({n}); break;" for n in range(rows, 0, -1))
-    ahead = _PREFETCH_NEXT_PANEL.format(halves=32 // width, width=width) if prefetch else ""
-    order = "M > 32 * panels"
+    ahead = ""
+    if prefetch:
+        fields = {"halves": pw // width, "width": width, "pw": pw, "row_bytes": 4 * pw}
+        ahead = _PREFETCH_NEXT_PANEL.format(**fields)
+    read = "a 16-column half of a 32-column panel" if halves else "a 32-column panel"
+    tiles = ("", "") if halves else _full_tiles(lanes, rows)
+    order = f"M > {pw} * panels"
     if a_in_l2:  # panels outer while a's inner block fits in L2 (GEMM_BLOCKING)
         order += f" && M * K > {a_in_l2}L * ((K + {depth - 1}) / {depth})"
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
-/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of a 32-column panel, {width} columns read):
+/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of {read}, {width} columns read):
    2R accumulator vectors. */
-{_full_tiles(lanes, rows)[0]}static inline __attribute__((always_inline)) void og_mk(
+{tiles[0]}static inline __attribute__((always_inline)) void og_mk(
     const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
     float* restrict c, long ldc, long nvalid) {{
   og_vf c0[{rows}], c1[{rows}];
   float t[{width}];
-{_full_tiles(lanes, rows)[1]}  for (int r = 0; r < R; ++r) {{
+{tiles[1]}  for (int r = 0; r < R; ++r) {{
     if (k0 == 0) {{ c0[r] = (og_vf){{0}}; c1[r] = (og_vf){{0}}; continue; }}
     for (long j = 0; j < {width}; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
     __builtin_memcpy(&c0[r], t, {4 * lanes});
@@ -296,8 +320,8 @@ def _gemm_panels(
   }}
   for (long k = k0; k < k1; ++k) {{
     og_vf b0, b1;
-    __builtin_memcpy(&b0, p + k * 32, {4 * lanes});
-    __builtin_memcpy(&b1, p + k * 32 + {lanes}, {4 * lanes});
+    __builtin_memcpy(&b0, p + k * {pw}, {4 * lanes});
+    __builtin_memcpy(&b1, p + k * {pw} + {lanes}, {4 * lanes});
     for (int r = 0; r < R; ++r) {{
       const float s = a[r * lda + k];
       c0[r] += s * b0;
@@ -315,13 +339,13 @@ def _gemm_panels(
     for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[j];
   }}
 }}
-/* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as 32-column panels); n0 is a
+/* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as {pw}-column panels); n0 is a
    multiple of 32. Tiles of {rows} rows x {width} columns; the inner dimension is cut into
    equal blocks of at most {depth}; the larger operand is streamed once (panels outer when P
    is larger, rows outer when A is). */
 static void og_gemm_panels(const float* restrict A, long lda, const float* restrict P,
                            float* restrict C, long ldc, long M, long K, long n0, long n1) {{
-  long first = n0 / 32, panels = (n1 + 31) / 32 - first;
+  long first = n0 / {pw}, panels = (n1 + {pw - 1}) / {pw} - first;
   int rows_outer = {order};
   long blocks = (K + {depth - 1}) / {depth};
   for (long kb = 0; kb < blocks; ++kb) {{
@@ -331,11 +355,11 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
       for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
         long nb = first + (rows_outer ? inner : outer);
         long m = {rows} * (rows_outer ? outer : inner);
-        long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+        long valid = n1 - nb * {pw} < {pw} ? n1 - nb * {pw} : {pw};
         for (long j0 = 0; j0 < valid; j0 += {width}) {{
           long nvalid = valid - j0 < {width} ? valid - j0 : {width};
-          const float* p = P + nb * K * 32 + j0;
-          float* c = C + nb * 32 + j0;
+          const float* p = P + nb * K * {pw} + j0;
+          float* c = C + nb * {pw} + j0;
 {ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
           switch (M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
 #undef OG_MK
@@ -355,6 +379,16 @@ def _gemm_panels_per_isa() -> str:
 
 
 HELPERS["gemm_panels"] = _gemm_panels_per_isa
+
+
+@helper("gemm_half_panels")
+def _gemm_half_panels() -> str:
+    """``og_gemm_panels`` over half panels (:data:`HALF_PANELS`): the same function, the same
+    sums, another layout of ``P``; an error at compile time for a target it was not made for."""
+    test, lanes, rows, depth, prefetch, a_in_l2 = HALF_PANELS
+    kernel = _gemm_panels(lanes, rows, depth, prefetch, a_in_l2, halves=True)
+    refusal = '#error "half panels (gemm_half_panels) are the layout of AVX2 builds only"'
+    return f"#if {test}\n{kernel}\n#else\n{refusal}\n#endif"
 
 
 #: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts

@@ -65,6 +65,13 @@ library_helper(
     "void {name}(const float* restrict A, long lda, const float* restrict P, "
     "float* restrict C, long ldc, long M, long K, long n0, long n1);",
 )
+library_helper(  # the same function over half panels (AVX2 builds: dialect.HALF_PANELS)
+    "gemm_half_panels",
+    {
+        "og_gemm_panels": "void {name}(const float* restrict A, long lda, "
+        "const float* restrict P, float* restrict C, long ldc, long M, long K, long n0, long n1);"
+    },
+)
 library_helper(  # codegen/int8.py
     "q8_gemm",
     "void {name}(const uint8_t* restrict A, long lda, const int8_t* restrict P, "

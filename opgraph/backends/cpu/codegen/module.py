@@ -158,6 +158,7 @@ def generate(
         return f"(A + {plan.offsets.get(buffer, 0)}L)"
 
     module = ModuleContext(base, config.num_threads, config.parallel_threshold)
+    module.panel_halves = config.panel_halves()  # as the lowering packed them (backend.py)
     if symbolic is not None:
         module.symbolic = True
         module.dim = functools.partial(render_dim, slots=symbolic.symbols)

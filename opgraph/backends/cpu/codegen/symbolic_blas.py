@@ -161,7 +161,7 @@ class SymbolicGemmEmitter:
         """The product of the block ``[first, last)`` (columns or rows)."""
         d = self.module.dim
         if self.step.panel:
-            self.module.helper("gemm_panels")
+            self.module.gemm_panels()
             stride = d(self.a.strides[0])
             return f"og_gemm_panels(a, {stride}, b, c, N, M, K, first, last);"
         self.module.uses_blas = True

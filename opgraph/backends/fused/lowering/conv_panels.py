@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from opgraph.backends.fused.derived import derived
+from opgraph.backends.fused.lowering.linalg import halve_panels
 from opgraph.backends.fused.program import BufferKind, ConvStep
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
@@ -82,7 +83,12 @@ def panel_conv_step(
     shape = filters.value.shape
     kh, kw = (1, shape[2]) if len(shape) == 3 else shape[2:]
     k = int(np.prod(shape[1:]))
-    packed = derived(filters.value, ("conv panels", PANEL), lambda: packed_filters(filters.value))
+    value = filters.value
+    if builder.features.panel_halves:  # the AVX2 tile's layout (TargetFeatures)
+        key = ("conv half panels", PANEL)
+        packed = derived(value, key, lambda: halve_panels(packed_filters(value)))
+    else:
+        packed = derived(value, ("conv panels", PANEL), lambda: packed_filters(value))
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     w = View(buffer.id, et.f32, (k, o), (PANEL, k * PANEL), 0)

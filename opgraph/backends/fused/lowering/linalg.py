@@ -152,7 +152,11 @@ def _panels(
         return None
     value = b.node.op.value
     shape = (int(inner), cols, width)
-    data = derived(value, ("panels", *shape), lambda: _panel_data(value, *shape))
+    if width == GEMM_PANEL and builder.features.panel_halves:  # the AVX2 tile's layout
+        key = ("half panels", *shape)
+        data = derived(value, key, lambda: halve_panels(_panel_data(value, *shape)))
+    else:
+        data = derived(value, ("panels", *shape), lambda: _panel_data(value, *shape))
     buffer = builder.new_buffer(
         BufferKind.CONST, et.f32, data.shape, len(builder.constants()), b, data
     )
@@ -202,6 +206,15 @@ def _panel_data(value: np.ndarray, inner: int, cols: int, width: int) -> np.ndar
     padded = np.zeros((inner, count * width), np.float32)
     padded[:, :cols] = matrix
     return np.ascontiguousarray(padded.reshape(inner, count, width).transpose(1, 0, 2))
+
+
+def halve_panels(panels: np.ndarray) -> np.ndarray:
+    """``(count, inner, 32)`` GEMM panels with each panel stored as its two 16-column halves,
+    ``inner x 16`` each, one after the other (``TargetFeatures.panel_halves``); the same
+    shape and values, another order."""
+    count, inner, width = panels.shape
+    halves = panels.reshape(count, inner, 2, width // 2).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(halves).reshape(count, inner, width)
 
 
 @REWRITES.register(Dot)
