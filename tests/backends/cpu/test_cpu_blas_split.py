@@ -13,6 +13,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
+from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import blas
 from opgraph.backends.fused.lowering import linalg
 from opgraph.backends.fused.program import GemmStep
@@ -20,8 +21,10 @@ from opgraph.backends.fused.program import GemmStep
 RNG = np.random.default_rng(91)
 
 
-def _backend(threads: int) -> CpuBackend:
-    return CpuBackend(dataclasses.replace(default_config(), num_threads=threads))
+def _backend(threads: int, isa: str = "native") -> CpuBackend:
+    if not cpu_config.supports_isa(isa):
+        pytest.skip(f"this CPU cannot run {isa} code")
+    return CpuBackend(dataclasses.replace(default_config(), num_threads=threads, isa=isa))
 
 
 @pytest.mark.parametrize(
@@ -100,6 +103,7 @@ def _dot(rows: int, inner: int, cols: int, transpose_b: bool):
     return og.Function([y], [x, w]), bias
 
 
+@pytest.mark.parametrize("isa", ["native", "avx2"])  # AVX2 reads the panels as halves
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("transpose_b", [True, False])
 @pytest.mark.parametrize(
@@ -112,10 +116,10 @@ def _dot(rows: int, inner: int, cols: int, transpose_b: bool):
     ],
 )
 def test_products_by_run_time_matrices_repack_as_panels(
-    threads, transpose_b, rows, inner, cols, panels
+    isa, threads, transpose_b, rows, inner, cols, panels
 ):
     fn, bias = _dot(rows, inner, cols, transpose_b)
-    exe = _backend(threads).compile(fn)
+    exe = _backend(threads, isa).compile(fn)
     (step,) = [s for s in exe.program.steps if isinstance(s, GemmStep)]
     assert step.panel == (linalg.GEMM_PANEL if panels else 0)
     assert ("og_gemm_panels" in exe.source()) is panels

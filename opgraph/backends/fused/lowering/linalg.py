@@ -182,20 +182,28 @@ def _runtime_panels(builder: ProgramBuilder, right: View, left: View) -> tuple[V
         return None
     if rows < RUNTIME_PANEL_ROWS or cols % GEMM_PANEL or left.strides[1] != 1:
         return None
-    count = cols // GEMM_PANEL
-    row_stride, col_stride = static(right.strides[0]), static(right.strides[1])
-    source = View(
-        right.buffer,
-        et.f32,
-        (count, inner, GEMM_PANEL),
-        (GEMM_PANEL * col_stride, row_stride, col_stride),
-        right.offset,
-    )
-    panels = builder.materialize(source)
+    panels = builder.materialize(_panel_source(right, builder.features.panel_halves))
     view = View(
         panels.buffer, et.f32, (inner, cols), (GEMM_PANEL, inner * GEMM_PANEL), panels.offset
     )
     return view, GEMM_PANEL
+
+
+def _panel_source(right: View, halves: bool) -> View:
+    """``right`` (inner x cols, cols a whole number of panels) read in the panel GEMM's
+    order: panel by panel, each as its two 16-column halves where the target's tile reads
+    halves (``TargetFeatures.panel_halves``), so that a contiguous copy of it is the
+    packed matrix."""
+    inner, cols = static(right.shape[0]), static(right.shape[1])
+    width = GEMM_PANEL // 2 if halves else GEMM_PANEL
+    row_stride, col_stride = static(right.strides[0]), static(right.strides[1])
+    return View(
+        right.buffer,
+        et.f32,
+        (cols // width, inner, width),
+        (width * col_stride, row_stride, col_stride),
+        right.offset,
+    )
 
 
 def _panel_data(value: np.ndarray, inner: int, cols: int, width: int) -> np.ndarray:
