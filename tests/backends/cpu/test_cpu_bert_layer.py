@@ -233,7 +233,7 @@ def test_attention_in_bf16_is_the_product_of_bf16_operands(
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
 def test_erf_in_a_bf16_product_epilogue_is_the_fast_form(cpu):
     """bf16 mode's product epilogues compute erf by ``og_erf_fast`` (erf_bf16.py: within
-    3.8e-7 absolute); f32 compiles keep libmvec's ``erff``."""
+    3.8e-7 absolute); f32 compiles keep ``erff`` (``og_erff`` in FMA builds, vector_math.py)."""
     x = og.parameter(og.f32, (24, 64))
     w = (RNG.standard_normal((64, 96)) * 0.4).astype(np.float32)
     fn = og.Function([ops.erf(ops.matmul(x, og.constant(w)))], [x])

@@ -14,7 +14,11 @@ scores into a scratch block that stays in cache, the softmax in f32 in the refer
 (scale, mask, maximum, ``exp(x - max)``, sum, quotient) and the product with ``v``, so the
 full score tensor is never written to memory. The values are those of the unfused chain (the
 same scalar operations per element; only the sum's association differs, as between any two
-vectorised sums).
+vectorised sums), with two exceptions: scalar constant factors on ``q`` and ``k`` themselves
+(torch's export of ``scaled_dot_product_attention``: ``(q·c)·(k·c)``, ViT) are folded into
+the scale (one multiplication per score instead of one per element of ``q`` and ``k``, a
+rounding apart), and an all-zero constant mask (the same export adds one) is dropped, which
+changes no value.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from opgraph.core.shape import static_shape
 from opgraph.core.tensor_type import TensorType
 from opgraph.ops import elementwise as ew
 from opgraph.ops.linalg import MatMul
-from opgraph.ops.movement import Broadcast, transpose
+from opgraph.ops.movement import Broadcast, Reshape, transpose
 from opgraph.ops.reduction import ReduceMax, ReduceSum
 
 if TYPE_CHECKING:
@@ -140,8 +144,8 @@ def _nan_guarded(p: Output) -> Output | None:
 
 def _scalar(x: Output) -> float | None:
     """The value of ``x`` when it is a constant with every element equal (through
-    broadcasts)."""
-    while type(x.node.op) is Broadcast:
+    broadcasts and reshapes)."""
+    while type(x.node.op) in (Broadcast, Reshape):
         x = x.node.inputs[0]
     op = x.node.op
     if not isinstance(op, Constant) or op.element_type is not et.f32:
@@ -176,6 +180,34 @@ def _scores(x: Output) -> tuple[Output, float, bool, Output | None] | None:
     return (x, 1.0, False, mask) if type(x.node.op) is MatMul else None
 
 
+def _unscaled(x: Output) -> tuple[Output, float]:
+    """(``y``, ``c``) when ``x`` is ``Mul(y, c)`` by a scalar constant ``c`` (torch's exporter
+    of ``scaled_dot_product_attention`` scales q and k so, each by the 4th root of the head
+    width, before their product: ViT), else (``x``, 1)."""
+    node = _producer(x, ew.Mul)
+    if node is not None:
+        for y, factor in (node.inputs, node.inputs[::-1]):
+            value = _scalar(factor)
+            if value is not None and y.shape == x.shape and y.element_type is x.element_type:
+                return y, value
+    return x, 1.0
+
+
+def _folded(q: Output, k: Output, scale: float, divide: bool) -> tuple[Output, Output, float]:
+    """q and k without their scalar factors (:func:`_unscaled`), and the scores' scale with
+    them folded in (rounded once, from doubles); the operands as given where a factor is 0 or
+    the folded scale would leave f32's normal range."""
+    (q0, a), (k0, b) = _unscaled(q), _unscaled(k)
+    factor = a * b
+    if factor in (0.0, 1.0) or not math.isfinite(factor):
+        return q, k, scale
+    wide = scale / factor if divide else scale * factor
+    f32 = np.finfo(np.float32)
+    if not float(f32.tiny) <= abs(wide) <= float(f32.max):
+        return q, k, scale
+    return q0, k0, float(np.float32(wide))
+
+
 @REWRITES.register(MatMul)
 def _attention(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | None:
     """``MatMul(softmax(scores), v)`` → one :class:`Attention` node (see the module doc)."""
@@ -189,7 +221,10 @@ def _attention(node: Node, inputs: tuple[Output, ...]) -> Sequence[Output] | Non
     if found is None:
         return None
     product, scale, divide, mask = found
+    if mask is not None and _scalar(mask) == 0.0:
+        mask = None  # a zero mask (ViT's export adds one) changes no score's value
     q, k = product.node.inputs
+    q, k, scale = _folded(q, k, scale, divide)
     operands = [q, k, v] if mask is None else [q, k, v, mask]
     if any(o.element_type is not et.f32 or o.rank != p.rank for o in operands):
         return None
