@@ -69,8 +69,8 @@ def output_row(
 
 
 def _unit_tiles(step: WinogradStep) -> set[int]:
-    """Every tile count a unit of ``step`` can have (full and last image groups and row
-    blocks); empty when the batch is symbolic."""
+    """Every tile count a unit of ``step`` can have (full and last image groups, balanced
+    row blocks); empty when the batch is symbolic."""
     assert step.x is not None and step.out is not None
     n = step.x.shape[0]
     if type(n) is not int:
@@ -78,11 +78,12 @@ def _unit_tiles(step: WinogradStep) -> set[int]:
     oh, ow = static_all(step.out.shape[2:])
     th, tw = -(-oh // 2), -(-ow // 2)
     images = {step.images, n - (-(-n // step.images) - 1) * step.images}
-    rows = {step.block_rows, th - (-(-th // step.block_rows) - 1) * step.block_rows}
+    blocks = -(-th // step.block_rows)  # balanced: th * b // blocks is block b's first row
+    rows = {th * (b + 1) // blocks - th * b // blocks for b in range(blocks)}
     return {i * r * tw for i in images for r in rows}
 
 
-def fits(step: Bf16WinogradStep) -> bool:
+def fits(step: WinogradStep) -> bool:
     """Whether ``step``'s scratch holds its transformed tiles as pair panels in every unit:
     ``ceil(C/2) * ceil(tiles/32) * 32 <= C * tiles`` (the f32 layout's size)."""
     assert step.x is not None
@@ -146,8 +147,8 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
             f"    long img1 = {last};",
             f"    long o0 = cb * {part}L, o1 = o0 + {part}L < {o}L ? o0 + {part}L : {o}L;",
-            f"    long tr0 = blk * {s.block_rows}L;",
-            f"    long tr1 = tr0 + {s.block_rows}L < {th}L ? tr0 + {s.block_rows}L : {th}L;",
+            # blocks of tile rows balanced, as the f32 step's (none over block_rows)
+            f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
             f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
         ]
 

@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.cpu.codegen.bf16_units import even_units
 from opgraph.backends.cpu.codegen.bf16_winograd import (
     Bf16PairWinogradEmitter,
     _unit_tiles,
+    fits,
     output_row,
     output_sums,
 )
@@ -73,20 +75,35 @@ def applies(step: WinogradStep) -> bool:
         return False
     if not _unit_tiles(step):
         return False
+    c, o = static_all(step.x.shape[1:2])[0], static_all(step.out.shape[1:2])[0]
+    part = -(-o // step.channel_blocks)
+    whole = c % 32 == 0 and o % 32 == 0 and part % 32 == 0
+    return whole and scratch_need(step) <= scratch_stride(step) and waste(step) >= MIN_WASTE
+
+
+def scratch_stride(step: WinogradStep) -> int:
+    """f32 elements of one thread's scratch, as the lowering planned it."""
+    assert step.scratch is not None
+    return int(static_all(step.scratch.shape[1:2])[0])
+
+
+def scratch_need(step: WinogradStep) -> int:
+    """f32 elements a thread's unit uses: its tiles' bf16 rows (8 per tile and channel), its
+    products (16 per tile and output channel), and its input rows channels last (2 rows + 2
+    of 2 columns + 2)."""
+    assert step.x is not None and step.out is not None
     c = static_all(step.x.shape[1:2])[0]
     o, ow = static_all(step.out.shape[1:2])[0], static_all(step.out.shape[3:])[0]
     part = -(-o // step.channel_blocks)
     rows, tw = step.block_rows, -(-ow // 2)
-    # the input rows in f32 (2 rows + 2 by 2 columns + 2) fit where the f32 scratch held
-    # the transformed tiles (16 per tile) beside their bf16 rows (8 per tile)
-    room = (2 * rows + 2) * (2 * tw + 2) <= 8 * step.images * rows * tw
-    whole = c % 32 == 0 and o % 32 == 0 and part % 32 == 0
-    return whole and room and waste(step) >= MIN_WASTE
+    most = step.images * rows * tw
+    return (8 * c + 16 * part) * most + (2 * rows + 2) * (2 * tw + 2) * c
 
 
 def _to_bf16(step: WinogradStep, buffers: list[Buffer]) -> Step:
     """``step`` as a :class:`Bf16RowWinogradStep` when it :func:`applies` and its
     transformed filters are a finite constant; else the other bf16 Winograd conversion."""
+    step = even_units(step, lambda other: _form(other) == _form(step))
     if not applies(step):
         return bf16._winograd(step, buffers)
     assert step.u is not None
@@ -98,6 +115,11 @@ def _to_bf16(step: WinogradStep, buffers: list[Buffer]) -> Step:
     label = f"{buffers[step.u.buffer].label} (bf16 pairs by output channel)"
     u = View(bf16._add_constant(buffers, data, label), et.bf16, step.u.shape, (o * c, c, 1), 0)
     return Bf16RowWinogradStep(**{**bf16._fields(step), "u": u})
+
+
+def _form(step: WinogradStep) -> str:
+    """Which bf16 Winograd emitter ``step`` gets: the tiles as rows, pair panels or plain."""
+    return "rows" if applies(step) else "pairs" if fits(step) else "plain"
 
 
 class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
@@ -113,7 +135,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
         blocks = -(-th // s.block_rows)
         part = -(-o // s.channel_blocks)
         most = s.images * s.block_rows * tw  # tiles of a unit at most
-        per_thread = 16 * (c + part) * most
+        per_thread = scratch_stride(s)  # applies(): scratch_need(s) fits in it
         groups = -(-n // s.images) if type(n) is int else n
         panel = c * -(-o // 32) * 32  # bf16 elements of one U[ξ]'s panels
         head = [f"/* {self.name}: bf16 Winograd F(2x2,3x3), tiles as rows: "]
