@@ -39,6 +39,8 @@ CASES = [  # (n, c, h, o, pad): the f32 layout's units on two threads -> the bf1
     (1, 64, 27, 32, 1),  # an odd plane: 14 tile rows, the last half outside
     (5, 32, 8, 64, 1),  # 5 images, one unit -> 2 of 3 and 2 (the most even there is)
     (1, 32, 14, 32, 1),  # one unit of 7 tile rows -> 2 of 3 and 4
+    (1, 256, 14, 256, 1),  # ResNet-18 b1's 14x14: output-channel blocks, shared transform
+    (32, 128, 4, 256, 1),  # CIFAR's 4x4 stage in small: pair panels, shared transform
 ]
 
 
@@ -81,3 +83,25 @@ def test_a_small_plane_takes_the_most_even_units_it_has():
     (one,) = _winograd(_backend(1).compile(fn, precision="bf16"))
     (two,) = _winograd(_backend(2).compile(fn, precision="bf16"))
     assert (_units(one), _units(two), two.block_rows) == (1, 2, 4)
+
+
+@needs_bf16
+@pytest.mark.parametrize("case", [(1, 256, 14, 256, 1), (32, 128, 4, 256, 1)], ids=str)
+def test_output_channel_blocks_transform_once(case):
+    """Units of output-channel blocks read the tiles one phase (``<name>_in``, shared out
+    by chunks of channels) transformed once, on one thread as on two."""
+    fn, _ = conv(case)
+    for threads in (1, 2):
+        exe = _backend(threads).compile(fn, precision="bf16")
+        (step,) = _winograd(exe)
+        assert step.channel_blocks > 1 and step.shared == 1
+        assert "g0_in(" in exe.source()
+
+
+@needs_bf16
+def test_output_channel_blocks_of_one_panel_on_two_threads():
+    """ResNet-18 b1's 14x14 stage: one block of tiles in 4 blocks of 64 channels for the
+    lowering; on two threads 8 blocks of 32 (one panel each), 4 units a thread."""
+    fn, _ = conv((1, 256, 14, 256, 1))
+    (step,) = _winograd(_backend(2).compile(fn, precision="bf16"))
+    assert (step.channel_blocks, _units(step)) == (8, 8)

@@ -44,12 +44,14 @@ def even_units(step: WinogradStep, keeps: Callable[[WinogradStep], bool]) -> Win
     for one thread, F(4x4) tiles, a symbolic batch, or output-channel blocks (whose units
     already share the tiles out by channels). ``keeps(candidate)``: whether a candidate
     layout runs in the same form as ``step`` (its kernels need units of some size)."""
-    if step.x is None or step.out is None or step.tile != 2 or step.channel_blocks > 1:
+    if step.x is None or step.out is None or step.tile != 2:
         return step
     n = step.x.shape[0]
     count = threads(step)
     if type(n) is not int or count < 2:
         return step
+    if step.channel_blocks > 1:
+        return _channel_blocks(step, count, keeps)
     oh, ow = static_all(step.out.shape[2:])
     th, tw = -(-oh // 2), -(-ow // 2)
     if step.images == 1:  # units of tile rows: fewer rows a unit (balanced, as emitted)
@@ -73,6 +75,28 @@ def even_units(step: WinogradStep, keeps: Callable[[WinogradStep], bool]) -> Win
         candidates.append((size, len(tiles), _span(tiles, count)))
     chosen = _choose(candidates, count)
     return step if chosen is None else _with(step, field, chosen)
+
+
+def _channel_blocks(
+    step: WinogradStep, count: int, keeps: Callable[[WinogradStep], bool]
+) -> WinogradStep:
+    """``step`` (output-channel blocks over its ``shared`` blocks of tiles, transformed once)
+    with its channel blocks halved while there are fewer than :data:`UNITS_PER_THREAD`
+    units a thread and the halves stay whole 32-channel panels: each unit reads only its
+    block's filters, so smaller blocks cost no more reads."""
+    assert step.out is not None
+    o = int(static_all(step.out.shape[1:2])[0])
+    if not step.shared:
+        return step
+    while step.shared * step.channel_blocks < UNITS_PER_THREAD * count:
+        blocks = 2 * step.channel_blocks
+        if o % blocks or (o // blocks) % 32:
+            break
+        candidate = dataclasses.replace(step, channel_blocks=blocks)
+        if not keeps(candidate):
+            break
+        step = candidate
+    return step
 
 
 def _with(step: WinogradStep, field: str, size: int) -> WinogradStep:

@@ -141,21 +141,30 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
         head = [f"/* {self.name}: bf16 Winograd F(2x2,3x3), tiles as rows: "]
         head[0] += s.label.replace("*/", "* /") + " */"
         head += self.step_head(w)
+        self.share(blocks, th, tw)
+        if self.shared:  # the transform once, by <name>_in: this unit's products only
+            head += self.shared_rows(c, h, w, tw)
+            tiles = [
+                f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
+                f"    float* M = scratch + (long)og_worker_index() * {per_thread}L;",
+                f"    long pairs = {c // 2}L;",
+            ]
+        else:
+            tiles = [
+                f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
+                "    uint32_t* V = (uint32_t*)V0;",
+                f"    float* M = V0 + {8 * c}L * tb;",
+                f"    long pairs = {c // 2}L;",
+                # the input rows, channels last
+                f"    float* P = V0 + {(8 * c + 16 * part) * most}L;",
+                *self._row_images(c, h, w, tw, "0L", f"{c}L"),
+            ]
         body = [
             *self.unit_opening(),
             f"  float vt[{16 * 32}], e[{4 * tw * LANES}];",
             "  for (long unit = lo; unit < hi; ++unit) {",
             *self._unit_head(n, o, th, blocks, part, tw),
-            f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
-            "    uint32_t* V = (uint32_t*)V0;",
-            f"    float* M = V0 + {8 * c}L * tb;",
-            f"    long pairs = {c // 2}L;",
-            f"    float* P = V0 + {(8 * c + 16 * part) * most}L;  /* input rows, channels last */",
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"    {line}" for line in self.row_transform(c, h, w, tw)],
-            "    }",
+            *tiles,
             "    for (int xi = 0; xi < 16; ++xi)",
             "      og_gemm_bf16_rows((const uint16_t*)(V + xi * tb * pairs), 2 * pairs, "
             f"u0 + xi * {panel}L, M + xi * tb * op - o0, op, tb, {c}L, o0, o1);",
@@ -163,10 +172,56 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
         ]
         return "\n".join(head + body)
 
-    def row_transform(self, c: int, h: int, w: int, tw: int) -> list[str]:
-        """The image's input rows of the unit, channels last and zero outside the image, in
-        ``P``; then each tile's 16 transformed values, 32 channels at a time (vectorized
-        across channels), rounded by ``og_bf16_row`` into the tile's row of each ``V[ξ]``."""
+    def chunks(self, c: int) -> int:
+        """32-channel chunks per block of tiles in ``<name>_in`` (its units)."""
+        return min(c // 32, 4 * self.module.num_threads)
+
+    def shared_rows(self, c: int, h: int, w: int, tw: int) -> list[str]:
+        """``<name>_in`` of the tiles as rows: each unit transforms its chunk of 32-channel
+        groups of its block of tiles into the block's shared row, through input rows in its
+        thread's scratch."""
+        chunks, groups = self.chunks(c), c // 32
+        return [
+            *self.shared_head(c),
+            f"    float vt[{16 * 32}];",
+            f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
+            f"    float* P = scratch + (long)og_worker_index() * {self.layout[4]}L;",
+            f"    long ca = 32L * ({groups}L * chunk / {chunks}L);",
+            f"    long cb = 32L * ({groups}L * (chunk + 1) / {chunks}L);",
+            *self._row_images(c, h, w, tw, "ca", "cb"),
+            "  }",
+            "  return err;",
+            "}",
+        ]
+
+    def _row_images(self, c: int, h: int, w: int, tw: int, ca: str, cb: str) -> list[str]:
+        """The unit's images' tiles of channels ``ca`` to ``cb`` into ``V``."""
+        return [
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"    {line}" for line in self.row_transform(c, h, w, tw, ca, cb)],
+            "    }",
+        ]
+
+    def row_transform(
+        self, c: int, h: int, w: int, tw: int, ca: str = "0L", cb: str = ""
+    ) -> list[str]:
+        """The image's input rows of the unit, channels ``ca`` to ``cb`` (all by default)
+        last and zero outside the image, in ``P``; then each tile's 16 transformed values,
+        32 channels at a time (vectorized across channels), rounded by ``og_bf16_row`` into
+        the tile's row of each ``V[ξ]``."""
+        cb = cb or f"{c}L"
+        part = f"(unsigned long)({cb} - {ca}) * 4UL"
+        whole = (ca, cb) == ("0L", f"{c}L")
+        outside = (
+            [f"      __builtin_memset(pr, 0, {(2 * tw + 2) * c * 4}UL);"]
+            if whole
+            else [
+                f"      for (long col = 0; col < {2 * tw + 2}L; ++col)",
+                f"        __builtin_memset(pr + col * {c}L + {ca}, 0, {part});",
+            ]
+        )
         xs = self.x.strides
         pt, pl = self.step.padding
         wide = 2 * tw + 2
@@ -181,13 +236,13 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             f"    long ih = 2 * tr0 - {pt}L + r;",
             f"    float* pr = P + r * {wide * c}L;",
             f"    if (ih < 0 || ih >= {h}L) {{",
-            f"      __builtin_memset(pr, 0, {wide * c * 4}UL);",
+            *outside,
             "      continue;",
             "    }",
             f"    for (long col = 0; col < {wide}L; ++col)",
-            f"      if (col < {pl}L || col >= {w + pl}L) __builtin_memset(pr + col * {c}L, 0, "
-            f"{c * 4}UL);",
-            f"    for (long ch = 0; ch < {c}L; ++ch) {{",
+            f"      if (col < {pl}L || col >= {w + pl}L) __builtin_memset(pr + col * {c}L + {ca}, "
+            f"0, {part});",
+            f"    for (long ch = {ca}; ch < {cb}; ++ch) {{",
             f"      const float* xr = x + ch * {xs[1]}L + ih * {xs[2]}L - {pl * xs[3]}L;",
             f"      for (long col = {pl}L; col < {min(wide, w + pl)}L; ++col)",
             f"        pr[col * {c}L + ch] = xr[col * {xs[3]}L];",
@@ -198,7 +253,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             f"    for (long tc = 0; tc < {tw}L; ++tc) {{",
             f"      const float* p = P + (2 * (tr - tr0) * {wide}L + 2 * tc) * {c}L;",
             f"      uint16_t* v = (uint16_t*)V + (base + tc) * {c}L;",
-            f"      for (long c0 = 0; c0 < {c}L; c0 += 32) {{",
+            f"      for (long c0 = {ca}; c0 < {cb}; c0 += 32) {{",
             "        #pragma omp simd",
             "        for (long j = 0; j < 32; ++j) {",
             *[f"          {line}" for line in loads + _transform("v", "d") + stores],
