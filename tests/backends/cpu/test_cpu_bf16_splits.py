@@ -1,6 +1,6 @@
 """How bf16 convolutions split between two threads (``codegen/bf16_units.py``): the units a
 two-thread build takes, and its results bit for bit those of a one-thread build (every
-tile's products sum the same values in the same order, whoever runs its unit)."""
+tile's or pixel's products sum the same values in the same order, whoever runs its unit)."""
 
 import dataclasses
 
@@ -10,10 +10,11 @@ from test_cpu_bf16 import BOUND, needs_bf16, relative
 from test_cpu_bf16_winograd import conv
 
 import opgraph as og
+from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen import bf16_units
 from opgraph.backends.cpu.codegen.runtime import runtime_counters
-from opgraph.backends.fused.program import WinogradStep
+from opgraph.backends.fused.program import ConvStep, WinogradStep
 
 
 def _backend(threads: int) -> CpuBackend:
@@ -105,3 +106,21 @@ def test_output_channel_blocks_of_one_panel_on_two_threads():
     fn, _ = conv((1, 256, 14, 256, 1))
     (step,) = _winograd(_backend(2).compile(fn, precision="bf16"))
     assert (step.channel_blocks, _units(step)) == (8, 8)
+
+
+@needs_bf16
+def test_the_stem_rows_are_even_and_bitwise_one_thread():
+    """ResNet-18's stem (7x7, stride 2, 112 output rows): the lowering's 8 blocks of 15 rows
+    (the last of 7) become 8 of 14 on two threads, with one thread's result bit for bit."""
+    rng = np.random.default_rng(3)
+    x = og.parameter(og.f32, (1, 3, 224, 224), name="x")
+    w = (rng.standard_normal((64, 3, 7, 7)) / np.sqrt(147)).astype(np.float32)
+    pads = {"padding_below": (3, 3), "padding_above": (3, 3)}
+    y = ops.relu(ops.convolution(x, og.constant(w), strides=(2, 2), **pads))
+    fn = og.Function([y], [x], name="stem")
+    xv = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    one = _backend(1).compile(fn, precision="bf16")
+    two = _backend(2).compile(fn, precision="bf16")
+    rows = [s.block_rows for s in two.program.steps if isinstance(s, ConvStep)]
+    assert rows == [14], rows
+    np.testing.assert_array_equal(two(xv)[0], one(xv)[0])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from opgraph.backends.fused.program import WinogradStep
+from opgraph.backends.fused.program import ConvStep, WinogradStep
 from opgraph.backends.fused.views import static_all
 
 #: Units per thread at least, where the step's tiles allow it.
@@ -126,3 +126,19 @@ def _choose(candidates: list[tuple[int, int, float]], count: int) -> int | None:
     if best is None or not candidates or best[2] >= candidates[0][2]:
         return None
     return best[0]
+
+
+def even_rows(step: ConvStep) -> ConvStep:
+    """An im2col ``step`` of a build for two or more threads with its blocks of output rows
+    as even as their count allows (the ResNet-18 stem's 112 rows: 8 blocks of 14, not 7 of 15
+    and one of 7, whose homes held 60 and 52 rows); as it is otherwise. The patches of a
+    smaller block fit the scratch planned for the larger one."""
+    if step.wide or step.direct or step.scratch is None or len(step.images) != 3:
+        return step
+    n, oh = step.images[0], step.images[1]
+    if type(n) is not int or type(oh) is not int:
+        return step
+    if int(static_all(step.scratch.shape[:1])[0]) < 2:
+        return step
+    rows = -(-oh // -(-oh // step.block_rows))
+    return dataclasses.replace(step, block_rows=rows) if rows < step.block_rows else step
