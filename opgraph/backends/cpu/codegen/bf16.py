@@ -36,6 +36,7 @@ import ml_dtypes
 import numpy as np
 
 from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.bf16_units import even_rows
 from opgraph.backends.cpu.codegen.blas import Call, GemmEmitter, _pointer
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.windows import ConvEmitter
@@ -206,7 +207,7 @@ def _conv(step: ConvStep, buffers: list[Buffer]) -> Step:
         (step.w.shape[1], 1),
         0,
     )
-    return Bf16ConvStep(**{**_fields(step), "w": w})
+    return Bf16ConvStep(**{**_fields(even_rows(step)), "w": w})
 
 
 def _winograd(step: WinogradStep, buffers: list[Buffer]) -> Step:

@@ -69,8 +69,8 @@ def output_row(
 
 
 def _unit_tiles(step: WinogradStep) -> set[int]:
-    """Every tile count a unit of ``step`` can have (full and last image groups and row
-    blocks); empty when the batch is symbolic."""
+    """Every tile count a unit of ``step`` can have (full and last image groups, balanced
+    row blocks); empty when the batch is symbolic."""
     assert step.x is not None and step.out is not None
     n = step.x.shape[0]
     if type(n) is not int:
@@ -78,11 +78,12 @@ def _unit_tiles(step: WinogradStep) -> set[int]:
     oh, ow = static_all(step.out.shape[2:])
     th, tw = -(-oh // 2), -(-ow // 2)
     images = {step.images, n - (-(-n // step.images) - 1) * step.images}
-    rows = {step.block_rows, th - (-(-th // step.block_rows) - 1) * step.block_rows}
+    blocks = -(-th // step.block_rows)  # balanced: th * b // blocks is block b's first row
+    rows = {th * (b + 1) // blocks - th * b // blocks for b in range(blocks)}
     return {i * r * tw for i in images for r in rows}
 
 
-def fits(step: Bf16WinogradStep) -> bool:
+def fits(step: WinogradStep) -> bool:
     """Whether ``step``'s scratch holds its transformed tiles as pair panels in every unit:
     ``ceil(C/2) * ceil(tiles/32) * 32 <= C * tiles`` (the f32 layout's size)."""
     assert step.x is not None
@@ -111,27 +112,98 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
         head = [f"/* {self.name}: bf16 Winograd F(2x2,3x3), pair panels: "]
         head[0] += s.label.replace("*/", "* /") + " */"
         head += self.step_head(w)
+        self.share(blocks, th, tw)
+        if self.shared:  # the transform once, by <name>_in: this unit's products only
+            per_thread = self.layout[4]
+            tiles = [
+                f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
+                f"    float* M = scratch + (long)og_worker_index() * {per_thread}L;",
+                f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+            ]
+            head += self.shared_pairs(c, h, w, tw)
+        else:
+            tiles = [
+                f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
+                "    uint32_t* V = (uint32_t*)V0;",
+                f"    float* M = V0 + {16 * c}L * tb;",
+                f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+                *self._pair_images(c, h, w, tw, "0L", "pairs"),
+            ]
         body = [
             *self.unit_opening(),
             f"  float t0[{16 * tw}], t1[{16 * tw}];",
             f"  float e00[{tw}], e01[{tw}], e10[{tw}], e11[{tw}];",
             "  for (long unit = lo; unit < hi; ++unit) {",
             *self._unit_head(n, o, th, blocks, part, tw),
-            f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
-            "    uint32_t* V = (uint32_t*)V0;",
-            f"    float* M = V0 + {16 * c}L * tb;",
-            f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"    {line}" for line in self.pair_transform(c, h, w, tw)],
-            "    }",
+            *tiles,
             "    for (int xi = 0; xi < 16; ++xi)",
             f"      og_bf16_wgemm(u0 + xi * {o * c}L + o0 * {c}L, {c}L, V + xi * pairs * tbp, "
             f"pairs, M + xi * op * tb, tb, op, tb, {c}L);",
             *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
         ]
         return "\n".join(head + body)
+
+    def share(self, blocks: int, th: int, tw: int) -> None:
+        """Transform the input once for every output-channel block (``<name>_in``) where the
+        lowering planned the shared rows (``WinogradStep.shared``; the scratch's rows past
+        the threads' rows each hold one block of tiles' transformed values)."""
+        s = self.step
+        n = self.x.shape[0]
+        if not s.shared or s.channel_blocks < 2 or type(n) is not int:
+            return
+        last = (
+            "img0 + 1"
+            if s.images == 1
+            else f"img0 + {s.images}L < {n}L ? img0 + {s.images}L : {n}L"
+        )
+        self.shared = s.shared
+        self.layout = (blocks, last, th, tw, int(static_all(self.scratch.shape[1:2])[0]))
+
+    def _pair_images(self, c: int, h: int, w: int, tw: int, q0: str, q1: str) -> list[str]:
+        """The unit's images' tiles of channel pairs ``q0`` to ``q1`` into ``V``."""
+        return [
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"    {line}" for line in self.pair_transform(c, h, w, tw, q0, q1)],
+            "    }",
+        ]
+
+    def chunks(self, c: int) -> int:
+        """Channel-pair chunks per block of tiles in ``<name>_in`` (its units)."""
+        return min(-(-c // 2), 4 * self.module.num_threads)
+
+    def shared_head(self, c: int) -> list[str]:
+        """``<name>_in``'s opening: its units are (block of tiles, chunk of channels)."""
+        blocks, last, th, tw, _ = self.layout
+        opening = self.unit_opening()
+        opening[0] = opening[0].replace(f"static int {self.name}(", f"static int {self.name}_in(")
+        return [
+            *opening,
+            "  (void)u0; (void)y0;",
+            "  for (long unit = lo; unit < hi; ++unit) {",
+            f"    long chunk = unit % {self.chunks(c)}L, rest = unit / {self.chunks(c)}L;",
+            f"    long img0 = (rest / {blocks}L) * {self.step.images}L, blk = rest % {blocks}L;",
+            f"    long img1 = {last};",
+            f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
+            f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L;",
+        ]
+
+    def shared_pairs(self, c: int, h: int, w: int, tw: int) -> list[str]:
+        """``<name>_in`` of the pair panels: each unit transforms its chunk of channel pairs
+        of its block of tiles into the block's shared row."""
+        chunks = self.chunks(c)
+        return [
+            *self.shared_head(c),
+            f"    float t0[{16 * tw}], t1[{16 * tw}];",
+            f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
+            f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+            f"    long q0 = pairs * chunk / {chunks}L, q1 = pairs * (chunk + 1) / {chunks}L;",
+            *self._pair_images(c, h, w, tw, "q0", "q1"),
+            "  }",
+            "  return err;",
+            "}",
+        ]
 
     def _unit_head(self, n: Any, o: int, th: int, blocks: int, part: int, tw: int) -> list[str]:
         """The unit's images, tile rows and output channels (as the f32 step's)."""
@@ -146,8 +218,8 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
             f"    long img1 = {last};",
             f"    long o0 = cb * {part}L, o1 = o0 + {part}L < {o}L ? o0 + {part}L : {o}L;",
-            f"    long tr0 = blk * {s.block_rows}L;",
-            f"    long tr1 = tr0 + {s.block_rows}L < {th}L ? tr0 + {s.block_rows}L : {th}L;",
+            # blocks of tile rows balanced, as the f32 step's (none over block_rows)
+            f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
             f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
         ]
 
@@ -190,11 +262,14 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             "}",
         ]
 
-    def pair_transform(self, c: int, h: int, w: int, tw: int) -> list[str]:
-        """The image's tiles of channels ``2q``, ``2q + 1`` into ``V``'s pair panels."""
+    def pair_transform(
+        self, c: int, h: int, w: int, tw: int, q0: str = "0L", q1: str = "pairs"
+    ) -> list[str]:
+        """The image's tiles of channels ``2q``, ``2q + 1`` (``q0 <= q < q1``) into ``V``'s
+        pair panels."""
         second = [f"  {line}" for line in self._row(h, w, tw, "t1")]
         return [
-            "  for (long q = 0; q < pairs; ++q) {",
+            f"  for (long q = {q0}; q < {q1}; ++q) {{",
             "    for (long tr = tr0; tr < tr1; ++tr) {",
             f"      long base = base0 + (tr - tr0) * {tw}L;",
             "      {",

@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.cpu.codegen.bf16_units import even_units
 from opgraph.backends.cpu.codegen.bf16_winograd import (
     Bf16PairWinogradEmitter,
     _unit_tiles,
+    fits,
     output_row,
     output_sums,
 )
@@ -73,20 +75,35 @@ def applies(step: WinogradStep) -> bool:
         return False
     if not _unit_tiles(step):
         return False
+    c, o = static_all(step.x.shape[1:2])[0], static_all(step.out.shape[1:2])[0]
+    part = -(-o // step.channel_blocks)
+    whole = c % 32 == 0 and o % 32 == 0 and part % 32 == 0
+    return whole and scratch_need(step) <= scratch_stride(step) and waste(step) >= MIN_WASTE
+
+
+def scratch_stride(step: WinogradStep) -> int:
+    """f32 elements of one thread's scratch, as the lowering planned it."""
+    assert step.scratch is not None
+    return int(static_all(step.scratch.shape[1:2])[0])
+
+
+def scratch_need(step: WinogradStep) -> int:
+    """f32 elements a thread's unit uses: its tiles' bf16 rows (8 per tile and channel), its
+    products (16 per tile and output channel), and its input rows channels last (2 rows + 2
+    of 2 columns + 2)."""
+    assert step.x is not None and step.out is not None
     c = static_all(step.x.shape[1:2])[0]
     o, ow = static_all(step.out.shape[1:2])[0], static_all(step.out.shape[3:])[0]
     part = -(-o // step.channel_blocks)
     rows, tw = step.block_rows, -(-ow // 2)
-    # the input rows in f32 (2 rows + 2 by 2 columns + 2) fit where the f32 scratch held
-    # the transformed tiles (16 per tile) beside their bf16 rows (8 per tile)
-    room = (2 * rows + 2) * (2 * tw + 2) <= 8 * step.images * rows * tw
-    whole = c % 32 == 0 and o % 32 == 0 and part % 32 == 0
-    return whole and room and waste(step) >= MIN_WASTE
+    most = step.images * rows * tw
+    return (8 * c + 16 * part) * most + (2 * rows + 2) * (2 * tw + 2) * c
 
 
 def _to_bf16(step: WinogradStep, buffers: list[Buffer]) -> Step:
     """``step`` as a :class:`Bf16RowWinogradStep` when it :func:`applies` and its
     transformed filters are a finite constant; else the other bf16 Winograd conversion."""
+    step = even_units(step, lambda other: _form(other) == _form(step))
     if not applies(step):
         return bf16._winograd(step, buffers)
     assert step.u is not None
@@ -98,6 +115,11 @@ def _to_bf16(step: WinogradStep, buffers: list[Buffer]) -> Step:
     label = f"{buffers[step.u.buffer].label} (bf16 pairs by output channel)"
     u = View(bf16._add_constant(buffers, data, label), et.bf16, step.u.shape, (o * c, c, 1), 0)
     return Bf16RowWinogradStep(**{**bf16._fields(step), "u": u})
+
+
+def _form(step: WinogradStep) -> str:
+    """Which bf16 Winograd emitter ``step`` gets: the tiles as rows, pair panels or plain."""
+    return "rows" if applies(step) else "pairs" if fits(step) else "plain"
 
 
 class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
@@ -113,27 +135,36 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
         blocks = -(-th // s.block_rows)
         part = -(-o // s.channel_blocks)
         most = s.images * s.block_rows * tw  # tiles of a unit at most
-        per_thread = 16 * (c + part) * most
+        per_thread = scratch_stride(s)  # applies(): scratch_need(s) fits in it
         groups = -(-n // s.images) if type(n) is int else n
         panel = c * -(-o // 32) * 32  # bf16 elements of one U[ξ]'s panels
         head = [f"/* {self.name}: bf16 Winograd F(2x2,3x3), tiles as rows: "]
         head[0] += s.label.replace("*/", "* /") + " */"
         head += self.step_head(w)
+        self.share(blocks, th, tw)
+        if self.shared:  # the transform once, by <name>_in: this unit's products only
+            head += self.shared_rows(c, h, w, tw)
+            tiles = [
+                f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
+                f"    float* M = scratch + (long)og_worker_index() * {per_thread}L;",
+                f"    long pairs = {c // 2}L;",
+            ]
+        else:
+            tiles = [
+                f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
+                "    uint32_t* V = (uint32_t*)V0;",
+                f"    float* M = V0 + {8 * c}L * tb;",
+                f"    long pairs = {c // 2}L;",
+                # the input rows, channels last
+                f"    float* P = V0 + {(8 * c + 16 * part) * most}L;",
+                *self._row_images(c, h, w, tw, "0L", f"{c}L"),
+            ]
         body = [
             *self.unit_opening(),
             f"  float vt[{16 * 32}], e[{4 * tw * LANES}];",
             "  for (long unit = lo; unit < hi; ++unit) {",
             *self._unit_head(n, o, th, blocks, part, tw),
-            f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
-            "    uint32_t* V = (uint32_t*)V0;",
-            f"    float* M = V0 + {8 * c}L * tb;",
-            f"    long pairs = {c // 2}L;",
-            f"    float* P = V0 + {(8 * c + 16 * part) * most}L;  /* input rows, channels last */",
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"    {line}" for line in self.row_transform(c, h, w, tw)],
-            "    }",
+            *tiles,
             "    for (int xi = 0; xi < 16; ++xi)",
             "      og_gemm_bf16_rows((const uint16_t*)(V + xi * tb * pairs), 2 * pairs, "
             f"u0 + xi * {panel}L, M + xi * tb * op - o0, op, tb, {c}L, o0, o1);",
@@ -141,10 +172,56 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
         ]
         return "\n".join(head + body)
 
-    def row_transform(self, c: int, h: int, w: int, tw: int) -> list[str]:
-        """The image's input rows of the unit, channels last and zero outside the image, in
-        ``P``; then each tile's 16 transformed values, 32 channels at a time (vectorized
-        across channels), rounded by ``og_bf16_row`` into the tile's row of each ``V[ξ]``."""
+    def chunks(self, c: int) -> int:
+        """32-channel chunks per block of tiles in ``<name>_in`` (its units)."""
+        return min(c // 32, 4 * self.module.num_threads)
+
+    def shared_rows(self, c: int, h: int, w: int, tw: int) -> list[str]:
+        """``<name>_in`` of the tiles as rows: each unit transforms its chunk of 32-channel
+        groups of its block of tiles into the block's shared row, through input rows in its
+        thread's scratch."""
+        chunks, groups = self.chunks(c), c // 32
+        return [
+            *self.shared_head(c),
+            f"    float vt[{16 * 32}];",
+            f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
+            f"    float* P = scratch + (long)og_worker_index() * {self.layout[4]}L;",
+            f"    long ca = 32L * ({groups}L * chunk / {chunks}L);",
+            f"    long cb = 32L * ({groups}L * (chunk + 1) / {chunks}L);",
+            *self._row_images(c, h, w, tw, "ca", "cb"),
+            "  }",
+            "  return err;",
+            "}",
+        ]
+
+    def _row_images(self, c: int, h: int, w: int, tw: int, ca: str, cb: str) -> list[str]:
+        """The unit's images' tiles of channels ``ca`` to ``cb`` into ``V``."""
+        return [
+            "    for (long img = img0; img < img1; ++img) {",
+            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
+            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+            *[f"    {line}" for line in self.row_transform(c, h, w, tw, ca, cb)],
+            "    }",
+        ]
+
+    def row_transform(
+        self, c: int, h: int, w: int, tw: int, ca: str = "0L", cb: str = ""
+    ) -> list[str]:
+        """The image's input rows of the unit, channels ``ca`` to ``cb`` (all by default)
+        last and zero outside the image, in ``P``; then each tile's 16 transformed values,
+        32 channels at a time (vectorized across channels), rounded by ``og_bf16_row`` into
+        the tile's row of each ``V[ξ]``."""
+        cb = cb or f"{c}L"
+        part = f"(unsigned long)({cb} - {ca}) * 4UL"
+        whole = (ca, cb) == ("0L", f"{c}L")
+        outside = (
+            [f"      __builtin_memset(pr, 0, {(2 * tw + 2) * c * 4}UL);"]
+            if whole
+            else [
+                f"      for (long col = 0; col < {2 * tw + 2}L; ++col)",
+                f"        __builtin_memset(pr + col * {c}L + {ca}, 0, {part});",
+            ]
+        )
         xs = self.x.strides
         pt, pl = self.step.padding
         wide = 2 * tw + 2
@@ -159,13 +236,13 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             f"    long ih = 2 * tr0 - {pt}L + r;",
             f"    float* pr = P + r * {wide * c}L;",
             f"    if (ih < 0 || ih >= {h}L) {{",
-            f"      __builtin_memset(pr, 0, {wide * c * 4}UL);",
+            *outside,
             "      continue;",
             "    }",
             f"    for (long col = 0; col < {wide}L; ++col)",
-            f"      if (col < {pl}L || col >= {w + pl}L) __builtin_memset(pr + col * {c}L, 0, "
-            f"{c * 4}UL);",
-            f"    for (long ch = 0; ch < {c}L; ++ch) {{",
+            f"      if (col < {pl}L || col >= {w + pl}L) __builtin_memset(pr + col * {c}L + {ca}, "
+            f"0, {part});",
+            f"    for (long ch = {ca}; ch < {cb}; ++ch) {{",
             f"      const float* xr = x + ch * {xs[1]}L + ih * {xs[2]}L - {pl * xs[3]}L;",
             f"      for (long col = {pl}L; col < {min(wide, w + pl)}L; ++col)",
             f"        pr[col * {c}L + ch] = xr[col * {xs[3]}L];",
@@ -176,7 +253,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             f"    for (long tc = 0; tc < {tw}L; ++tc) {{",
             f"      const float* p = P + (2 * (tr - tr0) * {wide}L + 2 * tc) * {c}L;",
             f"      uint16_t* v = (uint16_t*)V + (base + tc) * {c}L;",
-            f"      for (long c0 = 0; c0 < {c}L; c0 += 32) {{",
+            f"      for (long c0 = {ca}; c0 < {cb}; c0 += 32) {{",
             "        #pragma omp simd",
             "        for (long j = 0; j < 32; ++j) {",
             *[f"          {line}" for line in loads + _transform("v", "d") + stores],
