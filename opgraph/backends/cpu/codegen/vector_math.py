@@ -18,10 +18,11 @@ f32 ``erf`` in every build with FMA (AVX2 and AVX-512) is :data:`FMA_ERFF`, a ra
 function half the time per value of libmvec's AVX-512 ``erff`` in BERT's GELU, within 5.7 ulp
 (libmvec's measured 4.0).
 
-Accuracy of the tanh, every f32 input against ``tanh`` in double rounded once (exhaustive, 2^32
-values; both versions): at most 2.43 ulp (near |x| = 0.016, where ``E + 2`` rounds), libmvec's AVX2 variant
-1.03 ulp; glibc documents its vector functions as within 4 ulp. Signed zeros, infinities
-(±1), NaN (passed through) and subnormals (returned exactly) keep their meaning.
+Accuracy of the tanh, every f32 input against ``tanh`` in double rounded once (exhaustive,
+2^32 values; both versions): at most 2.43 ulp (near |x| = 0.016, where ``E + 2`` rounds),
+libmvec's AVX2 variant 1.03 ulp; glibc documents its vector functions as within 4 ulp.
+Signed zeros, infinities (±1), NaN (passed through) and subnormals (returned exactly) keep
+their meaning.
 """
 
 from __future__ import annotations
