@@ -2,7 +2,8 @@
 in the slow ones.
 
     python bench/process_spread.py [--processes 10] [--calls 200] [--precision f32|int8|both]
-                                   [--threads 1,2] [--peer] [--steps]
+                                   [--threads 1,2] [--peer] [--steps] [--log FILE]
+    python bench/process_spread.py --summarize FILE...
 
 Each process compiles ResNet-18 ImageNet batch 1 (f32, or its QDQ model quantized once by
 ``bench/int8.py``'s ``quantized``) from the warm cache and times ``--calls`` calls of
@@ -241,6 +242,27 @@ def parent(args: argparse.Namespace) -> None:
     print(f"load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
+def summarize(paths: list[str]) -> None:
+    """The distributions over processes of JSON-lines logs (``--log``, or the lines printed)."""
+    for path in paths:
+        records = [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+        print(f"{path}:")
+        for p, t in sorted({(r["precision"], r["threads"]) for r in records}):
+            rs = [r for r in records if r["precision"] == p and r["threads"] == t]
+
+            def col(key: str, rs: list[dict[str, Any]] = rs) -> str:
+                return _spread([float(r[key]) for r in rs if key in r])
+
+            def pool(key: str, rs: list[dict[str, Any]] = rs) -> str:
+                return _spread([float(r["pool"].get(key, 0.0)) for r in rs])
+
+            print(f"  {p} {t} thread(s), {len(rs)} processes (min / median / max): "
+                  f"wall median {col('og_ms')} ms, wall min {col('og_wall_min')} ms, "
+                  f"caller CPU min {col('og_caller_cpu_min')} ms, process CPU "
+                  f"{col('og_process_cpu')} ms per call; worker blocks {pool('worker_blocks')}, "
+                  f"wakes {pool('wakes')} per call; load {col('load')}")  # fmt: skip
+
+
 def _step_diff(rs: list[dict[str, Any]]) -> None:
     fast, slow = min(rs, key=lambda r: r["og_ms"]), max(rs, key=lambda r: r["og_ms"])
     diffs = sorted(
@@ -261,6 +283,7 @@ def main() -> None:
     parser.add_argument("--steps", action="store_true")
     parser.add_argument("--workdir", default="")
     parser.add_argument("--log", default="")
+    parser.add_argument("--summarize", nargs="+", default=[], help="JSON-lines logs to read")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cache", default="", help=argparse.SUPPRESS)
     parser.add_argument("--model", default="", help=argparse.SUPPRESS)
@@ -269,6 +292,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args)))
+    elif args.summarize:
+        summarize(args.summarize)
     else:
         parent(args)
 
