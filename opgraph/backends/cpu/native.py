@@ -3,7 +3,9 @@ that runs fallback steps on reference kernels."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import mmap
 import threading
 import weakref
 from collections.abc import Callable
@@ -46,12 +48,40 @@ def _forget(key: int) -> Callable[[weakref.ref[np.ndarray]], None]:
 
 Slot = tuple[Any, ctypes.c_void_p, np.ndarray]
 
+#: Arenas of at least this many bytes start on a 2 MiB boundary and ask for transparent huge
+#: pages; smaller ones start on a page. Either way the arena's address modulo 4 KiB (and its
+#: offset within a huge page) is the same in every process: with ``np.empty`` it depended on
+#: the allocator's history (brk or mmap, 16-byte steps; 2026-11-26, H89).
+HUGE_PAGE = 2 << 20
+_PAGE = mmap.PAGESIZE
+
+
+def arena_buffer(nbytes: int) -> tuple[np.ndarray, int]:
+    """A fresh arena of ``nbytes`` (at least one byte) from its own anonymous mapping: (the
+    array that keeps it alive, the arena's address). The address is a multiple of 2 MiB for
+    arenas of 2 MiB or more (the mapping is advised ``MADV_HUGEPAGE`` where the system has
+    it), else of the page size. Every page is touched here, so no call faults on it later."""
+    nbytes = max(int(nbytes), 1)
+    align = HUGE_PAGE if nbytes >= HUGE_PAGE else _PAGE
+    length = -(-nbytes // _PAGE) * _PAGE + (align - _PAGE)
+    region = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    whole = np.frombuffer(region, np.uint8)
+    start = address(whole)
+    skip = -start % align
+    if align == HUGE_PAGE and hasattr(mmap, "MADV_HUGEPAGE"):
+        with contextlib.suppress(OSError):  # no transparent huge pages: small pages it is
+            region.madvise(mmap.MADV_HUGEPAGE, skip, length - skip)
+    arena = whole[skip : skip + nbytes]
+    arena[::_PAGE] = 0  # first touch now, not inside the first call
+    return arena, start + skip
+
 
 class ArenaPool:
     """Arenas (and pointer tables) for concurrent calls: a call takes one and gives it back;
     a thread that finds none free makes another. ``list.pop``/``append`` are atomic. A slot
-    is (pointer table, the arena's 64-byte aligned address as a ``c_void_p``, the arena):
-    both pointers go to ``og_run`` as they are, with no conversion per call."""
+    is (pointer table, the arena's address as a ``c_void_p``, the arena: ``arena_buffer``'s
+    page- or 2 MiB-aligned mapping): both pointers go to ``og_run`` as they are, with no
+    conversion per call."""
 
     def __init__(self, arena_bytes: int, table_size: int, constants: list[int]) -> None:
         self.arena_bytes = arena_bytes
@@ -69,12 +99,11 @@ class ArenaPool:
         """A slot whose arena holds ``arena_bytes`` (a symbolic program's peak differs per
         binding: a slot too small for this call gets a larger arena, which it keeps)."""
         slot = self.take()
-        if slot[2].size - 64 >= arena_bytes:
+        if slot[2].size >= arena_bytes:
             return slot
-        grown = max(arena_bytes, 2 * (slot[2].size - 64))  # a few sizes cover growing calls
-        arena = np.empty(grown + 64, np.uint8)
-        aligned = (address(arena) + 63) // 64 * 64
-        return slot[0], ctypes.c_void_p(aligned), arena
+        grown = max(arena_bytes, 2 * slot[2].size)  # a few sizes cover growing calls
+        arena, start = arena_buffer(grown)
+        return slot[0], ctypes.c_void_p(start), arena
 
     def give(self, slot: Slot) -> None:
         self.free.append(slot)
@@ -82,10 +111,8 @@ class ArenaPool:
     def make(self) -> Slot:
         table = (ctypes.c_void_p * max(self.table_size, 1))()
         table[: len(self.constants)] = self.constants  # type: ignore[assignment]
-        arena = np.empty(self.arena_bytes + 64, np.uint8)
-        start = address(arena)
-        aligned = (start + 63) // 64 * 64
-        return table, ctypes.c_void_p(aligned), arena
+        arena, start = arena_buffer(self.arena_bytes)
+        return table, ctypes.c_void_p(start), arena
 
 
 class FallbackRunner:

@@ -24,9 +24,12 @@ at once, where yielding would keep the core busy until the worker's turn comes o
   count: kernels index per-thread scratch with it). A worker that never joins costs nothing.
 * **Idle workers** spin for the next job a few times as long as the last job took (40 to 200
   us: consecutive steps follow each other closely and a futex wake-up costs tens of
-  microseconds), then sleep on a futex. (Up to 1 ms before 2026-11-26: beside other
-  processes, a worker spinning while the caller was descheduled burnt 0.9 ms of CPU per 3.4
-  ms MLP call, taken from the caller's own share of the machine.) A spinner that notices it
+  microseconds), then sleep on a futex. The job's length runs from its publication, not
+  from the worker's join (2026-11-26, H89): a worker that joined late ran a small share, a
+  patience from that share put it to sleep before the next job, where it joined late
+  again. (Up to 1 ms before 2026-11-26: beside other processes, a worker spinning while the
+  caller was descheduled burnt 0.9 ms of CPU per 3.4 ms MLP call, taken from the caller's
+  own share of the machine.) A spinner that notices it
   was preempted (a gap in its clock) sleeps at once: another thread wants that core, perhaps
   the caller.
 * **Waking sleepers.** Publishing a job wakes nobody: spinning workers see it at once, and the
@@ -142,6 +145,7 @@ typedef struct {
   uint64_t caller_done;  /* on a host team: when the caller ran out of blocks to claim */
   int woken;  /* the caller woke sleeping workers for this job when it published it */
   int caller_cpu;  /* where the caller published the job (sched_getcpu) */
+  uint64_t published;  /* when the caller published it (og_ticks): a worker's patience */
   _Alignas(64) _Atomic uint64_t joined;   /* generation | participants | limit */
   _Alignas(64) _Atomic uint32_t finished; /* blocks done: the waiting caller's futex word */
   _Atomic int waiting;
@@ -320,6 +324,7 @@ static void og_futex_wake(_Atomic uint32_t* word, int count) {
 #ifdef OG_TEST_HOOKS
 static _Atomic int og_test_point, og_test_stalled_count, og_test_released;
 static _Atomic long og_test_usec;
+static _Atomic uint64_t og_test_patience;  /* the spin a worker chose after its last job */
 
 void og_test_stall(int point, long usec) {
   __atomic_store_n(&og_test_usec, usec, __ATOMIC_SEQ_CST);
@@ -522,6 +527,7 @@ static void* og_worker(void* slot) {
     int homes, self = og_join(&og_the_job, gen, &homes);
     if (self < 0) continue;
     og_home* home = &og_the_job.home[self];
+    uint64_t published = og_the_job.published;  /* this job's, or (rarely) a later one's */
     __atomic_store_n(&home->handed, 0, __ATOMIC_RELAXED);
     OG_HOOK(1);
     og_self = self;
@@ -530,9 +536,11 @@ static void* og_worker(void* slot) {
       og_count(OG_N_COLOCATED, 1);
       og_move_off(cpu);
     }
-    uint64_t started = og_ticks();
     og_work(&og_the_job, gen, self, homes);
-    uint64_t took = og_ticks() - started;
+    /* the job's length as the caller saw it (from its publication), not this worker's share
+       of it: a worker that joined late ran little, and a patience from its share would put
+       it to sleep before the next job, where it joins late again (2026-11-26, H89) */
+    uint64_t took = og_ticks() - published;
     patience = 4 * took;
     if (patience < OG_MIN_SPIN) patience = OG_MIN_SPIN;
     if (patience > OG_MAX_SPIN) patience = OG_MAX_SPIN;
@@ -542,6 +550,9 @@ static void* og_worker(void* slot) {
       og_move_off(handed - 1);
       patience = 0;
     }
+#ifdef OG_TEST_HOOKS
+    __atomic_store_n(&og_test_patience, patience, __ATOMIC_SEQ_CST);
+#endif
   }
   return 0;
 }
@@ -640,6 +651,7 @@ static int og_paced_worth(const og_job* job) {
 static void og_publish(og_job* job, uint32_t gen, int threads) {
   job->caller_cpu = sched_getcpu();
   job->woken = 0;
+  job->published = og_ticks();
   og_homes(job, gen, threads);
   __atomic_store_n(&og_generation, gen, __ATOMIC_SEQ_CST);
   if (!__atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST)) return;

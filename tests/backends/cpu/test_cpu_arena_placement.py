@@ -1,0 +1,107 @@
+"""Where an executable's arena lands: the same place relative to pages in every process.
+
+With ``np.empty`` the arena's address modulo 4 KiB depended on the allocator's history (a
+heap chunk at any 16-byte step, or a fresh mapping): each process laid its planes out
+differently relative to pages and to each other. ``arena_buffer`` maps each arena on its
+own: a 2 MiB boundary (advised for transparent huge pages) from 2 MiB up, a page boundary
+below; its pages are touched when it is made, not inside a call (2026-11-26, H89).
+"""
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config
+from opgraph.backends.cpu.native import HUGE_PAGE, ArenaPool, arena_buffer
+
+PAGE = mmap.PAGESIZE
+
+
+def _mapping(address: int) -> dict[str, str]:
+    """The /proc/self/smaps fields of the mapping holding ``address``."""
+    fields: dict[str, str] = {}
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            if inside:
+                break
+            inside = lo <= address < hi
+        elif inside:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
+@pytest.mark.parametrize("nbytes", [1, 100, PAGE, 3 * PAGE + 5, HUGE_PAGE - 1])
+def test_small_arenas_start_on_a_page(nbytes: int) -> None:
+    arena, start = arena_buffer(nbytes)
+    assert start % PAGE == 0
+    assert arena.size == nbytes and arena.ctypes.data == start
+    arena[:] = 7  # all of it is writable
+    assert int(arena[-1]) == 7
+
+
+@pytest.mark.parametrize("nbytes", [HUGE_PAGE, 6_081_280])
+def test_large_arenas_start_on_a_huge_page(nbytes: int) -> None:
+    arena, start = arena_buffer(nbytes)
+    assert start % HUGE_PAGE == 0
+    assert arena.size == nbytes and arena.ctypes.data == start
+    arena[-1] = 1
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc/self/smaps")
+def test_arena_pages_are_touched_when_made() -> None:
+    arena, start = arena_buffer(5 * PAGE)
+    fields = _mapping(start)
+    assert int(fields["Rss"].split()[0]) * 1024 >= 5 * PAGE, fields
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages here"
+)
+def test_large_arenas_ask_for_huge_pages() -> None:
+    _, start = arena_buffer(HUGE_PAGE + PAGE)
+    assert "hg" in _mapping(start).get("VmFlags", "").split()
+
+
+def _compiled(tmp_path: Path, n: int) -> og.Executable:
+    """tanh(a @ b) @ b: the first product's result lives in the arena (n*n*4 bytes)."""
+    a, b = og.parameter(og.f32, (n, n)), og.parameter(og.f32, (n, n))
+    fn = og.Function([ops.matmul(ops.tanh(ops.matmul(a, b)), b)], [a, b])
+    backend = CpuBackend(CpuConfig(tmp_path, default_config().compiler, num_threads=1))
+    return backend.compile(fn)
+
+
+@pytest.mark.parametrize("n", [64, 1024])  # arenas of 16 KiB and 4 MiB
+def test_an_executables_arena_is_aligned_and_results_are_right(tmp_path: Path, n: int) -> None:
+    exe = _compiled(tmp_path, n)
+    peak = exe.memory_plan().peak  # type: ignore[attr-defined]
+    assert peak >= n * n * 4
+    rng = np.random.default_rng(0)
+    a, b = ((rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32) for _ in range(2))
+    (got,) = exe(a, b)
+    want = np.tanh(a.astype(np.float64) @ b) @ b
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+    slot = exe._pool.take()  # type: ignore[attr-defined]
+    start = int(slot[1].value or 0)
+    assert start == slot[2].ctypes.data and slot[2].size >= peak
+    assert start % (HUGE_PAGE if peak >= HUGE_PAGE else PAGE) == 0
+
+
+def test_a_grown_arena_is_aligned_too() -> None:
+    pool = ArenaPool(100, 1, [])
+    table, pointer, arena = pool.take_at_least(3 * HUGE_PAGE)
+    assert arena.size >= 3 * HUGE_PAGE and int(pointer.value or 0) % HUGE_PAGE == 0
+    pool.give((table, pointer, arena))
+    _, again, kept = pool.take_at_least(HUGE_PAGE)  # big enough already: kept
+    assert kept is arena and again is pointer
