@@ -249,3 +249,23 @@ def test_wide_tail_only_where_the_accumulators_fit():
         8: False,
         4: False,
     }
+
+
+@pytest.mark.parametrize("shape", [(1, 160, 96, 7), (1, 256, 256, 14)])
+def test_panel_prefetch_changes_no_value(monkeypatch, shape):
+    """``PANEL_PREFETCH`` only adds prefetches of the filter panel's rows ahead (past its end
+    on the last rows: prefetches do not fault): bitwise the outputs without them."""
+    from opgraph.backends.cpu.codegen import pointwise_kernels
+
+    fn, args = graph(*shape, epilogue="bias residual")
+    results, sources = [], []
+    for ahead in (pointwise_kernels.PANEL_PREFETCH, 0):
+        monkeypatch.setattr(pointwise_kernels, "PANEL_PREFETCH", ahead)
+        exe = CpuBackend(default_config()).compile(fn)
+        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
+        assert step.channels_first
+        results.append(exe(*args)[0])
+        sources.append(exe.source())
+    assert "__builtin_prefetch(wt + k" in sources[0]
+    assert "__builtin_prefetch(wt + k" not in sources[1]
+    np.testing.assert_array_equal(results[0], results[1])

@@ -42,6 +42,12 @@ BLOCKING = (
 ROW_GROUP = 4
 #: Pixels of the largest ``channels`` tile on any instruction set.
 RB_MAX = max(rb for _, _, _, rb in BLOCKING)
+#: Rows of the filter panel ``og_pw_ch`` prefetches ahead of the one it multiplies (AVX-512;
+#: 0: none). A panel's first tile reads it from memory when the filters are larger than L2
+#: (ResNet-50's 1024 -> 2048 at 7x7: 8 MB, read once a call). C harness, one thread, hot:
+#: that layer 2.13 / 2.14 -> 1.95 / 2.00 ms; 2048 -> 512 and 512 -> 2048 at 7x7, 1024 -> 256
+#: and 256 -> 1024 at 14x14: 0.98-1.02x (docs/performance.md, H94).
+PANEL_PREFETCH = 16
 #: Vector registers of each instruction set (AVX-512: 32, else 16).
 REGISTERS = {16: 32, 8: 16, 4: 16}
 
@@ -201,6 +207,12 @@ def _ch(lanes: int, nv: int, rb: int) -> str:
     wide = wide_tail(lanes, rb)
     tile = rb + 1 if wide else rb  # the largest tile
     last = f" (the last {tile} as one tile)" if wide else ""
+    ahead = PANEL_PREFETCH * PANEL if lanes == 16 else 0  # floats ahead (AVX-512 only)
+    prefetch = "".join(
+        f"\n    __builtin_prefetch(wt + k * {PANEL} + {ahead + line});"
+        for line in range(0, PANEL, 16)
+        if ahead
+    )
     run = "wt, x + a, ldx, K, y + a, ldy, valid"
     tiles = f"  for (; a + {rb} <= p1; a += {rb}) og_pw_ch_run({rb}, {run});"
     if wide:  # the last rb + 1 pixels as one tile (see wide_tail)
@@ -222,7 +234,7 @@ static inline __attribute__((always_inline)) void og_pw_ch_mk(
     for (int v = 0; v < {pp}; ++v) acc[r][v] = (og_pwv){{0}};
   wt += h * {wp};
   for (long k = 0; k < K; ++k) {{
-    og_pwv b[{pp}];
+    og_pwv b[{pp}];{prefetch}
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(&b[v], wt + k * {PANEL} + v * {lanes}, {size});
     for (int r = 0; r < R; ++r) {{
       const float s = x[k * ldx + r];
