@@ -202,3 +202,70 @@ def test_panel_outer_order_matches_the_pixel_block_order(monkeypatch, name, epil
     want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
     scale = np.max(np.abs(want)) + 1
     np.testing.assert_allclose(results[0], want, atol=1e-5 * scale, rtol=1e-5)
+
+
+WIDE_TAIL_CASES = {  # (n, c, o, size): channels layout, pixels = 1 mod 12 (13-pixel tile)
+    "7x7, ResNet-50's 512 -> 2048 in small": (1, 160, 96, 7),
+    "5x5, a partial panel": (1, 192, 80, 5),
+    "13x13": (1, 256, 64, 13),
+    "batch of two, 7x7": (2, 128, 64, 7),
+}
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias residual"])
+@pytest.mark.parametrize("name", list(WIDE_TAIL_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_wide_tail_tile_matches_the_narrow_tiles(monkeypatch, name, epilogue, threads):
+    """With AVX-512 a ``channels`` range that ends 13 pixels before its end runs them as one
+    13-pixel tile (``wide_tail``) instead of 12 + 1: the same products per element, so the
+    outputs are bitwise those of the narrow tiles, and match INTERPRETER."""
+    from opgraph.backends.cpu import CpuConfig
+    from opgraph.backends.cpu.codegen import pointwise_kernels
+
+    n, c, o, size = WIDE_TAIL_CASES[name]
+    fn, args = graph(n, c, o, size, epilogue=epilogue)
+    config = dataclasses.replace(default_config(), num_threads=threads, parallel_threshold=1)
+    assert isinstance(config, CpuConfig)
+    results, sources = [], []
+    for wide in (True, False):
+        monkeypatch.setattr(pointwise_kernels, "wide_tail", lambda lanes, rb, w=wide: w)
+        exe = CpuBackend(config).compile(fn)
+        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
+        assert step.channels_first
+        results.append(exe(*args)[0])
+        sources.append(exe.source())
+    assert "og_pw_ch_run(13," in sources[0] and "og_pw_ch_run(13," not in sources[1]
+    np.testing.assert_array_equal(results[0], results[1])
+    want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
+    scale = np.max(np.abs(want)) + 1
+    np.testing.assert_allclose(results[0], want, atol=1e-5 * scale, rtol=1e-5)
+
+
+def test_wide_tail_only_where_the_accumulators_fit():
+    from opgraph.backends.cpu.codegen.pointwise_kernels import BLOCKING, wide_tail
+
+    assert {lanes: wide_tail(lanes, rb) for _, lanes, _, rb in BLOCKING} == {
+        16: True,
+        8: False,
+        4: False,
+    }
+
+
+@pytest.mark.parametrize("shape", [(1, 160, 96, 7), (1, 256, 256, 14)])
+def test_panel_prefetch_changes_no_value(monkeypatch, shape):
+    """``PANEL_PREFETCH`` only adds prefetches of the filter panel's rows ahead (past its end
+    on the last rows: prefetches do not fault): bitwise the outputs without them."""
+    from opgraph.backends.cpu.codegen import pointwise_kernels
+
+    fn, args = graph(*shape, epilogue="bias residual")
+    results, sources = [], []
+    for ahead in (pointwise_kernels.PANEL_PREFETCH, 0):
+        monkeypatch.setattr(pointwise_kernels, "PANEL_PREFETCH", ahead)
+        exe = CpuBackend(default_config()).compile(fn)
+        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
+        assert step.channels_first
+        results.append(exe(*args)[0])
+        sources.append(exe.source())
+    assert "__builtin_prefetch(wt + k" in sources[0]
+    assert "__builtin_prefetch(wt + k" not in sources[1]
+    np.testing.assert_array_equal(results[0], results[1])

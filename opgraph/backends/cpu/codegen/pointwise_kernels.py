@@ -8,7 +8,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   ``OG_PW_TILE`` output pixels; per input channel it loads the vectors of one input row and
   broadcasts the 8 filter values (AVX-512: 24 accumulators).
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
-  balanced tiles of at most ``rb`` pixels, the panel in passes of two vectors; per input
+  tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
+  :func:`wide_tail`), the panel in passes of two vectors; per input
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
   transposed into the (channel, pixel) output.
 """
@@ -41,6 +42,27 @@ BLOCKING = (
 ROW_GROUP = 4
 #: Pixels of the largest ``channels`` tile on any instruction set.
 RB_MAX = max(rb for _, _, _, rb in BLOCKING)
+#: Rows of the filter panel ``og_pw_ch`` prefetches ahead of the one it multiplies (AVX-512;
+#: 0: none). A panel's first tile reads it from memory when the filters are larger than L2
+#: (ResNet-50's 1024 -> 2048 at 7x7: 8 MB, read once a call). C harness, one thread, hot:
+#: that layer 2.13 / 2.14 -> 1.95 / 2.00 ms; 2048 -> 512 and 512 -> 2048 at 7x7, 1024 -> 256
+#: and 256 -> 1024 at 14x14: 0.98-1.02x (docs/performance.md, H94).
+PANEL_PREFETCH = 16
+#: Vector registers of each instruction set (AVX-512: 32, else 16).
+REGISTERS = {16: 32, 8: 16, 4: 16}
+
+
+def wide_tail(lanes: int, rb: int) -> bool:
+    """Whether ``og_pw_ch`` runs a range that ends ``rb + 1`` pixels before its end as one
+    tile of ``rb + 1`` pixels instead of a tile of ``rb`` and a one-pixel tile: the
+    one-pixel tile reads the whole panel for two accumulators, whose multiply-adds wait on
+    each other (Zen 4's latency of 4). It needs ``(rb + 1) x 2`` accumulators, the two
+    panel vectors and the broadcast in registers: AVX-512 only (13 x 2 + 3 = 29 of 32; AVX2's
+    7 x 2 + 3 would spill). 7x7 planes (49 = 4 x 12 + 1 pixels: ResNet-50's 512 -> 2048 and
+    2048 -> 512, MobileNetV3's last stage) take it; C harness, one thread: 512 -> 2048 at
+    7x7 0.952 -> 0.918 ms, 960 -> 160 0.136 -> 0.131 (docs/performance.md, H94)."""
+    pp = min(2, PANEL // lanes)
+    return (rb + 1) * pp + pp + 1 <= REGISTERS[lanes]
 
 
 def _branches(make: Callable[[int, int, int], str]) -> str:
@@ -182,25 +204,44 @@ def _ch(lanes: int, nv: int, rb: int) -> str:
         f"    a += {c};\n  }}"
         for c in chunks
     )
+    wide = wide_tail(lanes, rb)
+    tile = rb + 1 if wide else rb  # the largest tile
+    last = f" (the last {tile} as one tile)" if wide else ""
+    ahead = PANEL_PREFETCH * PANEL if lanes == 16 else 0  # floats ahead (AVX-512 only)
+    prefetch = "".join(
+        f"\n    __builtin_prefetch(wt + k * {PANEL} + {ahead + line});"
+        for line in range(0, PANEL, 16)
+        if ahead
+    )
+    run = "wt, x + a, ldx, K, y + a, ldy, valid"
+    tiles = f"  for (; a + {rb} <= p1; a += {rb}) og_pw_ch_run({rb}, {run});"
+    if wide:  # the last rb + 1 pixels as one tile (see wide_tail)
+        tiles = (
+            f"  for (; a + {rb} <= p1 && p1 - a != {tile}; a += {rb})\n"
+            f"    og_pw_ch_run({rb}, {run});\n"
+            f"  if (p1 - a == {tile}) {{\n"
+            f"    og_pw_ch_run({tile}, {run});\n"
+            f"    a = p1;\n  }}"
+        )
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
 /* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels j of
    pass h ({wp} of the panel's {PANEL}) below valid. */
 static inline __attribute__((always_inline)) void og_pw_ch_mk(
     const int R, long h, const float* restrict wt, const float* restrict x, long ldx, long K,
     float* restrict y, long ldy, long valid) {{
-  og_pwv acc[{rb}][{pp}];
+  og_pwv acc[{tile}][{pp}];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < {pp}; ++v) acc[r][v] = (og_pwv){{0}};
   wt += h * {wp};
   for (long k = 0; k < K; ++k) {{
-    og_pwv b[{pp}];
+    og_pwv b[{pp}];{prefetch}
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(&b[v], wt + k * {PANEL} + v * {lanes}, {size});
     for (int r = 0; r < R; ++r) {{
       const float s = x[k * ldx + r];
       for (int v = 0; v < {pp}; ++v) acc[r][v] += s * b[v];
     }}
   }}
-  float t[{rb}][{wp}];
+  float t[{tile}][{wp}];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
   long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};
@@ -210,13 +251,13 @@ static inline __attribute__((always_inline)) void og_pw_ch_mk(
 #define og_pw_ch_run(R, wt, x, ldx, K, y, ldy, valid) \
   for (long h = 0; h * {wp} < (valid); ++h) og_pw_ch_mk(R, h, wt, x, ldx, K, y, ldy, valid)
 /* Pixels p0 .. p1 of one {PANEL}-channel panel wt (its valid channels): tiles of {rb}
-   pixels, then the rest in power-of-two tiles (one instantiation of the tile per size, not
-   one per pixel count: GCC took 1.8 s for all twelve), each in passes of {wp} channels. */
+   pixels{last}, then the rest in power-of-two tiles (one instantiation of the tile per size,
+   not one per pixel count: GCC took 1.8 s for all twelve), each in passes of {wp} channels. */
 __attribute__((noinline, noclone)) static void og_pw_ch(
     const float* restrict wt, const float* restrict x, long ldx, long K, float* restrict y,
     long ldy, long p0, long p1, long valid) {{
   long a = p0;
-  for (; a + {rb} <= p1; a += {rb}) og_pw_ch_run({rb}, wt, x + a, ldx, K, y + a, ldy, valid);
+{tiles}
   long r = p1 - a;
 {rest}
 }}"""
