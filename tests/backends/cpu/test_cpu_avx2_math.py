@@ -4,10 +4,10 @@ every kind of input; AVX-512 builds keep libmvec."""
 
 import dataclasses
 import re
-import subprocess
 
 import numpy as np
 import pytest
+from asm_checks import simd_loop_asm  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -78,31 +78,8 @@ def test_the_inline_tanh_replaces_libmvec_only_in_avx2_builds():
 
 
 def _compiled_loop(isa: str, tmp_path, base: tuple[str, ...] = CFLAGS) -> str:
-    """``gcc -S`` of a loop calling ``tanhf`` with the module's flags (``base``) for ``isa``."""
-    compiler = default_config().compiler
-    if compiler is None:
-        pytest.skip("no C compiler")
-    source = tmp_path / f"tanh_{isa}.c"
-    source.write_text(
-        "\n".join(
-            [
-                dialect.PRELUDE,
-                dialect.simd_declarations({("tanh", og.f32)}),
-                "void entry(const float* restrict x, float* restrict y, long n) {",
-                "  #pragma omp simd",
-                "  for (long i = 0; i < n; ++i) y[i] = tanhf(x[i] * 0.5f + 1.0f);",
-                "}",
-            ]
-        )
-    )
-    flags = [base[0], *cpu_config.ISA_FLAGS[isa], *base[1:], "-fopenmp-simd"]
-    flags = [f for f in flags if f not in ("-shared", "-pipe")]
-    asm = tmp_path / f"tanh_{isa}.s"
-    done = subprocess.run(
-        [compiler, *flags, "-S", str(source), "-o", str(asm)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    return asm.read_text()
+    """The assembly of a loop calling ``tanhf`` with the module flags ``base`` for ``isa``."""
+    return simd_loop_asm("tanh", "y[i] = tanhf(x[i] * 0.5f + 1.0f);", isa, tmp_path, base)
 
 
 @pytest.mark.parametrize("trapping", [False, True])

@@ -8,7 +8,7 @@ import subprocess
 import ml_dtypes
 import numpy as np
 import pytest
-from test_cpu_isa import _STACK, _innermost_loops  # the spill check of the f32 kernels
+from asm_checks import STACK, innermost_loops  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -242,7 +242,7 @@ def test_bf16_micro_kernels_keep_their_accumulators_in_registers(entry, tmp_path
         [compiler, *flags, "-S", str(source), "-o", str(asm)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    loops = [b for b in _innermost_loops(asm.read_text()) if any("vdpbf16ps" in x for x in b)]
+    loops = [b for b in innermost_loops(asm.read_text()) if any("vdpbf16ps" in x for x in b)]
     assert loops, "no vdpbf16ps loop found"
     assert max(sum("vdpbf16ps" in x for x in b) for b in loops) == 2 * bf16.ROWS
-    assert [x for b in loops for x in b if "mm" in x and _STACK.search(x)] == []
+    assert [x for b in loops for x in b if "mm" in x and STACK.search(x)] == []

@@ -5,18 +5,17 @@ records against INTERPRETER in AVX2 and AVX-512 builds."""
 
 import dataclasses
 import re
-import subprocess
 
 import numpy as np
 import pytest
 import scipy.special
+from asm_checks import simd_loop_asm  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import dialect, vector_math
-from opgraph.backends.cpu.compiler import CFLAGS
 from opgraph.testing.compare import assert_close
 from opgraph.testing.records import RECORDS
 
@@ -80,41 +79,11 @@ def test_the_inline_erf_replaces_libmvec_in_fma_builds():
     assert "extern double erf(double);" in text
 
 
-def _compiled_loop(isa: str, tmp_path) -> str:
-    """``gcc -S`` of a GELU loop calling ``erff`` with the module's flags for ``isa``."""
-    compiler = default_config().compiler
-    if compiler is None:
-        pytest.skip("no C compiler")
-    if not cpu_config.supports_isa(isa):
-        pytest.skip(f"this CPU cannot run {isa} code")
-    source = tmp_path / f"erf_{isa}.c"
-    source.write_text(
-        "\n".join(
-            [
-                dialect.PRELUDE,
-                dialect.simd_declarations({("erf", og.f32)}),
-                "void entry(const float* restrict x, float* restrict y, long n) {",
-                "  #pragma omp simd",
-                "  for (long i = 0; i < n; ++i)",
-                "    y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678f));",
-                "}",
-            ]
-        )
-    )
-    flags = [CFLAGS[0], *cpu_config.ISA_FLAGS[isa], *CFLAGS[1:], "-fopenmp-simd"]
-    flags = [f for f in flags if f not in ("-shared", "-pipe")]
-    asm = tmp_path / f"erf_{isa}.s"
-    done = subprocess.run(
-        [compiler, *flags, "-S", str(source), "-o", str(asm)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    return asm.read_text()
-
-
 @pytest.mark.parametrize(("isa", "register"), [("avx2", "ymm"), ("avx512", "zmm")])
 def test_the_inline_erf_vectorizes(tmp_path, isa, register):
     """The loop divides a full vector at a time and calls no ``erff`` (libmvec or scalar)."""
-    asm = _compiled_loop(isa, tmp_path)
+    statement = "y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678f));"
+    asm = simd_loop_asm("erf", statement, isa, tmp_path)
     assert re.search(rf"vdivps\s+.*%{register}", asm)
     assert not re.search(r"call\s+\S*erff", asm)
 

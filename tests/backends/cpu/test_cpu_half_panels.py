@@ -10,6 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from asm_checks import STACK, innermost_loops  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -189,26 +190,6 @@ def _compile_helper(march: tuple[str, ...], tmp_path) -> subprocess.CompletedPro
     )
 
 
-def _innermost_loops(asm: str) -> list[list[str]]:
-    """Bodies of the innermost loops (as in test_cpu_isa.py)."""
-    lines = [line.strip() for line in asm.splitlines()]
-    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.L\w+:", line)}
-    loops = []
-    for i, line in enumerate(lines):
-        jump = re.fullmatch(r"j\w+\s+(\.L\w+)", line)
-        if jump and jump.group(1) in labels and labels[jump.group(1)] < i:
-            loops.append((labels[jump.group(1)], i))
-    inner = [
-        (a, b)
-        for a, b in loops
-        if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)
-    ]
-    return [lines[a : b + 1] for a, b in inner]
-
-
-_STACK = re.compile(r"\(%[re]?sp[,)]|\(%[re]?bp[,)]")
-
-
 def test_the_half_panel_kernel_keeps_its_accumulators_in_registers(tmp_path):
     """No stack access in any multiply-add loop; the full tile's loop has six broadcasts and
     twelve multiply-adds."""
@@ -218,11 +199,11 @@ def test_the_half_panel_kernel_keeps_its_accumulators_in_registers(tmp_path):
     assert done.returncode == 0, done.stderr
     loops = [
         body
-        for body in _innermost_loops((tmp_path / "half.s").read_text())
+        for body in innermost_loops((tmp_path / "half.s").read_text())
         if any(re.match(r"v?fmadd", line) for line in body)
     ]
     assert loops, "no multiply-add loop found in the compiled kernel"
-    assert [line for body in loops for line in body if "mm" in line and _STACK.search(line)] == []
+    assert [line for body in loops for line in body if "mm" in line and STACK.search(line)] == []
     full = [
         body
         for body in loops

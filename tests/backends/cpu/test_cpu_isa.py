@@ -7,6 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from asm_checks import STACK, innermost_loops  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -67,27 +68,6 @@ def test_the_isa_is_part_of_the_cache_key(tmp_path):
 
 
 # ----------------------------------------------------------------------------- spills
-def _innermost_loops(asm: str) -> list[list[str]]:
-    """Bodies of the innermost loops: a label to the last backward jump to it, containing no
-    other such loop."""
-    lines = [line.strip() for line in asm.splitlines()]
-    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.L\w+:", line)}
-    loops = []
-    for i, line in enumerate(lines):
-        jump = re.fullmatch(r"j\w+\s+(\.L\w+)", line)
-        if jump and jump.group(1) in labels and labels[jump.group(1)] < i:
-            loops.append((labels[jump.group(1)], i))
-    inner = [
-        (a, b)
-        for a, b in loops
-        if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)
-    ]
-    return [lines[a : b + 1] for a, b in inner]
-
-
-_STACK = re.compile(r"\(%[re]?sp[,)]|\(%[re]?bp[,)]")
-
-
 def _kernel_loops(isa: str, helper: str, tmp_path) -> list[list[str]]:
     """Innermost multiply-add loops of a panel helper compiled for ``isa`` (``gcc -S``)."""
     compiler = default_config().compiler
@@ -118,7 +98,7 @@ def _kernel_loops(isa: str, helper: str, tmp_path) -> list[list[str]]:
     assert done.returncode == 0, done.stderr
     return [
         body
-        for body in _innermost_loops(asm.read_text())
+        for body in innermost_loops(asm.read_text())
         if any(re.match(r"v?fmadd|v?mulps", line) for line in body)
     ]
 
@@ -131,7 +111,7 @@ def test_panel_kernels_keep_their_accumulators_in_registers(isa, helper, tmp_pat
     under AVX2, which spilled thousands of times)."""
     loops = _kernel_loops(isa, helper, tmp_path)
     assert loops, "no multiply-add loop found in the compiled kernel"
-    spills = [line for body in loops for line in body if "mm" in line and _STACK.search(line)]
+    spills = [line for body in loops for line in body if "mm" in line and STACK.search(line)]
     assert spills == []
 
 
@@ -140,7 +120,7 @@ def test_the_spill_check_sees_spills(tmp_path, monkeypatch):
     avx512 = next(b for b in dialect.GEMM_BLOCKING if "AVX512" in b[0])
     monkeypatch.setattr(dialect, "GEMM_BLOCKING", (("1", *avx512[1:]),))
     loops = _kernel_loops("avx2", "gemm_panels", tmp_path)
-    assert any("mm" in line and _STACK.search(line) for body in loops for line in body)
+    assert any("mm" in line and STACK.search(line) for body in loops for line in body)
 
 
 # ---------------------------------------------------------------------------- results
