@@ -36,7 +36,7 @@ from opgraph.backends.cpu.codegen.bf16 import (
     Emitted,
 )
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.winograd import _transform
+from opgraph.backends.cpu.codegen.winograd import _transform, image_loop
 from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import static_all
 
@@ -161,13 +161,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
 
     def _pair_images(self, c: int, h: int, w: int, tw: int, q0: str, q1: str) -> list[str]:
         """The unit's images' tiles of channel pairs ``q0`` to ``q1`` into ``V``."""
-        return [
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"    {line}" for line in self.pair_transform(c, h, w, tw, q0, q1)],
-            "    }",
-        ]
+        return image_loop(tw, self.pair_transform(c, h, w, tw, q0, q1), self.x.strides[0], "    ")
 
     def chunks(self, c: int) -> int:
         """Channel-pair chunks per block of tiles in ``<name>_in`` (its units)."""

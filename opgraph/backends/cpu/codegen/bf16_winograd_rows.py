@@ -40,7 +40,7 @@ from opgraph.backends.cpu.codegen.bf16_winograd import (
     output_sums,
 )
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
-from opgraph.backends.cpu.codegen.winograd import _transform
+from opgraph.backends.cpu.codegen.winograd import _transform, image_loop
 from opgraph.backends.fused.program import Buffer, Step, WinogradStep
 from opgraph.backends.fused.views import View, static_all
 from opgraph.core import element_type as et
@@ -196,13 +196,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
 
     def _row_images(self, c: int, h: int, w: int, tw: int, ca: str, cb: str) -> list[str]:
         """The unit's images' tiles of channels ``ca`` to ``cb`` into ``V``."""
-        return [
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"    {line}" for line in self.row_transform(c, h, w, tw, ca, cb)],
-            "    }",
-        ]
+        return image_loop(tw, self.row_transform(c, h, w, tw, ca, cb), self.x.strides[0], "    ")
 
     def row_transform(
         self, c: int, h: int, w: int, tw: int, ca: str = "0L", cb: str = ""

@@ -48,6 +48,22 @@ def _transform(prefix: str, source: str) -> list[str]:
     return lines
 
 
+def image_loop(
+    tw: int, body: list[str], x_stride: Dim | None = None, indent: str = "  "
+) -> list[str]:
+    """A unit's loop over its images ``img0`` to ``img1``: ``base0`` (the image's first tile
+    of the unit's ``tw``-wide tile rows) and, given the input's image stride, the image's
+    input ``x``; ``body`` indented by ``indent`` more."""
+    image = [f"      const float* x = x0 + img * {x_stride}L;"] if x_stride is not None else []
+    return [
+        "    for (long img = img0; img < img1; ++img) {",
+        *image,
+        f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
+        *[f"{indent}{line}" for line in body],
+        "    }",
+    ]
+
+
 class WinogradEmitter:
     """``static int <name>(T, A, lo, hi)`` over (image, tile-row block) units."""
 
@@ -168,11 +184,7 @@ class WinogradEmitter:
         """The end of a unit after its products (the output transform and the fused
         epilogue per image, the unit's close) and the step's run function over ``units``."""
         return [
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"  {line}" for line in self.output_transform(oh, ow, tw)],
-            *[f"  {line}" for line in self.epilogue_calls(o, oh, ow)],
-            "    }",
+            *image_loop(tw, [*self.output_transform(oh, ow, tw), *self.epilogue_calls(o, oh, ow)]),
             "  }",
             "  return err;",
             "}",
@@ -195,13 +207,7 @@ class WinogradEmitter:
         from the row its block of tiles was transformed into by ``<name>_in``."""
         if self.shared:
             return [f"    V = {self.shared_row('rest')};"]
-        return [
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"  {line}" for line in self.input_transform(c, h, w, tw, row)],
-            "    }",
-        ]
+        return image_loop(tw, self.input_transform(c, h, w, tw, row), self.x.strides[0])
 
     def chunks(self, c: int) -> int:
         """Input-channel chunks per block of tiles in ``<name>_in`` (its units)."""
@@ -233,11 +239,7 @@ class WinogradEmitter:
             f"    float* V = {self.shared_row('rest')};",
             f"    float* P = scratch + (long)og_worker_index() * {per_thread}L + "
             f"{per_thread - self.t * row}L;",
-            "    for (long img = img0; img < img1; ++img) {",
-            f"      const float* x = x0 + img * {self.x.strides[0]}L;",
-            f"      long base0 = (img - img0) * (tr1 - tr0) * {tw}L;",
-            *[f"  {line}" for line in lines],
-            "    }",
+            *image_loop(tw, lines, self.x.strides[0]),
             "  }",
             "  return err;",
             "}",
