@@ -227,9 +227,12 @@ class Toolchain:
         return _load_once((*identity, kernels.suffix(helper, target)), lambda: self._unit(helper))
 
     def kernels(self, helpers: Iterable[str] | None = None) -> list[ctypes.CDLL]:
-        """The library units of ``helpers`` (default: every library helper), those not yet
-        loaded built side by side."""
-        names = sorted(kernels.LIBRARY_HELPERS) if helpers is None else list(helpers)
+        """The library units of ``helpers`` (default: every unit this configuration's target
+        can call, :func:`kernels.target_units`), those not yet loaded built side by side."""
+        if helpers is None:
+            names = list(kernels.target_units(self.config.panel_halves()))
+        else:
+            names = list(helpers)
         with ThreadPoolExecutor(max(1, len(names)), thread_name_prefix="opgraph-kernels") as pool:
             return list(pool.map(self.kernel_unit, names))
 

@@ -18,6 +18,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
+from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import dialect, kernels
 from opgraph.backends.fused import derived
 from opgraph.core.errors import RegistryError
@@ -53,12 +54,28 @@ def int8_product() -> og.Function:
 
 
 def test_a_float_model_builds_only_the_units_it_calls(tmp_path):
-    exe = backend_at(tmp_path).compile(float_product())
-    assert "kernel:gemm_panels" in exe.generated.needs
-    assert units_in(tmp_path) == ["gemm_panels"]  # no 8-bit kernels for a float model
+    backend = backend_at(tmp_path)
+    unit = "gemm_half_panels" if backend.config.panel_halves() else "gemm_panels"  # AVX2-only
+    exe = backend.compile(float_product())
+    assert f"kernel:{unit}" in exe.generated.needs
+    assert units_in(tmp_path) == [unit]  # no 8-bit kernels for a float model
     x = np.linspace(-1, 1, 8 * 64, dtype=np.float32).reshape(8, 64)
     want = og.backend("INTERPRETER").compile(float_product())(x)[0]
     np.testing.assert_allclose(exe(x)[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("isa", ["native", "avx2", "avx512"])
+def test_a_cache_share_prebuilds_every_unit_of_its_target(tmp_path, isa):
+    """``Toolchain.kernels()`` builds the units the target can call: the half-panel unit
+    (which refuses other targets) for AVX2 builds only, the whole-panel unit elsewhere."""
+    if not cpu_config.supports_isa(isa):
+        pytest.skip(f"this CPU cannot run {isa} code")
+    config = dataclasses.replace(default_config(), cache_dir=tmp_path, isa=isa)
+    CpuBackend(config).toolchain.kernels()
+    halves = config.panel_halves()
+    assert units_in(tmp_path) == list(kernels.target_units(halves))
+    assert ("gemm_half_panels" in units_in(tmp_path)) is halves
+    assert ("gemm_panels" in units_in(tmp_path)) is not halves
 
 
 def test_a_module_that_needs_int8_builds_that_unit(tmp_path):
@@ -73,7 +90,8 @@ def test_needs_name_each_unit_and_a_bare_kernels_means_all():
     assert kernels.needs_of(["gemm_panels", "bf16"]) == {"kernels", "kernel:gemm_panels"}
     assert kernels.needs_of(["gemv_panels"]) == set()
     assert kernels.units_needed({"blas", "kernel:q8_gemm"}) == ("q8_gemm",)
-    assert kernels.units_needed({"kernels"}) == tuple(sorted(kernels.LIBRARY_HELPERS))
+    every = set(kernels.LIBRARY_HELPERS) - {"gemm_half_panels"}  # the layout of their day
+    assert kernels.units_needed({"kernels"}) == tuple(sorted(every))
     assert kernels.units_needed({"mvec"}) == ()
     with pytest.raises(RegistryError, match="unknown library units"):
         kernels.units_needed({"kernel:nothing"})

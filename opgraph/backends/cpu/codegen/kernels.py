@@ -142,14 +142,29 @@ def needs_of(helpers: Iterable[str]) -> set[str]:
     return units | {"kernels"} if units else set()
 
 
+#: Library units of one panel layout (``CpuConfig.panel_halves()``): whether each serves the
+#: half-panel layout. A target builds only its own layout's unit by default (the half-panel
+#: unit refuses to compile for any other target); units not named serve every target.
+LAYOUT_UNITS = {"gemm_panels": False, "gemm_half_panels": True}
+
+
+def target_units(panel_halves: bool) -> tuple[str, ...]:
+    """Every library unit a target of this panel layout can call, sorted: what a cache
+    share prebuilds (``Toolchain.kernels()``)."""
+    return tuple(
+        h for h in sorted(LIBRARY_HELPERS) if LAYOUT_UNITS.get(h, panel_halves) == panel_halves
+    )
+
+
 def units_needed(needs: Iterable[str]) -> tuple[str, ...]:
-    """The library units a module with ``needs`` calls, sorted (every unit for a bare
-    ``"kernels"``, as modules generated before the split declared)."""
+    """The library units a module with ``needs`` calls, sorted (for a bare ``"kernels"``,
+    as modules generated before the split declared, every unit of the whole-panel layout
+    they were generated for)."""
     needs = set(needs)
     named = sorted(n[len(NEED_PREFIX) :] for n in needs if n.startswith(NEED_PREFIX))
     unknown = [h for h in named if h not in LIBRARY_HELPERS]
     if unknown:
         raise RegistryError(f"a module needs unknown library units {unknown}")
     if not named and "kernels" in needs:
-        return tuple(sorted(LIBRARY_HELPERS))
+        return target_units(panel_halves=False)
     return tuple(named)
