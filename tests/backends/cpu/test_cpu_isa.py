@@ -3,18 +3,17 @@ key, its errors, register blocking without spills for each ISA, and equal result
 
 import dataclasses
 import re
-import subprocess
 
 import numpy as np
 import pytest
-from asm_checks import STACK, innermost_loops  # beside this file (rootdir import)
+from asm_checks import STACK, compile_to_asm, innermost_loops  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfig, CpuConfigError, default_config
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import dialect
-from opgraph.backends.cpu.compiler import CFLAGS, Toolchain
+from opgraph.backends.cpu.compiler import Toolchain
 from opgraph.testing.compare import assert_close
 from opgraph.testing.records import RECORDS
 
@@ -70,35 +69,20 @@ def test_the_isa_is_part_of_the_cache_key(tmp_path):
 # ----------------------------------------------------------------------------- spills
 def _kernel_loops(isa: str, helper: str, tmp_path) -> list[list[str]]:
     """Innermost multiply-add loops of a panel helper compiled for ``isa`` (``gcc -S``)."""
-    compiler = default_config().compiler
-    if compiler is None:
-        pytest.skip("no C compiler")
-    source = tmp_path / f"{helper}_{isa}.c"
     entry = {
         "gemm_panels": "og_gemm_panels(A, 768, P, C, 768, M, K, 0, N);",
         "gemv_panels": "og_gemv_panels(A, 1, P, C, K, 0, N);",
     }[helper]
-    source.write_text(
-        "\n".join(
-            [
-                dialect.PRELUDE,
-                dialect.HELPERS[helper](),
-                "void entry(const float* A, const float* P, float* C, long M, long K, long N) {",
-                f"  {entry}",
-                "}",
-            ]
-        )
-    )
-    flags = [CFLAGS[0], *cpu_config.ISA_FLAGS[isa], *CFLAGS[1:], "-fopenmp-simd"]
-    flags = [f for f in flags if f not in ("-shared", "-pipe")]
-    asm = tmp_path / f"{helper}_{isa}.s"
-    done = subprocess.run(
-        [compiler, *flags, "-S", str(source), "-o", str(asm)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    lines = [
+        dialect.PRELUDE,
+        dialect.HELPERS[helper](),
+        "void entry(const float* A, const float* P, float* C, long M, long K, long N) {",
+        f"  {entry}",
+        "}",
+    ]
     return [
         body
-        for body in innermost_loops(asm.read_text())
+        for body in innermost_loops(compile_to_asm(lines, isa, tmp_path, helper))
         if any(re.match(r"v?fmadd|v?mulps", line) for line in body)
     ]
 

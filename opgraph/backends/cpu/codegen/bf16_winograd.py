@@ -167,22 +167,6 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
         """Channel-pair chunks per block of tiles in ``<name>_in`` (its units)."""
         return min(-(-c // 2), 4 * self.module.num_threads)
 
-    def shared_head(self, c: int) -> list[str]:
-        """``<name>_in``'s opening: its units are (block of tiles, chunk of channels)."""
-        blocks, last, th, tw, _ = self.layout
-        opening = self.unit_opening()
-        opening[0] = opening[0].replace(f"static int {self.name}(", f"static int {self.name}_in(")
-        return [
-            *opening,
-            "  (void)u0; (void)y0;",
-            "  for (long unit = lo; unit < hi; ++unit) {",
-            f"    long chunk = unit % {self.chunks(c)}L, rest = unit / {self.chunks(c)}L;",
-            f"    long img0 = (rest / {blocks}L) * {self.step.images}L, blk = rest % {blocks}L;",
-            f"    long img1 = {last};",
-            f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
-            f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L;",
-        ]
-
     def shared_pairs(self, c: int, h: int, w: int, tw: int) -> list[str]:
         """``<name>_in`` of the pair panels: each unit transforms its chunk of channel pairs
         of its block of tiles into the block's shared row."""

@@ -17,6 +17,8 @@ transforms vectorize across tiles; edge tiles test each tap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from opgraph.backends.cpu.codegen import winograd_f4
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
@@ -213,17 +215,11 @@ class WinogradEmitter:
         """Input-channel chunks per block of tiles in ``<name>_in`` (its units)."""
         return min(c, 4 * self.module.num_threads)
 
-    def shared_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
-        """``<name>_in``: units (block of tiles, chunk of input channels), each transforming
-        its channels' tiles into the block's shared row (every channel-block unit of that
-        block reads them: the input is transformed once, not once per channel block)."""
-        s = self.step
-        blocks, last, th, _, per_thread = self.layout
+    def shared_head(self, c: int, channels: Sequence[str] = ()) -> list[str]:
+        """``<name>_in``'s opening: its units are (block of tiles, chunk of channels), the
+        unit's images and tile rows; ``channels``: lines naming the chunk's channel range."""
+        blocks, last, th, tw, _ = self.layout
         chunks = self.chunks(c)
-        lines = self.input_transform(c, h, w, tw, row)
-        loop = f"    for (long ch = 0; ch < {c}L; ++ch) {{"
-        assert lines.count(loop) == 1, "the input transform loops over the channels once"
-        lines[lines.index(loop)] = "    for (long ch = c0; ch < c1; ++ch) {"
         opening = self.unit_opening()
         opening[0] = opening[0].replace(f"static int {self.name}(", f"static int {self.name}_in(")
         return [
@@ -231,11 +227,26 @@ class WinogradEmitter:
             "  (void)u0; (void)y0;",
             "  for (long unit = lo; unit < hi; ++unit) {",
             f"    long chunk = unit % {chunks}L, rest = unit / {chunks}L;",
-            f"    long img0 = (rest / {blocks}L) * {s.images}L, blk = rest % {blocks}L;",
+            f"    long img0 = (rest / {blocks}L) * {self.step.images}L, blk = rest % {blocks}L;",
             f"    long img1 = {last};",
-            f"    long c0 = {c}L * chunk / {chunks}L, c1 = {c}L * (chunk + 1) / {chunks}L;",
+            *channels,
             f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
             f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L;",
+        ]
+
+    def shared_transform(self, c: int, h: int, w: int, tw: int, row: int) -> list[str]:
+        """``<name>_in``: units (block of tiles, chunk of input channels), each transforming
+        its channels' tiles into the block's shared row (every channel-block unit of that
+        block reads them: the input is transformed once, not once per channel block)."""
+        per_thread, chunks = self.layout[4], self.chunks(c)
+        lines = self.input_transform(c, h, w, tw, row)
+        loop = f"    for (long ch = 0; ch < {c}L; ++ch) {{"
+        assert lines.count(loop) == 1, "the input transform loops over the channels once"
+        lines[lines.index(loop)] = "    for (long ch = c0; ch < c1; ++ch) {"
+        return [
+            *self.shared_head(
+                c, [f"    long c0 = {c}L * chunk / {chunks}L, c1 = {c}L * (chunk + 1) / {chunks}L;"]
+            ),
             f"    float* V = {self.shared_row('rest')};",
             f"    float* P = scratch + (long)og_worker_index() * {per_thread}L + "
             f"{per_thread - self.t * row}L;",
