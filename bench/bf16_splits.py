@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import resnet
 from bench.models import Case
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen.runtime import runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
 from opgraph.backends.cpu.config import CpuConfig
 
 _BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)

@@ -43,7 +43,7 @@ from bench.pool_load import (
     timed_calls,
 )
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen.runtime import block_times
+from opgraph.backends.cpu.codegen.runtime_counters import block_times
 from opgraph.backends.cpu.config import CpuConfig
 
 _BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)

@@ -36,7 +36,7 @@ import opgraph as og  # noqa: E402
 from bench.gemm_isa import onnxruntime_runner  # noqa: E402
 from opgraph import ops  # noqa: E402
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config  # noqa: E402
-from opgraph.backends.cpu.codegen.runtime import runtime_counters  # noqa: E402
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters  # noqa: E402
 
 PRODUCTS = ((784, 512), (512, 512), (512, 10))  # (inner, cols) of the W3 MLP's layers
 

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import opgraph as og
 from bench import load, models
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen.runtime import runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
 from opgraph.backends.cpu.config import CpuConfig
 
 TICK = os.sysconf("SC_CLK_TCK")

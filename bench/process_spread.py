@@ -87,7 +87,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     from bench import resnet
     from bench.int8 import _session
     from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config
-    from opgraph.backends.cpu.codegen.runtime import runtime_counters
+    from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
     from opgraph.frontends.onnx import import_model
 
     case = resnet.resnet18_imagenet()

@@ -53,7 +53,7 @@ from torch import nn  # noqa: E402
 import opgraph as og  # noqa: E402
 import opgraph.frontends.torch as og_torch  # noqa: E402
 from bench.torch_bench import MLP, BertLayer, ResNet18  # noqa: E402
-from opgraph.backends.cpu.codegen.runtime import runtime_counters  # noqa: E402
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters  # noqa: E402
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

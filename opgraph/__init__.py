@@ -11,6 +11,7 @@ Build graphs of ops, group them into Functions, compile them on a backend and ru
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from opgraph import autodiff, builders, distributed, ops, optim, passes, pattern
 from opgraph import backends as _backends  # noqa: F401 - registers the built-in backends
@@ -61,12 +62,17 @@ from opgraph.runtime.backend import (
     PerformanceCounter,
     backend,
     backend_status,
-    backends,
     register_backend,
 )
 from opgraph.runtime.tensor import Tensor
 from opgraph.serialize import deserialize, load, save, serialize
 from opgraph.visualize import visualize
+
+if TYPE_CHECKING:
+    # At run time ``opgraph.backends`` is the backends package itself, made callable
+    # (``og.backends()`` lists the usable backends) so that ``import
+    # opgraph.backends.cpu.codegen.x as y`` still finds the subpackage.
+    from opgraph.runtime.backend import backends as backends
 
 _logs.configure_from_environment()  # a NullHandler; a stderr handler when OPGRAPH_LOG is set
 

@@ -147,3 +147,13 @@ def test_train_demo_without_a_compiler_runs_on_the_interpreter_with_a_note(tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert "note: the CPU backend is unavailable, running on INTERPRETER only" in done.stderr
     assert "backend INTERPRETER" in done.stdout
+
+
+def test_og_backends_is_callable_and_the_backends_package():
+    """``og.backends()`` lists the usable backends, and ``og.backends`` is still the
+    ``opgraph.backends`` package: the ``import a.b.c as name`` form reaches its subpackages."""
+    import opgraph.backends.fused.lowering.linalg as linalg_module
+
+    assert og.backends() == sorted(n for n, s in og.backend_status().items() if s.available)
+    assert og.backends is sys.modules["opgraph.backends"]
+    assert linalg_module is sys.modules["opgraph.backends.fused.lowering.linalg"]

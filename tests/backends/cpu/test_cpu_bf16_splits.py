@@ -13,7 +13,7 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen import bf16_units
-from opgraph.backends.cpu.codegen.runtime import runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
 from opgraph.backends.fused.program import ConvStep, WinogradStep
 
 

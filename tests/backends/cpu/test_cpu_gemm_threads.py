@@ -15,7 +15,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen.runtime import runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
 from opgraph.backends.fused.program import GemmStep
 
 RNG = np.random.default_rng(44)

@@ -27,7 +27,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen.runtime import runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
 from opgraph.backends.cpu.host_team import gomp_parallel
 from opgraph.runtime import host_threads
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from opgraph.backends.cpu.codegen.runtime import BlockTimes, block_times, runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import BlockTimes, block_times, runtime_counters
 
 pytestmark = pytest.mark.timeout(300, method="thread")
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from opgraph.backends.cpu.codegen import runtime
+from opgraph.backends.cpu.codegen import runtime, runtime_counters
 
 pytestmark = pytest.mark.timeout(300, method="thread")
 
@@ -75,7 +75,7 @@ def test_a_late_worker_spins_for_the_whole_job_length(
     pool.og_set_wake_worth(0)  # every job wakes a sleeping worker: it joins each one
     try:
         # the worker exists and has run a block (its hooks act only once it has joined)
-        _until(lambda: _call(pool) or runtime.runtime_counters(pool).worker_blocks > 0,
+        _until(lambda: _call(pool) or runtime_counters.runtime_counters(pool).worker_blocks > 0,
                "ran a block")  # fmt: skip
         pool.og_patience_last(1)
         pool.og_test_stall(1, -1)  # the worker that joins next waits at its join

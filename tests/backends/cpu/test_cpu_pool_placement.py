@@ -29,7 +29,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen.runtime import PoolCounters, runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import PoolCounters, runtime_counters
 
 # "thread": a call stuck in C never returns to the interpreter, where a signal would act.
 pytestmark = pytest.mark.timeout(300, method="thread")

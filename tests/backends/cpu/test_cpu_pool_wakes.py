@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from opgraph.backends.cpu.codegen.runtime import PoolCounters, runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import PoolCounters, runtime_counters
 
 pytestmark = pytest.mark.timeout(300, method="thread")
 

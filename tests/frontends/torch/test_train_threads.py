@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
 import opgraph as og  # noqa: E402
-from opgraph.backends.cpu.codegen.runtime import runtime_counters  # noqa: E402
+from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters  # noqa: E402
 from opgraph.frontends.torch import compile_train_step, share_torch_team  # noqa: E402
 from opgraph.frontends.torch.threads import torch_openmp_library  # noqa: E402
 from opgraph.runtime import host_threads  # noqa: E402
