@@ -1,6 +1,7 @@
 """The BERT-base layer (W5) per step on opgraph, onnxruntime and OpenVINO, one process.
 
     python bench/bert_steps.py [--threads 1] [--calls 60] [--precision f32|bf16]
+                               [--isa native [--isa avx2 ...]]
 
 opgraph: ``compile(..., profile=True)``, the generated code's per-step times (wall clock);
 onnxruntime: ``enable_profiling`` (its per-node ``dur``); OpenVINO: ``PERF_COUNT`` (per-node
@@ -9,6 +10,8 @@ projection, FFN 1 with GELU, FFN 2, layer norms with their residual adds, other)
 fastest call of each class is printed (the minimum: on a shared machine the median of a
 step's wall-clock time measures the load), with each runtime's thread CPU time per call
 (``time.thread_time`` around the calls: with one thread, the work of the call itself).
+opgraph runs once per ``--isa`` named (its code generated for that instruction set,
+``CpuConfig.isa``; native when none is named).
 """
 
 from __future__ import annotations
@@ -91,12 +94,13 @@ def _opgraph_classes(counters: list[PerformanceCounter]) -> dict[str, float]:
     return out
 
 
-def opgraph_steps(calls: int, precision: str) -> tuple[dict[str, float], float]:
+def opgraph_steps(calls: int, precision: str, isa: str) -> tuple[dict[str, float], float]:
     case = bert.w5()
     config = CpuConfig(
         Path(os.environ.get("OPGRAPH_CACHE_DIR", tempfile.mkdtemp())),
         default_config().compiler,
         num_threads=THREADS,
+        isa=isa,
     )
     exe = CpuBackend(config).compile(case.function, profile=True, precision=precision)
     x = case.inputs[0]
@@ -181,9 +185,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--precision", choices=("f32", "bf16"), default="f32")
     parser.add_argument("--raw", action="store_true", help="print each peer node's class")
+    parser.add_argument("--isa", action="append", choices=("native", "avx2", "avx512"))
     args = parser.parse_args()
     results = {
-        "opgraph": opgraph_steps(args.calls, args.precision),
+        ("opgraph" if isa == "native" else f"opgraph-{isa}"): opgraph_steps(
+            args.calls, args.precision, isa
+        )
+        for isa in args.isa or ["native"]
+    }
+    results |= {
         "onnxruntime": onnxruntime_steps(args.calls),
         "openvino": openvino_steps(args.calls, args.precision),
     }

@@ -55,7 +55,8 @@ class TargetFeatures:
             much in bf16).
         padded_rows: a panel product's left operand whose rows alias in L1 is read from a
             copy with padded rows (``lowering/row_padding.py``); else in place (bf16
-            products round their left operand into a buffer of their own anyway).
+            products round their left operand into a buffer of their own anyway; the
+            CPU's half panels, whose 6-row tile does not alias, read it in place).
         patches: convolutions with larger kernels (not Winograd's, not direct) may run as
             a ``PointwiseConvStep`` on their patch matrix (``lowering/pointwise.py``); else
             a ``ConvStep`` (bf16 mode: its products convert to bf16 ones, the patch step's

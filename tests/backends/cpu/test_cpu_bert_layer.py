@@ -4,6 +4,8 @@ products by constant weights (attention's Q, K, V) are one packed product
 (``packed_products.py``) with the separate products' values; the whole layer agrees with
 INTERPRETER in f32 and within its documented bound in bf16."""
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import scipy.special
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu import CpuBackend
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.packed_products import pack_sibling_products
 from opgraph.backends.fused.lowering.row_padding import ALIASING, PAD
@@ -47,6 +50,27 @@ def test_aliased_rows_are_padded(cpu, parallel_cpu, rows, inner, padded):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
         reference = og.backend("INTERPRETER").compile(fn)(data)[0]
         np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize(("rows", "inner"), [(128, 3072), (37, 1024)])
+def test_half_panel_products_read_aliased_rows_in_place(threads, rows, inner):
+    """AVX2's 6-row tile (half panels) reads rows 4 KiB apart where they are: no copy."""
+    if not cpu_config.supports_isa("avx2"):
+        pytest.skip("this CPU cannot run avx2 code")
+    config = dataclasses.replace(cpu_config.default_config(), isa="avx2", num_threads=threads)
+    fn, data, want = _product(rows, inner, 96)
+    exe = CpuBackend(config).compile(fn)
+    steps = exe.program.steps
+    index = next(i for i, s in enumerate(steps) if isinstance(s, GemmStep))
+    gemm = steps[index]
+    assert isinstance(gemm, GemmStep) and gemm.panel == 32 and gemm.a is not None
+    assert gemm.a.strides[0] == inner
+    assert [type(s) for s in steps[:index]] == [LoopStep]  # the ReLU alone, no copy
+    (got,) = exe(data)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    reference = og.backend("INTERPRETER").compile(fn)(data)[0]
+    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5)
 
 
 def test_padding_copy_is_one_loop_step(cpu):
