@@ -8,6 +8,7 @@ repair, fallback and eviction — is :mod:`opgraph.backends.cpu.cache`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -19,7 +20,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ class Blas:
     include_dir: str
     lib_dir: str
     library: str
+    core: str  #: the OpenBLAS kernels it runs (``scipy_openblas_get_corename``)
 
     @property
     def link_flags(self) -> tuple[str, ...]:
@@ -75,21 +77,54 @@ class Blas:
         return os.path.join(self.lib_dir, f"lib{self.library}.so")
 
 
-@functools.cache
-def blas() -> Blas:
-    """scipy-openblas32's location; its thread count is set to 1 once (kernels parallelize
-    BLAS calls themselves, so one OpenMP pool serves everything: no oversubscription)."""
-    # deferred: scipy_openblas32 is located and set up only when a kernel first needs BLAS
-    import scipy_openblas32
+_BLAS_LOAD = threading.Lock()
 
-    info = Blas(
-        scipy_openblas32.get_include_dir(),
-        scipy_openblas32.get_lib_dir(),
-        scipy_openblas32.get_library(),
-    )
-    library = ctypes.CDLL(info.shared_object, mode=ctypes.RTLD_GLOBAL)
+
+@functools.cache
+def blas(coretype: str | None = None) -> Blas:
+    """scipy-openblas32, loaded once per process with the ``OPENBLAS_CORETYPE`` ``coretype``
+    (:meth:`CpuConfig.blas_coretype`: a name, ``""`` for OpenBLAS's detection of this CPU,
+    None for the environment as it is; OpenBLAS reads it when the library is loaded, so the
+    variable is set for that moment only). Its thread count is set to 1 (kernels parallelize
+    BLAS calls themselves, so one pool serves everything: no oversubscription)."""
+    with _BLAS_LOAD, _environment("OPENBLAS_CORETYPE", coretype):
+        # deferred: scipy_openblas32 is set up only when a kernel first needs BLAS; importing
+        # it loads the library (so the variable must be set around the import too)
+        import scipy_openblas32
+
+        where = (
+            scipy_openblas32.get_include_dir(),
+            scipy_openblas32.get_lib_dir(),
+            scipy_openblas32.get_library(),
+        )
+        library = ctypes.CDLL(os.path.join(where[1], f"lib{where[2]}.so"), ctypes.RTLD_GLOBAL)
     library.scipy_openblas_set_num_threads(1)
+    library.scipy_openblas_get_corename.restype = ctypes.c_char_p
+    info = Blas(*where, core=library.scipy_openblas_get_corename().decode())
+    if coretype and info.core.lower() != coretype.lower():
+        log.info(
+            "OpenBLAS runs its %s kernels (%s asked: it was loaded before)", info.core, coretype
+        )
     return info
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """``name`` set to ``value`` (``""``: removed; None: left alone) for the block."""
+    before = os.environ.get(name)
+    if value is not None:
+        if value:
+            os.environ[name] = value
+        else:
+            os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if value is not None:
+            if before is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = before
 
 
 @functools.cache
@@ -177,7 +212,7 @@ class Toolchain:
         target = self.config.target_flags()  # -march: after -O3, as it always was
         flags = [*CFLAGS[:1], *target, *CFLAGS[1:], "-fopenmp-simd", *self.config.extra_cflags]
         if "blas" in needs:
-            flags += blas().link_flags
+            flags += blas(self.config.blas_coretype()).link_flags
         if "mvec" in needs:
             flags += ["-lmvec", "-lm"]
         return flags

@@ -14,7 +14,10 @@ environment once per process:
   (powers of 1024; default 1G);
 * ``OPGRAPH_NUM_THREADS``: threads per parallel kernel (default: the number of CPUs, at most 8);
 * ``OPGRAPH_CPU_ISA``: the instruction set generated code targets (``native``, ``avx2``,
-  ``avx512``; default ``native``).
+  ``avx512``; default ``native``);
+* ``OPGRAPH_BLAS_CORETYPE``: which OpenBLAS kernels the backend's BLAS loads with
+  (:attr:`CpuConfig.blas_core`; default ``isa``: those of the generated code's instruction
+  set; ``env``: OpenBLAS's own rule, ``OPENBLAS_CORETYPE`` when it is set; or a core name).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ ISA_FLAGS: dict[str, tuple[str, ...]] = {
     "avx2": ("-march=x86-64-v3", "-mtune=native"),
     "avx512": ("-march=x86-64-v4", "-mtune=native"),
 }
+#: The OpenBLAS kernels (``OPENBLAS_CORETYPE``) of each forced instruction set; ``native``
+#: has none: OpenBLAS detects the CPU, as ``-march=native`` does for the generated code.
+BLAS_CORES: dict[str, str] = {"avx2": "Haswell", "avx512": "SkylakeX"}
 _ISA_CPU_FLAGS: dict[str, frozenset[str]] = {
     "native": frozenset(),
     "avx2": frozenset({"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"}),
@@ -79,6 +85,11 @@ class CpuConfig:
         isa: the instruction set of the generated code: ``"native"`` (the CPU the compiler
             runs on), ``"avx2"`` (x86-64-v3) or ``"avx512"`` (x86-64-v4), forced even on a CPU
             that has more (to measure both paths on one machine). Part of the cache key.
+        blas_core: the OpenBLAS kernels (an ``OPENBLAS_CORETYPE`` name) the backend's BLAS
+            is loaded with, once per process: ``"isa"`` (default) those of :attr:`isa`
+            (``avx2``: Haswell, ``avx512``: SkylakeX, ``native``: OpenBLAS's detection of
+            this CPU, whatever ``OPENBLAS_CORETYPE`` says), ``"env"`` OpenBLAS's own rule
+            (``OPENBLAS_CORETYPE`` when set), or a core name (``"Haswell"``, ...).
     """
 
     cache_dir: Path
@@ -89,6 +100,7 @@ class CpuConfig:
     extra_cflags: tuple[str, ...] = field(default=())
     cache_max: int = DEFAULT_CACHE_MAX
     isa: str = "native"
+    blas_core: str = "isa"
 
     def __post_init__(self) -> None:
         if isinstance(self.cache_dir, (str, os.PathLike)) and not isinstance(self.cache_dir, Path):
@@ -121,6 +133,15 @@ class CpuConfig:
                 f"{', '.join(missing)}; use isa='native' or one it supports"
             )
         return ISA_FLAGS[self.isa]
+
+    def blas_coretype(self) -> str | None:
+        """The ``OPENBLAS_CORETYPE`` to load the BLAS with: a core name, ``""`` for none
+        (OpenBLAS detects the CPU), or None to leave the environment as it is."""
+        if self.blas_core == "env":
+            return None
+        if self.blas_core != "isa":
+            return self.blas_core
+        return BLAS_CORES.get(self.isa, "")
 
     def panel_halves(self) -> bool:
         """Whether products by constant matrices store each 32-column panel as two 16-column
@@ -261,6 +282,10 @@ def _default_isa() -> str:
     return os.environ.get("OPGRAPH_CPU_ISA") or "native"
 
 
+def _default_blas_core() -> str:
+    return os.environ.get("OPGRAPH_BLAS_CORETYPE") or "isa"
+
+
 def _default_threads() -> int:
     explicit = os.environ.get("OPGRAPH_NUM_THREADS")
     if explicit and explicit.isdigit() and int(explicit) > 0:
@@ -277,4 +302,5 @@ def default_config() -> CpuConfig:
         num_threads=_default_threads(),
         cache_max=_default_cache_max(),
         isa=_default_isa(),
+        blas_core=_default_blas_core(),
     )
