@@ -8,9 +8,10 @@ The step (``compile_train_step``, SGD with momentum, batch 8 x 128) is compiled 
 thread and once for two; the two-thread program's blocks all run on the calling thread (a
 host "team" of the caller alone, as in ``bench/block_clock.py``), so each step's figure is
 the CPU work of its blocks, without waits or preemption (a shared machine's wall clock
-measures its load). Printed: each program's sum of steps, then per step (the best of
-``--steps`` calls) its time in each program and the two-thread program's excess: work the
-thread split adds (operands packed again per block, repacked panels).
+measures its load). Printed: each program's sum of steps, then per step label (the best of
+``--steps`` calls, summed over the steps of one label: the many ``copy`` steps are one row)
+its time in each program and the two-thread program's excess: work the thread split adds
+(operands packed again per block, repacked panels).
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ class _Profiled:
         return getattr(self.backend, name)
 
 
+def _by_label(found: dict[str, list[float]]) -> dict[str, float]:
+    """Each step's best time, summed over the steps of one label (the copy steps share one)."""
+    summed: dict[str, float] = defaultdict(float)
+    for key, times in found.items():
+        summed[key.split(":", 1)[1].split(";")[0].strip()] += min(times)
+    return summed
+
+
 def _mean_square(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (output - target).square().mean()
 
@@ -105,10 +114,7 @@ def main() -> None:
                 previous[threads] = now
     finally:
         lib.og_set_team(None)
-    best = {
-        threads: {k.split(":", 1)[1].split(";")[0].strip(): min(v) for k, v in found.items()}
-        for threads, found in per.items()
-    }
+    best = {threads: _by_label(found) for threads, found in per.items()}
     print(
         f"sum of steps: one-thread program {sum(best[1].values()) * 1e3:.1f} ms, two-thread "
         f"program {sum(best[2].values()) * 1e3:.1f} ms (load {os.getloadavg()[0]:.2f})"
