@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.gemm_tiles import PEAK_CHAINS, cpu_identity, peak_source  # noqa: E402
+from bench.gemm_tiles import PEAK_CHAINS, cpu_identity, peak_isa, peak_source  # noqa: E402
+from opgraph.backends.cpu.config import supports_isa  # noqa: E402
 
 FMA = re.compile(r"vfmadd231ps\s+%(\w+), %(\w+), %(\w+)")
 
@@ -50,3 +51,8 @@ def test_cpu_identity_reads_the_first_processor() -> None:
 
 def test_cpu_identity_without_cpuinfo() -> None:
     assert cpu_identity("") == "unknown CPU (family ?, model ?)"
+
+
+def test_native_unit_is_measured_against_the_widest_peak_of_this_cpu() -> None:
+    assert peak_isa("avx2") == "avx2" and peak_isa("avx512") == "avx512"
+    assert peak_isa("native") == ("avx512" if supports_isa("avx512") else "avx2")

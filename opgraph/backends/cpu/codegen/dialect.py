@@ -394,13 +394,20 @@ def _gemm_half_panels() -> str:
 #: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts
 #: (:func:`_broadcast_kernel`): AVX-512's ``{1to16}``.
 BROADCAST_LANES = 16
-#: The builds that use it: code tuned for AMD Zen (GCC's tuning macros; GCC 12 tunes a Zen 4
+#: The builds that use it: code tuned for AMD Zen 4 (GCC's tuning macros; GCC 12 tunes a Zen 4
 #: as ``znver3``, later versions as ``znver4``), where it was measured. Intel cores with two
 #: load ports (Skylake-SP, Ice Lake) would issue 26 loads per 24 multiply-adds of a 12-row
 #: tile, more than they load per cycle at two AVX-512 multiply-adds; not measured there, so
-#: they keep the separate broadcasts.
-BROADCAST_TARGETS = "defined(__AVX512F__) && ({})".format(
-    " || ".join(f"defined(__tune_znver{n}__)" for n in (3, 4, 5))
+#: they keep the separate broadcasts. So does Zen 5 (full-width 512-bit multiply-adds), where
+#: the embedded broadcasts cost: a loop of the 12 x 32 tile's 24 multiply-adds on L1 data
+#: runs at 240 GF/s per core with them and 261 with ``vbroadcastss`` (peak 268.6), and the
+#: panel GEMM gains 4-8 % without them (``bench/gemm_tiles.py``, docs/performance.md,
+#: 2026-11-26, H95b). GCC 12 tunes a Zen 5 as ``znver3`` and GCC 13 as ``znver4``; its
+#: ``-march=native`` tells it by AVX-VNNI (``__AVXVNNI__``), which AMD first shipped in Zen 5
+#: (Zen 4 has only the AVX-512 form). Builds without the native feature macros (``isa=
+#: "avx512"``: ``-march=x86-64-v4 -mtune=native``) cannot tell and keep Zen 4's choice.
+BROADCAST_TARGETS = "defined(__AVX512F__) && !defined(__AVXVNNI__) && ({})".format(
+    " || ".join(f"defined(__tune_znver{n}__)" for n in (3, 4))
 )
 
 
