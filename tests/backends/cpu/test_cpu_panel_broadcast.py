@@ -8,7 +8,7 @@ column or inner index the kernel gets wrong shows as a difference."""
 
 import numpy as np
 import pytest
-from asm_checks import compile_to_asm  # beside this file (rootdir import)
+from asm_checks import compile_to_asm, innermost_loops  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -80,3 +80,23 @@ def test_embedded_broadcasts_on_zen_4_only(tuning, broadcasts, tmp_path):
     asm = compile_to_asm(lines, "avx512", tmp_path, "gemm_panels", (*CFLAGS, *tuning))
     assert ("{1to16}" in asm) == broadcasts
     assert "vfmadd231ps" in asm and "vbroadcastss" in asm  # partial tiles broadcast anyway
+
+
+def test_avx512_kernel_prefetches_its_panel_ahead(tmp_path):
+    """The generic AVX-512 micro-kernel (full tiles on Zen 5) prefetches the panel it streams
+    ``PANEL_PREFETCH_ROWS`` rows (128 bytes each) ahead, both lines of a row, in its inner
+    loop; the AVX2 and SSE kernels do not."""
+    source = dialect.HELPERS["gemm_panels"]()
+    avx512, rest = source.split("#elif", 1)
+    assert avx512.count("__builtin_prefetch(p + (k + ") == 2
+    assert "__builtin_prefetch(p + (k" not in rest
+    unit = source.replace("static void og_gemm_panels(", "void og_gemm_panels(")
+    zen5 = (*CFLAGS, "-mtune=znver3", "-mavxvnni")
+    asm = compile_to_asm([dialect.PRELUDE, unit], "avx512", tmp_path, "gemm_panels", zen5)
+    rows = dialect.PANEL_PREFETCH_ROWS
+    assert avx512.count(f"__builtin_prefetch(p + (k + {rows}) * 32") == 2
+    loops = [body for body in innermost_loops(asm) if sum("vfmadd" in x for x in body) == 24]
+    assert loops, "no 12-row multiply-add loop found"
+    for body in loops:  # one panel row: a line and the next, from one address register
+        fetched = sorted(x.split()[1] for x in body if x.startswith("prefetcht0"))
+        assert len(fetched) == 2 and fetched[1] == "64" + fetched[0], body

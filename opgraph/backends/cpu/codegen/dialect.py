@@ -279,6 +279,33 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 """
 
 
+#: How many panel rows ahead the AVX-512 micro-kernel prefetches the panel it streams into L1
+#: (``prefetcht0``, two 64-byte lines a row: 3 KiB ahead), in :func:`_gemm_panels`'s generic
+#: ``og_mk`` only (full tiles on every AVX-512 build but the Zen 4 ones, which take
+#: ``og_mk_full``, and partial tiles). The first row tile over a panel slice reads it from L3
+#: or memory, 128 bytes per 24 multiply-adds; on Zen 5 (full-width multiply-adds) the hardware
+#: prefetcher fell behind: C harness (``bench/gemm_tiles.py``'s driver, one thread, thread CPU
+#: time, 8 column blocks in turn, load 6.5) 128x768x3072 195-205 -> 234 GF/s, 128x768x2304
+#: 213-215 -> 236-240, 128x3072x768 209-214 -> 240-244, 128x768x768 224-225 -> 245, 49x4608x512
+#: 189 -> 208; 8 rows ahead gained half of that, 32, 48 and 64 the same as 24. Two prefetches
+#: beside the 12 broadcasts and 2 panel loads of 24 multiply-adds (a load port's share on
+#: cores with two, Skylake-SP included, stays under one a cycle). A prefetch past the panel's
+#: end reads nothing and never faults.
+PANEL_PREFETCH_ROWS = 24
+
+
+def _stream_prefetch(lanes: int, pw: int) -> str:
+    """The line of ``og_mk``'s inner loop that prefetches the panel :data:`PANEL_PREFETCH_ROWS`
+    rows ahead (AVX-512 only: the AVX2 and SSE kernels are left as they were measured)."""
+    if lanes != BROADCAST_LANES:
+        return ""
+    ahead = f"p + (k + {PANEL_PREFETCH_ROWS}) * {pw}"
+    return (
+        f"    __builtin_prefetch({ahead}, 0, 3);\n"
+        f"    __builtin_prefetch({ahead} + {lanes}, 0, 3);\n"
+    )
+
+
 def _gemm_panels(
     lanes: int,
     rows: int,
@@ -322,7 +349,7 @@ def _gemm_panels(
     og_vf b0, b1;
     __builtin_memcpy(&b0, p + k * {pw}, {4 * lanes});
     __builtin_memcpy(&b1, p + k * {pw} + {lanes}, {4 * lanes});
-    for (int r = 0; r < R; ++r) {{
+{_stream_prefetch(lanes, pw)}    for (int r = 0; r < R; ++r) {{
       const float s = a[r * lda + k];
       c0[r] += s * b0;
       c1[r] += s * b1;
