@@ -82,19 +82,22 @@ def test_embedded_broadcasts_on_zen_4_only(tuning, broadcasts, tmp_path):
     assert "vfmadd231ps" in asm and "vbroadcastss" in asm  # partial tiles broadcast anyway
 
 
-def test_avx512_kernel_prefetches_its_panel_ahead(tmp_path):
-    """The generic AVX-512 micro-kernel (full tiles on Zen 5) prefetches the panel it streams
-    ``PANEL_PREFETCH_ROWS`` rows (128 bytes each) ahead, both lines of a row, in its inner
-    loop; the AVX2 and SSE kernels do not."""
+@pytest.mark.parametrize(
+    "tuning", [("-mtune=znver3",), ("-mtune=znver3", "-mavxvnni")], ids=["zen4", "zen5"]
+)
+def test_avx512_kernels_prefetch_their_panel_ahead(tuning, tmp_path):
+    """Both AVX-512 micro-kernels (``og_mk_full`` with embedded broadcasts, Zen 4's full tiles,
+    and the generic one) prefetch the panel they stream ``PANEL_PREFETCH_ROWS`` rows (128
+    bytes each) ahead, both lines of a row, in their inner loop; the AVX2 and SSE kernels do
+    not."""
     source = dialect.HELPERS["gemm_panels"]()
     avx512, rest = source.split("#elif", 1)
-    assert avx512.count("__builtin_prefetch(p + (k + ") == 2
+    rows = dialect.PANEL_PREFETCH_ROWS
+    assert avx512.count(f"__builtin_prefetch(p + (k + {rows}) * 32") == 4
     assert "__builtin_prefetch(p + (k" not in rest
     unit = source.replace("static void og_gemm_panels(", "void og_gemm_panels(")
-    zen5 = (*CFLAGS, "-mtune=znver3", "-mavxvnni")
-    asm = compile_to_asm([dialect.PRELUDE, unit], "avx512", tmp_path, "gemm_panels", zen5)
-    rows = dialect.PANEL_PREFETCH_ROWS
-    assert avx512.count(f"__builtin_prefetch(p + (k + {rows}) * 32") == 2
+    flags = (*CFLAGS, *tuning)
+    asm = compile_to_asm([dialect.PRELUDE, unit], "avx512", tmp_path, "gemm_panels", flags)
     loops = [body for body in innermost_loops(asm) if sum("vfmadd" in x for x in body) == 24]
     assert loops, "no 12-row multiply-add loop found"
     for body in loops:  # one panel row: a line and the next, from one address register

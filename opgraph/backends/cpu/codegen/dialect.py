@@ -279,24 +279,28 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 """
 
 
-#: How many panel rows ahead the AVX-512 micro-kernel prefetches the panel it streams into L1
-#: (``prefetcht0``, two 64-byte lines a row: 3 KiB ahead), in :func:`_gemm_panels`'s generic
-#: ``og_mk`` only (full tiles on every AVX-512 build but the Zen 4 ones, which take
-#: ``og_mk_full``, and partial tiles). The first row tile over a panel slice reads it from L3
-#: or memory, 128 bytes per 24 multiply-adds; on Zen 5 (full-width multiply-adds) the hardware
-#: prefetcher fell behind: C harness (``bench/gemm_tiles.py``'s driver, one thread, thread CPU
-#: time, 8 column blocks in turn, load 6.5) 128x768x3072 195-205 -> 234 GF/s, 128x768x2304
-#: 213-215 -> 236-240, 128x3072x768 209-214 -> 240-244, 128x768x768 224-225 -> 245, 49x4608x512
-#: 189 -> 208; 8 rows ahead gained half of that, 32, 48 and 64 the same as 24. Two prefetches
-#: beside the 12 broadcasts and 2 panel loads of 24 multiply-adds (a load port's share on
-#: cores with two, Skylake-SP included, stays under one a cycle). A prefetch past the panel's
-#: end reads nothing and never faults.
+#: How many panel rows ahead the AVX-512 micro-kernels (the generic ``og_mk`` and
+#: :func:`_broadcast_kernel`'s ``og_mk_full``) prefetch the panel they stream into L1
+#: (``prefetcht0``, two 64-byte lines a row: 3 KiB ahead). The first row tile over a panel slice
+#: reads it from L3 or memory, 128 bytes per 24 multiply-adds; on Zen 5 (full-width multiply-adds)
+#: the hardware prefetcher fell behind: C harness (``bench/gemm_tiles.py``'s driver, one thread,
+#: thread CPU time, 8 column blocks in turn, load 6.5) 128x768x3072 195-205 -> 234 GF/s,
+#: 128x768x2304 213-215 -> 236-240, 128x3072x768 209-214 -> 240-244, 128x768x768 224-225 -> 245,
+#: 49x4608x512 189 -> 208; 8 rows ahead gained half of that, 32, 48 and 64 the same as 24. In
+#: ``og_mk_full`` (Zen 4's full tiles; on this Zen 5 those of ``isa="avx512"`` builds), measured
+#: here only: 128x768x2304 191-196 -> 209-216, 128x768x3072 188-194 -> 202-213, 128x768x768 203-204
+#: -> 217-222, 256x784x512 215-218 -> 221-225. On Zen 4 (half-rate multiply-adds, so half the panel
+#: bytes per cycle) not measured; it costs 2 load-port operations per 24 cycles of 3 ports there and
+#: reads only lines the tile reads 24 rows later. Two prefetches beside the 12 broadcasts and 2
+#: panel loads of 24 multiply-adds (a load port's share on cores with two, Skylake-SP included,
+#: stays under one a cycle). A prefetch past the panel's end reads nothing and never faults.
 PANEL_PREFETCH_ROWS = 24
 
 
 def _stream_prefetch(lanes: int, pw: int) -> str:
-    """The line of ``og_mk``'s inner loop that prefetches the panel :data:`PANEL_PREFETCH_ROWS`
-    rows ahead (AVX-512 only: the AVX2 and SSE kernels are left as they were measured)."""
+    """The lines of an AVX-512 micro-kernel's inner loop that prefetch the panel
+    :data:`PANEL_PREFETCH_ROWS` rows ahead (empty for the AVX2 and SSE kernels: left as they
+    were measured)."""
     if lanes != BROADCAST_LANES:
         return ""
     ahead = f"p + (k + {PANEL_PREFETCH_ROWS}) * {pw}"
@@ -475,6 +479,7 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
         "    og_vf b0, b1;",
         "    __builtin_memcpy(&b0, p + k * 32, 64);",
         "    __builtin_memcpy(&b1, p + k * 32 + 16, 64);",
+        _stream_prefetch(BROADCAST_LANES, 32).rstrip("\n"),
     ]
     fma = '      __asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
     for r in range(rows):
