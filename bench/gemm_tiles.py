@@ -10,6 +10,16 @@ the product in ``--blocks`` column blocks one after the other on one thread (the
 two-thread split, per core), and reports GF/s from thread CPU time (median and best of
 ``--reps`` calls) with the largest error against a double-precision product. The kernels'
 flops per cycle, not the model's: for whole models see ``bench/per_core.py --isa avx2``.
+
+Each figure is also given as a share of its ISA's multiply-add peak on this core, measured
+first (:func:`peak_source`: twelve independent register-only ``vfmadd231ps`` per loop, ymm
+for AVX2, zmm for AVX-512), with the CPU's family and model: where 512-bit multiply-adds run
+at the 256-bit rate (Zen 4) the two ISAs share a peak; where they run at full width (Zen 5)
+AVX2's peak is half AVX-512's, and no AVX2 tile can close that gap.
+
+``native`` is the unit as the default build compiles it (``-march=native``): on a Zen 5 it
+differs from ``avx512`` (``-march=x86-64-v4 -mtune=native``), whose flags do not show the CPU's
+AVX-VNNI, by the broadcasts of ``a``'s floats (``dialect.BROADCAST_TARGETS``).
 """
 
 from __future__ import annotations
@@ -33,9 +43,31 @@ UNITS = {
     "avx2 whole panels": ("gemm_panels", "avx2", False),
     "avx2 half panels": ("gemm_half_panels", "avx2", True),
     "avx512": ("gemm_panels", "avx512", False),
+    "native": ("gemm_panels", "native", False),
 }
 SHAPES = ["256x784x512", "256x512x512", "128x768x2304", "128x768x768", "128x768x3072",
           "128x3072x768", "49x4608x512"]  # fmt: skip
+
+#: isa: (register prefix, floats per register) of the peak loop
+PEAK_REGISTERS = {"avx2": ("ymm", 8), "avx512": ("zmm", 16)}
+#: accumulators of the peak loop: independent chains (4-cycle latency, two multiply-adds a
+#: cycle need 8 at least), registers 14 and 15 hold the operands
+PEAK_CHAINS = 12
+
+PEAK = r"""
+#include <stdio.h>
+#include <time.h>
+static double now(void) {{
+  struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec;
+}}
+int main(void) {{
+  long n = 50000000;
+  double t0 = now();
+  for (long i = 0; i < n; ++i) __asm__ volatile({fmas} ::: {clobbers});
+  printf("%.1f\n", 2e-9 * {chains} * {lanes} * n / (now() - t0));
+  return 0;
+}}
+"""
 
 DRIVER = r"""
 #include <stdio.h>
@@ -88,6 +120,48 @@ int main(int argc, char** argv) {
 """
 
 
+def peak_source(isa: str) -> str:
+    """A C program that prints the multiply-add peak (GF/s) of ``isa``'s widest registers on one
+    core: :data:`PEAK_CHAINS` independent register-only ``vfmadd231ps`` per loop iteration."""
+    reg, lanes = PEAK_REGISTERS[isa]
+    fmas = " ".join(
+        f'"vfmadd231ps %%{reg}14, %%{reg}15, %%{reg}{r}\\n\\t"' for r in range(PEAK_CHAINS)
+    )
+    clobbers = ", ".join(f'"xmm{r}"' for r in range(PEAK_CHAINS))
+    return PEAK.format(fmas=fmas, clobbers=clobbers, chains=PEAK_CHAINS, lanes=lanes)
+
+
+def cpu_identity(cpuinfo: str) -> str:
+    """The first processor's family, model and name in ``/proc/cpuinfo``'s text."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if not key.strip() and fields:
+            break
+        fields.setdefault(key.strip(), value.strip())
+    family, model = fields.get("cpu family", "?"), fields.get("model", "?")
+    return f"{fields.get('model name', 'unknown CPU')} (family {family}, model {model})"
+
+
+def peak_isa(isa: str) -> str:
+    """The ISA whose multiply-add peak a unit built for ``isa`` is measured against (``native``:
+    AVX-512 where this CPU has it, else AVX2)."""
+    if isa != "native":
+        return isa
+    return "avx512" if supports_isa("avx512") else "avx2"
+
+
+def measure_peak(isa: str, tmp: Path, compiler: str) -> float:
+    """:func:`peak_source`'s figure for ``isa``, compiled and run here (the best of three runs)."""
+    source, binary = tmp / f"peak_{isa}.c", tmp / f"peak_{isa}"
+    source.write_text(peak_source(isa))
+    subprocess.run([compiler, "-O2", *ISA_FLAGS[isa], str(source), "-o", str(binary)], check=True)
+    runs = [
+        subprocess.run([str(binary)], check=True, capture_output=True, text=True) for _ in range(3)
+    ]
+    return max(float(run.stdout) for run in runs)
+
+
 def build(name: str, tmp: Path, compiler: str) -> Path:
     helper, isa, _ = UNITS[name]
     source = tmp / f"{helper}_{isa}.c"
@@ -112,6 +186,14 @@ def main() -> None:
         sys.exit("no C compiler")
     names = [n for n in UNITS if supports_isa(UNITS[n][1])]
     with tempfile.TemporaryDirectory(prefix="opgraph-gemm-tiles-") as tmp:
+        isas = dict.fromkeys(peak_isa(UNITS[n][1]) for n in names)
+        peaks = {isa: measure_peak(isa, Path(tmp), compiler) for isa in isas}
+        cpuinfo = Path("/proc/cpuinfo")
+        print(cpu_identity(cpuinfo.read_text() if cpuinfo.exists() else ""))
+        print(
+            "multiply-add peak, one core, GF/s: "
+            + ", ".join(f"{i} {v:.1f}" for i, v in peaks.items())
+        )
         binaries = {name: build(name, Path(tmp), compiler) for name in names}
         for shape in args.shape or SHAPES:
             m, k, n = shape.split("x")
@@ -122,7 +204,8 @@ def main() -> None:
                 median, best, err = subprocess.run(
                     command, check=True, capture_output=True, text=True
                 ).stdout.split()
-                cells.append(f"{name} {median} (best {best}, err {err})")
+                share = 100 * float(median) / peaks[peak_isa(UNITS[name][1])]
+                cells.append(f"{name} {median} ({share:.0f} % of peak, best {best}, err {err})")
             print(f"{shape}, {args.blocks} blocks, GF/s: " + "; ".join(cells), flush=True)
     print(f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 

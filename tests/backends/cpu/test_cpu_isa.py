@@ -163,11 +163,12 @@ def test_panel_gemm_shapes_match_interpreter(isa, rows, inner, cols):
 
 
 def test_only_the_avx2_gemm_prefetches_the_next_panel():
-    """The prefetch of the next panel is AVX2's (half the flops per byte of panel read);
-    the AVX-512 and SSE branches are the kernels they were."""
+    """The prefetch of the next panel is AVX2's (half the flops per byte of panel read); the
+    AVX-512 and SSE branches do not fetch the next panel (AVX-512 prefetches the panel it
+    streams, a few rows ahead: ``test_cpu_panel_broadcast.py``)."""
     code = dialect.HELPERS["gemm_panels"]()
     branches = re.split(r"^#(?:el)?if ", code, flags=re.MULTILINE)[1:]
-    prefetching = [b.splitlines()[0] for b in branches if "__builtin_prefetch" in b]
+    prefetching = [b.splitlines()[0] for b in branches if "__builtin_prefetch(next" in b]
     assert prefetching == ["defined(__AVX__)"]
 
 

@@ -279,6 +279,37 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 """
 
 
+#: How many panel rows ahead the AVX-512 micro-kernels (the generic ``og_mk`` and
+#: :func:`_broadcast_kernel`'s ``og_mk_full``) prefetch the panel they stream into L1
+#: (``prefetcht0``, two 64-byte lines a row: 3 KiB ahead). The first row tile over a panel slice
+#: reads it from L3 or memory, 128 bytes per 24 multiply-adds; on Zen 5 (full-width multiply-adds)
+#: the hardware prefetcher fell behind: C harness (``bench/gemm_tiles.py``'s driver, one thread,
+#: thread CPU time, 8 column blocks in turn, load 6.5) 128x768x3072 195-205 -> 234 GF/s,
+#: 128x768x2304 213-215 -> 236-240, 128x3072x768 209-214 -> 240-244, 128x768x768 224-225 -> 245,
+#: 49x4608x512 189 -> 208; 8 rows ahead gained half of that, 32, 48 and 64 the same as 24. In
+#: ``og_mk_full`` (Zen 4's full tiles; on this Zen 5 those of ``isa="avx512"`` builds), measured
+#: here only: 128x768x2304 191-196 -> 209-216, 128x768x3072 188-194 -> 202-213, 128x768x768 203-204
+#: -> 217-222, 256x784x512 215-218 -> 221-225. On Zen 4 (half-rate multiply-adds, so half the panel
+#: bytes per cycle) not measured; it costs 2 load-port operations per 24 cycles of 3 ports there and
+#: reads only lines the tile reads 24 rows later. Two prefetches beside the 12 broadcasts and 2
+#: panel loads of 24 multiply-adds (a load port's share on cores with two, Skylake-SP included,
+#: stays under one a cycle). A prefetch past the panel's end reads nothing and never faults.
+PANEL_PREFETCH_ROWS = 24
+
+
+def _stream_prefetch(lanes: int, pw: int) -> str:
+    """The lines of an AVX-512 micro-kernel's inner loop that prefetch the panel
+    :data:`PANEL_PREFETCH_ROWS` rows ahead (empty for the AVX2 and SSE kernels: left as they
+    were measured)."""
+    if lanes != BROADCAST_LANES:
+        return ""
+    ahead = f"p + (k + {PANEL_PREFETCH_ROWS}) * {pw}"
+    return (
+        f"    __builtin_prefetch({ahead}, 0, 3);\n"
+        f"    __builtin_prefetch({ahead} + {lanes}, 0, 3);\n"
+    )
+
+
 def _gemm_panels(
     lanes: int,
     rows: int,
@@ -322,7 +353,7 @@ def _gemm_panels(
     og_vf b0, b1;
     __builtin_memcpy(&b0, p + k * {pw}, {4 * lanes});
     __builtin_memcpy(&b1, p + k * {pw} + {lanes}, {4 * lanes});
-    for (int r = 0; r < R; ++r) {{
+{_stream_prefetch(lanes, pw)}    for (int r = 0; r < R; ++r) {{
       const float s = a[r * lda + k];
       c0[r] += s * b0;
       c1[r] += s * b1;
@@ -394,13 +425,20 @@ def _gemm_half_panels() -> str:
 #: The vector width (floats) whose full tiles take ``a``'s floats as embedded broadcasts
 #: (:func:`_broadcast_kernel`): AVX-512's ``{1to16}``.
 BROADCAST_LANES = 16
-#: The builds that use it: code tuned for AMD Zen (GCC's tuning macros; GCC 12 tunes a Zen 4
+#: The builds that use it: code tuned for AMD Zen 4 (GCC's tuning macros; GCC 12 tunes a Zen 4
 #: as ``znver3``, later versions as ``znver4``), where it was measured. Intel cores with two
 #: load ports (Skylake-SP, Ice Lake) would issue 26 loads per 24 multiply-adds of a 12-row
 #: tile, more than they load per cycle at two AVX-512 multiply-adds; not measured there, so
-#: they keep the separate broadcasts.
-BROADCAST_TARGETS = "defined(__AVX512F__) && ({})".format(
-    " || ".join(f"defined(__tune_znver{n}__)" for n in (3, 4, 5))
+#: they keep the separate broadcasts. So does Zen 5 (full-width 512-bit multiply-adds), where
+#: the embedded broadcasts cost: a loop of the 12 x 32 tile's 24 multiply-adds on L1 data
+#: runs at 240 GF/s per core with them and 261 with ``vbroadcastss`` (peak 268.6), and the
+#: panel GEMM gains 4-8 % without them (``bench/gemm_tiles.py``, docs/performance.md,
+#: 2026-11-26, H95b). GCC 12 tunes a Zen 5 as ``znver3`` and GCC 13 as ``znver4``; its
+#: ``-march=native`` tells it by AVX-VNNI (``__AVXVNNI__``), which AMD first shipped in Zen 5
+#: (Zen 4 has only the AVX-512 form). Builds without the native feature macros (``isa=
+#: "avx512"``: ``-march=x86-64-v4 -mtune=native``) cannot tell and keep Zen 4's choice.
+BROADCAST_TARGETS = "defined(__AVX512F__) && !defined(__AVXVNNI__) && ({})".format(
+    " || ".join(f"defined(__tune_znver{n}__)" for n in (3, 4))
 )
 
 
@@ -441,6 +479,7 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
         "    og_vf b0, b1;",
         "    __builtin_memcpy(&b0, p + k * 32, 64);",
         "    __builtin_memcpy(&b1, p + k * 32 + 16, 64);",
+        _stream_prefetch(BROADCAST_LANES, 32).rstrip("\n"),
     ]
     fma = '      __asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
     for r in range(rows):

@@ -1,0 +1,58 @@
+"""``bench/gemm_tiles.py`` gives each panel kernel's GF/s as a share of its ISA's multiply-add
+peak, measured by a register-only loop: for AVX2 twelve independent 256-bit multiply-adds per
+iteration, for AVX-512 twelve 512-bit ones (no loads, no other vector instruction), and the
+CPU it ran on, from ``/proc/cpuinfo``'s first processor."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from asm_checks import compile_to_asm, innermost_loops  # beside this file (rootdir import)
+
+ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.gemm_tiles import PEAK_CHAINS, cpu_identity, peak_isa, peak_source  # noqa: E402
+from opgraph.backends.cpu.config import supports_isa  # noqa: E402
+
+FMA = re.compile(r"vfmadd231ps\s+%(\w+), %(\w+), %(\w+)")
+
+
+@pytest.mark.parametrize(("isa", "register"), [("avx2", "ymm"), ("avx512", "zmm")])
+def test_peak_loop_is_independent_multiply_adds_of_the_isa_width(
+    isa: str, register: str, tmp_path: Path
+) -> None:
+    asm = compile_to_asm([peak_source(isa)], isa, tmp_path, "peak", base=("-O2",))
+    loops = [loop for loop in innermost_loops(asm) if any("vfmadd" in line for line in loop)]
+    assert len(loops) == 1
+    fmas = [FMA.search(line) for line in loops[0] if "vfmadd" in line]
+    assert len(fmas) == PEAK_CHAINS
+    accumulators = {m.group(3) for m in fmas if m}
+    assert len(accumulators) == PEAK_CHAINS  # independent chains
+    operands = {m.group(1) for m in fmas if m} | {m.group(2) for m in fmas if m}
+    assert not operands & accumulators
+    assert all(r.startswith(register) for r in accumulators | operands)
+    others = [line for line in loops[0] if re.match(r"v\w+\s", line) and "vfmadd" not in line]
+    assert others == []
+
+
+def test_cpu_identity_reads_the_first_processor() -> None:
+    text = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+        "model name\t: AMD EPYC 9005\nflags\t\t: fpu avx2\n\n"
+        "processor\t: 1\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: other\n"
+    )
+    assert cpu_identity(text) == "AMD EPYC 9005 (family 26, model 2)"
+
+
+def test_cpu_identity_without_cpuinfo() -> None:
+    assert cpu_identity("") == "unknown CPU (family ?, model ?)"
+
+
+def test_native_unit_is_measured_against_the_widest_peak_of_this_cpu() -> None:
+    assert peak_isa("avx2") == "avx2" and peak_isa("avx512") == "avx512"
+    assert peak_isa("native") == ("avx512" if supports_isa("avx512") else "avx2")
