@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench import bert
-from bench.gemm_tiles import PEAK_REGISTERS, cpu_identity, measure_peak
+from bench import bert, machine
+from bench.gemm_tiles import PEAK_REGISTERS, measure_peak
 from opgraph.backends.cpu import default_config
 from opgraph.backends.cpu.config import supports_isa
 
@@ -29,8 +29,7 @@ from opgraph.backends.cpu.config import supports_isa
 def main() -> None:
     flops = bert.w5().flops
     compiler = default_config().compiler or "cc"
-    cpuinfo = Path("/proc/cpuinfo")
-    print(cpu_identity(cpuinfo.read_text() if cpuinfo.exists() else ""))
+    print(machine.cpu())
     with tempfile.TemporaryDirectory(prefix="opgraph-fma-peak-") as tmp:
         for isa in PEAK_REGISTERS:
             if not supports_isa(isa):

@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import machine
 from opgraph.backends.cpu import default_config
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.compiler import CFLAGS
@@ -131,18 +132,6 @@ def peak_source(isa: str) -> str:
     return PEAK.format(fmas=fmas, clobbers=clobbers, chains=PEAK_CHAINS, lanes=lanes)
 
 
-def cpu_identity(cpuinfo: str) -> str:
-    """The first processor's family, model and name in ``/proc/cpuinfo``'s text."""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if not key.strip() and fields:
-            break
-        fields.setdefault(key.strip(), value.strip())
-    family, model = fields.get("cpu family", "?"), fields.get("model", "?")
-    return f"{fields.get('model name', 'unknown CPU')} (family {family}, model {model})"
-
-
 def peak_isa(isa: str) -> str:
     """The ISA whose multiply-add peak a unit built for ``isa`` is measured against (``native``:
     AVX-512 where this CPU has it, else AVX2)."""
@@ -188,8 +177,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="opgraph-gemm-tiles-") as tmp:
         isas = dict.fromkeys(peak_isa(UNITS[n][1]) for n in names)
         peaks = {isa: measure_peak(isa, Path(tmp), compiler) for isa in isas}
-        cpuinfo = Path("/proc/cpuinfo")
-        print(cpu_identity(cpuinfo.read_text() if cpuinfo.exists() else ""))
+        print(machine.cpu())
         print(
             "multiply-add peak, one core, GF/s: "
             + ", ".join(f"{i} {v:.1f}" for i, v in peaks.items())

@@ -34,7 +34,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench import load, runners  # noqa: E402
+from bench import load, machine, runners  # noqa: E402
 from bench.models import Case  # noqa: E402
 from bench.workloads import WORKLOADS, build  # noqa: E402
 from opgraph.backends.cpu.config import ISA_FLAGS  # noqa: E402
@@ -249,7 +249,8 @@ def main() -> None:
             print("  loaded: " + table([result["loaded"]]).splitlines()[-3], flush=True)  # type: ignore[list-item]
     average = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     report = (
-        f"threads: {THREADS}; opgraph isa: {args.isa}; load average at the end: {average}\n\n"
+        f"threads: {THREADS}; opgraph isa: {args.isa}; CPU: {machine.cpu()}; opgraph BLAS "
+        f"kernels: {machine.blas_kernels()}; load average at the end: {average}\n\n"
         f"{table(results)}\n\n{compile_table(results)}\n"
     )
     if args.load:

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.gemm_tiles import PEAK_CHAINS, cpu_identity, peak_isa, peak_source  # noqa: E402
+from bench.gemm_tiles import PEAK_CHAINS, peak_isa, peak_source  # noqa: E402
+from bench.machine import cpu_identity  # noqa: E402
 from opgraph.backends.cpu.config import supports_isa  # noqa: E402
 
 FMA = re.compile(r"vfmadd231ps\s+%(\w+), %(\w+), %(\w+)")
