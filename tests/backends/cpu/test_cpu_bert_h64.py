@@ -1,8 +1,8 @@
 """The BERT layer's CPU paths of the H64 round (issue 17, items 3 and 5): the bf16 panel
 GEMM's activations rounded by ``vcvtne2ps2bf16`` in row chunks of up to 132 rows (one chunk
 for a transformer's 128 tokens) and equal inner blocks of up to 768, with the integer
-rounding on each row's tail, or, split into column blocks between threads, rounded once into
-an arena buffer of their own (``with_rounded_rows``); aliasing rows read in place (no padded
+rounding on each row's tail, or, split into column blocks between threads or deeper than 768,
+rounded once into an arena buffer of their own (``with_rounded_rows``); aliasing rows read in place (no padded
 copy); the bf16 attention's packing by vectors; results
 against an oracle of bf16-rounded operands (ties to even included), on one thread and split
 between threads."""
@@ -71,9 +71,10 @@ def test_activations_rounded_by_vectors_and_tails(one_thread, parallel_cpu, m, k
     for backend in (one_thread, parallel_cpu):
         exe = backend.compile(fn, precision="bf16")
         assert "og_bf16_row(" in exe.source()
-        # split into column blocks (3 threads, enough work), the rows are rounded once
+        # split into column blocks (3 threads, enough work) or deeper than the panel GEMM's
+        # blocks, the rows are rounded once
         split = backend is parallel_cpu and m * k * n >= PARALLEL_MACS
-        assert (ROWS_CALL in exe.source()) is split
+        assert (ROWS_CALL in exe.source()) is (split or k > bf16.PANEL_DEPTH)
         _check(exe, data, w)
 
 
@@ -191,3 +192,23 @@ def test_rows_rounded_once_live_past_the_planned_arena(one_thread, parallel_cpu)
     exact = _rounded(hidden) @ _rounded(w2)
     scale = np.abs(_rounded(hidden)) @ np.abs(_rounded(w2))
     assert np.all(np.abs(got - exact) <= 1e-4 * scale + 1e-30)
+
+
+@needs_bf16
+@pytest.mark.parametrize(("m", "k", "n"), [(30, 3075, 70), (128, 2 * bf16.PANEL_DEPTH, 96)])
+def test_a_deep_product_on_one_thread_reads_its_rows_rounded_once(
+    one_thread, parallel_cpu, m, k, n
+):
+    """Deeper than ``PANEL_DEPTH`` on one thread, the rows are rounded once too (into the
+    arena buffer, no chunk on the stack) and ``og_gemm_bf16_rows`` runs blocks of up to
+    ``ROWS_DEPTH``: the same sums in the same order as split between threads (bitwise)."""
+    x = og.parameter(og.f32, (m, k), name="x")
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    fn = og.Function([ops.dot(x, og.constant(w))], [x], name="deep")
+    data = RNG.standard_normal((m, k)).astype(np.float32)
+    single = one_thread.compile(fn, precision="bf16")
+    assert ROWS_CALL in single.source() and "og_gemm_bf16_panels(a, " not in single.source()
+    assert [b.size for b in single.program.buffers if b.label == "bf16 rows"] == [m * (k + k % 2)]
+    _check(single, data, w)
+    (want,) = single(data)
+    np.testing.assert_array_equal(parallel_cpu.compile(fn, precision="bf16")(data)[0], want)

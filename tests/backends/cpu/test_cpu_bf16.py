@@ -178,6 +178,33 @@ def test_convolutions_in_bf16(case):
         np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4 * float(np.abs(exact).max()))
 
 
+@needs_bf16
+def test_the_stems_patches_round_to_even_by_vectors():
+    """``og_sgemm_bf16`` rounds whole 32-column panels of patches by ``og_bf16_pairs``
+    (``vcvtne2ps2bf16`` and ``vpermw``): input values halfway between two bf16 values round
+    to the even one, as ml_dtypes does (truncation or ties away would move the sums by 2^-8
+    of a term), and an infinity stays one; pairs keep their order (the filter row's taps)."""
+    x = og.parameter(og.f32, (1, 3, 40, 40), name="x")
+    w = np.random.default_rng(6).standard_normal((16, 3, 7, 7)).astype(np.float32)
+    y = ops.convolution(x, og.constant(w), strides=(2, 2), padding_below=(3, 3),
+                        padding_above=(3, 3))  # fmt: skip
+    fn = og.Function([y], [x], name="stem")
+    exe = og.backend("CPU").compile(fn, precision="bf16")
+    assert "Bf16ConvStep" in step_kinds(exe) and "og_bf16_pairs(lo, hi, d)" in exe.source()
+    j = np.arange(3 * 40 * 40).reshape(1, 3, 40, 40) % 128
+    xv = ((1 + 2.0**-8 + j * 2.0**-7) * np.where(j % 5 == 0, -1, 1)).astype(np.float32)
+    xv[0, 1, 20, 21] = np.inf
+    got = exe(xv)[0]
+    w16 = og.constant(rounded(w).astype(np.float32))
+    y16 = ops.convolution(x, w16, strides=(2, 2), padding_below=(3, 3), padding_above=(3, 3))
+    ref = og.backend("INTERPRETER").compile(og.Function([y16], [x], name="rounded"))
+    exact = ref(rounded(xv).astype(np.float32))[0]
+    finite = np.isfinite(exact)
+    assert not finite.all() and np.array_equal(got[~finite], exact[~finite])
+    scale = float(np.abs(exact[finite]).max())
+    np.testing.assert_allclose(got[finite], exact[finite], rtol=1e-5, atol=1e-5 * scale)
+
+
 # ---------------------------------------------------------------------------- a model
 @needs_bf16
 def test_a_small_residual_network_stays_within_the_bound():

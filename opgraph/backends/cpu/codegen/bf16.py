@@ -66,6 +66,12 @@ DEPTH = 384
 #: 3072: 4 passes over its output block instead of 8; K = 768: 1 instead of 2): the BERT
 #: layer took 0.95 of the thread CPU time of 384-deep blocks on one thread (load 5).
 PANEL_DEPTH = 768
+#: The inner blocks of a product whose activations were rounded to bf16 once (``rows16``,
+#: ``og_gemm_bf16_rows``), which copies no chunk to the stack: at most this deep (a panel
+#: slice of 192 KiB, in L2). On Zen 5, where ``vdpbf16ps`` runs two 512-bit instructions a
+#: cycle, BERT's FFN 2 (128 x 3072 x 768) ran at 0.83-0.84 of that peak in one block against
+#: 0.78-0.79 in four of 768 (``bench/bf16_peak.py``, thread CPU, load 6-7).
+ROWS_DEPTH = 3072
 #: Rows of activations rounded to bf16 at a time (198 KiB of stack, in L2), each 32-column
 #: panel slice then serving all their tiles. 11 tiles, so that a transformer's 128 tokens
 #: are one chunk and the weights are streamed once: with 8 tiles (96 rows) the BERT layer
@@ -250,24 +256,24 @@ def with_rounded_rows(
     program: Program, plan: MemoryPlan, threads: int
 ) -> tuple[Program, MemoryPlan]:
     """``program`` and ``plan`` with one arena buffer more, past the planned peak, shared by
-    every :class:`Bf16GemmStep` of more than one row as ``rows16`` (their left operands
-    rounded to bf16 once per call when split between ``threads`` > 1: each column block then
-    reads the bf16 rows instead of rounding all of ``a`` again). The BERT layer's products
-    split into 4 column blocks as on two threads, run on one: 1.033 of the CPU time of one
-    block each, 1.004 with the rows rounded once (load 11). Steps run one at a time, so the
-    products share the buffer; its lifetime is the whole program."""
-    gemms = [s for s in program.steps if isinstance(s, Bf16GemmStep) and s.a is not None]
-    sizes = [_rows16_shape(s) for s in gemms if _rows16_shape(s)[0] > 1]
-    if threads < 2 or not sizes:
+    the bf16 products of more than one row as ``rows16``: their left operands rounded to
+    bf16 once per call when split between ``threads`` > 1 (each column block then reads the
+    bf16 rows instead of rounding all of ``a`` again) or, on one thread, when deeper than
+    ``PANEL_DEPTH`` (read in blocks of ``ROWS_DEPTH``). The BERT layer's products split into
+    4 column blocks as on two threads, run on one: 1.033 of the CPU time of one block each,
+    1.004 with the rows rounded once (load 11). Steps run one at a time, so the products
+    share the buffer; its lifetime is the whole program."""
+    takes = [s for s in program.steps if isinstance(s, Bf16GemmStep) and _takes_rows16(s, threads)]
+    if not takes:
         return program, plan
-    elements = max(r * k for r, k in sizes)
+    elements = max(r * k for r, k in map(_rows16_shape, takes))
     buffers = list(program.buffers)
     buffer = Buffer(len(buffers), BufferKind.ARENA, et.bf16, elements, label="bf16 rows")
     buffers.append(buffer)
     offset = -(-plan.peak // 64) * 64
     steps: list[Step] = []
     for step in program.steps:
-        if isinstance(step, Bf16GemmStep) and step.a is not None and _rows16_shape(step)[0] > 1:
+        if isinstance(step, Bf16GemmStep) and step in takes:
             rows, inner = _rows16_shape(step)
             view = View(buffer.id, et.bf16, (rows, inner), (inner, 1), 0)
             step = Bf16GemmStep(**{**_fields(step), "rows16": view})
@@ -282,6 +288,15 @@ def with_rounded_rows(
         intervals={**plan.intervals, buffer.id: (0, last)},
     )
     return Program(buffers, steps, program.num_args, program.num_results), plan
+
+
+def _takes_rows16(step: Bf16GemmStep, threads: int) -> bool:
+    """Whether ``step`` reads its left operand rounded to bf16 once (``rows16``): a product
+    of more than one row, split between threads or deeper than ``PANEL_DEPTH``."""
+    if step.a is None:
+        return False
+    rows, inner = _rows16_shape(step)
+    return rows > 1 and (threads > 1 or inner > PANEL_DEPTH)
 
 
 def _rows16_shape(step: GemmStep) -> tuple[int, int]:
@@ -300,9 +315,12 @@ class Bf16GemmEmitter(GemmEmitter):
     row_blocks = False
 
     def rounded(self) -> bool:
-        """Whether the blocks read ``a`` rounded once (``rows16``) rather than rounding it."""
+        """Whether the blocks read ``a`` rounded once (``rows16``) rather than rounding it:
+        split into column blocks, or deeper than ``og_gemm_bf16_panels``'s blocks."""
         return (
-            isinstance(self.step, Bf16GemmStep) and self.step.rows16 is not None and self.blocks > 1
+            isinstance(self.step, Bf16GemmStep)
+            and self.step.rows16 is not None
+            and (self.blocks > 1 or self.inner > PANEL_DEPTH)
         )
 
     def run_prologue(self, split: bool) -> tuple[list[str], list[str]]:
@@ -440,6 +458,26 @@ def _row_conversion() -> str:
 }"""
 
 
+def _pair_conversion() -> str:
+    """``og_bf16_pairs``: 16 (lo, hi) pairs of f32 rounded to bf16 pairs (lo in the low
+    half), by one ``vcvtne2ps2bf16`` and one ``vpermw`` interleaving its two halves, where
+    ``og_bf16_bits`` takes about ten integer instructions per value: ``og_sgemm_bf16``'s
+    right operand (the stem's patches). Subnormals as in ``og_bf16_row``."""
+    order = ", ".join(f"{j}, {16 + j}" for j in range(16))
+    return f"""typedef uint16_t og_hv __attribute__((vector_size(64)));
+static inline void og_bf16_pairs(const float* restrict lo, const float* restrict hi,
+                                 uint32_t* restrict d) {{
+  static const og_hv order = {{{order}}};
+  og_bv l, h;
+  og_hv r;
+  __builtin_memcpy(&l, lo, 64);
+  __builtin_memcpy(&h, hi, 64);
+  __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(h), "v"(l));
+  __asm__("vpermw %1, %2, %0" : "=v"(r) : "v"(r), "v"(order));
+  __builtin_memcpy(d, &r, 64);
+}}"""
+
+
 @dialect.helper("gemm_bf16")
 def _gemm_bf16() -> str:
     cases = " ".join(f"case {n}: OG_BMK({n}); break;" for n in range(ROWS, 0, -1))
@@ -478,6 +516,7 @@ static inline uint32_t og_bf16_bits(float f) {{ /* round to nearest even; NaN st
   return (u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r;
 }}
 {_row_conversion()}
+{_pair_conversion()}
 {kernels}
 /* Rows of the tiles that share out m rows evenly (49: 10, 10, 10, 10, 9 rather than four of
    12 and one of 1, whose two accumulator chains wait on the instruction's latency). */
@@ -509,9 +548,9 @@ static void og_bf16_chunk(const uint16_t* restrict a, long lda, const uint16_t* 
     }}
   }}
 }}
-/* The inner block of a K-deep bf16 product: equal even blocks of at most {PANEL_DEPTH}. */
-static inline long og_bf16_depth(long K) {{
-  long blocks = K > {PANEL_DEPTH} ? (K + {PANEL_DEPTH - 1}) / {PANEL_DEPTH} : 1;
+/* The inner block of a K-deep bf16 product: equal even blocks of at most `most`. */
+static inline long og_bf16_depth(long K, long most) {{
+  long blocks = K > most ? (K + most - 1) / most : 1;
   return ((K + blocks - 1) / blocks + 1) / 2 * 2;
 }}
 /* C[:, n0:n1] = A (M x K f32, rows lda apart) times P (K x N as bf16 pair panels of 32
@@ -523,7 +562,7 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
                                 float* restrict C, long ldc, long M, long K, long n0,
                                 long n1) {{
   uint16_t chunk[{CHUNK} * {PANEL_DEPTH}];
-  long depth = og_bf16_depth(K);
+  long depth = og_bf16_depth(K, {PANEL_DEPTH});
   for (long k0 = 0; k0 < K; k0 += depth) {{
     long k1 = k0 + depth < K ? k0 + depth : K;
     for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
@@ -537,11 +576,12 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
   }}
 }}
 /* og_gemm_bf16_panels over A16, A already rounded to bf16 (rows ld16 apart, an odd K's last
-   pair ending in a zero): the same blocks and chunks, read in place. */
+   pair ending in a zero): the same chunks, read in place, by inner blocks of at most
+   {ROWS_DEPTH} (no copy on the stack bounds them). */
 static void og_gemm_bf16_rows(const uint16_t* restrict A16, long ld16,
                               const uint16_t* restrict P, float* restrict C, long ldc, long M,
                               long K, long n0, long n1) {{
-  long depth = og_bf16_depth(K);
+  long depth = og_bf16_depth(K, {ROWS_DEPTH});
   for (long k0 = 0; k0 < K; k0 += depth) {{
     long k1 = k0 + depth < K ? k0 + depth : K;
     for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
@@ -572,8 +612,8 @@ static void og_sgemm_bf16(int order, int ta, int tb, int M, int N, int K, float 
           const float* hi = k0 + 2 * q + 1 < k1 ? lo + ldb : 0;
           uint32_t* d = panel + (pi * {pairs} + q) * 32;
           if (valid == 32 && hi) {{
-            #pragma omp simd
-            for (long j = 0; j < 32; ++j) d[j] = og_bf16_bits(lo[j]) | og_bf16_bits(hi[j]) << 16;
+            og_bf16_pairs(lo, hi, d);
+            og_bf16_pairs(lo + 16, hi + 16, d + 16);
             continue;
           }}
           for (long j = 0; j < 32; ++j)
