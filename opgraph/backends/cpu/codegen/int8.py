@@ -150,12 +150,20 @@ static inline __attribute__((always_inline)) og_qv og_dot(og_qv acc, og_qv u, og
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
   return acc;
 }
-/* acc += u times the s8 quad at p broadcast to every lane */
+/* acc += u times the s8 quad at p broadcast to every lane: an embedded broadcast where
+   dialect.BROADCAST_TARGETS takes them (Zen 4), a vpbroadcastd into a register elsewhere */
+#if %(broadcast)s
 static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
                                                             const uint8_t* p) {
   __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const og_qu32*)p));
   return acc;
 }
+#else
+static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
+                                                            const uint8_t* p) {
+  return og_dot(acc, u, (og_qv){} + (int32_t)og_quad(p));
+}
+#endif
 /* a partial quad (n < 4 bytes, the rest zero) broadcast */
 static inline __attribute__((always_inline)) og_qv og_dot_p(og_qv acc, og_qv u,
                                                             const uint8_t* p, long n) {
@@ -308,7 +316,9 @@ def _avx2_block(rows: int) -> str:
     )
 
 
-_COMMON = _COMMON_TEMPLATE.replace("%(blocks)s", "\n".join(_avx2_block(r) for r in (1, 2)))
+_COMMON = _COMMON_TEMPLATE.replace("%(blocks)s", "\n".join(_avx2_block(r) for r in (1, 2))).replace(
+    "%(broadcast)s", dialect.BROADCAST_TARGETS
+)
 
 
 def _kernels(role: str) -> str:
