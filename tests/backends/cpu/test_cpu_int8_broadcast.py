@@ -69,3 +69,23 @@ def test_both_forms_exact(extra):
         exe = CpuBackend(config).compile(fn)
         assert any(isinstance(s, QConvStep) for s in exe.program.steps)  # type: ignore[attr-defined]
         np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
+
+
+@pytest.mark.parametrize("tuning", [ZEN4, ("-mtune=znver3", "-mavxvnni")], ids=["zen4", "zen5"])
+def test_activation_quads_broadcast_from_memory(tuning, tmp_path):
+    """The matrix-product kernels (``og_q8u_mk*``) broadcast each activation quad straight
+    from memory and flip its sign bits in a vector (no scalar load, xor and broadcast from a
+    general register), and prefetch the weight panel ``PANEL_PREFETCH_ROWS`` quad rows
+    ahead, both lines of a row."""
+    unit = dialect.HELPERS["q8_gemm"]().replace("static void og_q8_gemm(", "void og_q8_gemm(")
+    asm = compile_to_asm(
+        [dialect.PRELUDE, unit], "avx512", tmp_path, "q8_gemm", (*CFLAGS, VNNI, *tuning)
+    )
+    loops = [b for b in innermost_loops(asm) if sum("vpdpbusd" in x for x in b) == 24]
+    assert loops, "no 12-row vpdpbusd loop found"
+    for body in loops:
+        broadcasts = [x for x in body if x.startswith("vpbroadcastd")]
+        assert len(broadcasts) == 12 and all("(" in x for x in broadcasts), broadcasts
+        assert sum(x.startswith("vpxord") for x in body) == 12
+        fetched = sorted(x.split()[1] for x in body if x.startswith("prefetcht0"))
+        assert len(fetched) == 2 and fetched[1] == "64" + fetched[0], body
