@@ -2,6 +2,7 @@
 the BERT-base layer.
 
     python bench/int8.py [--quick] [--workload w4|w5|all] [--repeat 2] [--isa native|avx2]
+    python bench/int8.py --per-core [--rounds 15] [--workload w4|w5|all] [--isa ...]
 
 Each f32 case (bench/resnet.py, bench/bert.py) is quantized with onnxruntime's own tool
 (``quantize_static``, QDQ format, u8 activations, s8 weights, per-channel weights, MinMax
@@ -12,6 +13,11 @@ with the same threads (``BENCH_THREADS``, default 2), interleaved in one process
 medians, the ratio opgraph / onnxruntime, and each int8 result's error against the f32
 model (onnxruntime f32): max |int8 - f32| / max |f32|, and the share of rows whose arg-max
 (class / token prediction) differs from f32's.
+
+``--per-core``: both on one thread (``BENCH_THREADS`` ignored), called three times per round
+in turn, each call timed by the thread's CPU time (``time.thread_time``, as
+``bench/per_core.py``): time descheduled is not counted, so the medians hold on a loaded
+machine where wall-clock ones do not.
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ from __future__ import annotations
 import os
 import sys
 
-THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+PER_CORE = "--per-core" in sys.argv
+THREADS = 1 if PER_CORE else int(os.environ.get("BENCH_THREADS", "2"))
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    if PER_CORE:
+        os.environ[_var] = "1"
     os.environ.setdefault(_var, str(THREADS))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -142,6 +151,21 @@ def errors(got: list[np.ndarray], want: list[np.ndarray]) -> tuple[float, float]
     return worst, flipped
 
 
+def per_core(prepared: dict[str, Prepared], rounds: int) -> dict[str, float]:
+    """Median thread CPU seconds per call of each runtime (one thread), interleaved."""
+    for p in prepared.values():
+        for _ in range(3):
+            p.run()
+    samples: dict[str, list[float]] = {name: [] for name in prepared}
+    for _ in range(rounds):
+        for name, p in prepared.items():
+            for _ in range(3):
+                started = time.thread_time()
+                p.run()
+                samples[name].append(time.thread_time() - started)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
 def run_case(case: Case, rounds: int, block: float, repeat: int, isa: str) -> str:
     with tempfile.TemporaryDirectory(prefix="opgraph-bench-int8-") as tmp:
         model = quantized(case, Path(tmp))
@@ -152,7 +176,10 @@ def run_case(case: Case, rounds: int, block: float, repeat: int, isa: str) -> st
         }
         fallbacks = int(prepared["opgraph int8"].extra["fallbacks"])
         errs = {n: errors(p.outputs(), reference) for n, p in prepared.items()}
-        sessions = [measure(prepared, rounds, block) for _ in range(repeat)]
+        if PER_CORE:
+            sessions = [per_core(prepared, rounds) for _ in range(repeat)]
+        else:
+            sessions = [measure(prepared, rounds, block) for _ in range(repeat)]
     medians = {n: statistics.median(s[n] for s in sessions) for n in sessions[0]}
     ratio = medians["opgraph int8"] / medians["onnxruntime int8"]
     (og_err, og_flip), (ort_err, ort_flip) = errs["opgraph int8"], errs["onnxruntime int8"]
@@ -169,8 +196,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--isa", default="native", choices=["native", "avx2", "avx512"])
+    parser.add_argument("--per-core", action="store_true", help="one thread, thread CPU time")
+    parser.add_argument("--rounds", type=int, help="rounds (default 3 quick, 8; per core 15)")
     args = parser.parse_args()
     rounds, block = (3, 0.05) if args.quick else (8, 0.1)
+    if PER_CORE:
+        rounds = 15
+    rounds = args.rounds or rounds
     names = ["w4", "w5"] if args.workload == "all" else [args.workload]
     lines = [
         "| case | opgraph int8 | onnxruntime int8 | ratio (opgraph / onnxruntime) | "
@@ -183,7 +215,8 @@ def main() -> None:
             lines.append(run_case(case, rounds, block, args.repeat, args.isa))
             print(lines[-1], flush=True)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"\nthreads: {THREADS}; isa: {args.isa}; load average at the end: {load}\n")
+    clock = "thread CPU time per call" if PER_CORE else "wall clock"
+    print(f"\nthreads: {THREADS} ({clock}); isa: {args.isa}; load average at the end: {load}\n")
     print("\n".join(lines))
 
 

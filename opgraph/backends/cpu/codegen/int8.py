@@ -70,23 +70,24 @@ def _micro_kernel(role: str, rows: int) -> str:
     init.append("  } else {")
     init += [f"    x{r}_0 = (og_qv){{}} + row[{r}]; x{r}_1 = x{r}_0;" for r in rs]
     init.append("  }")
-    if role == "u":  # the activations' quad: broadcast into a register, sign bit flipped
-        quad = "(og_qv){{}} + (int32_t)({read} ^ flip)"
-        dot = "og_qv q = {quad}; x{r}_0 = og_dot(x{r}_0, q, b0); x{r}_1 = og_dot(x{r}_1, q, b1);"
-    else:  # the filters' quad: broadcast from memory by the instruction itself
-        quad = ""
-        dot = "x{r}_0 = og_dot_m(x{r}_0, b0, {at}); x{r}_1 = og_dot_m(x{r}_1, b1, {at});"
+    if role == "u":  # the activations' quad broadcast from memory, its sign bits flipped
+        whole = "og_qv q = og_bcast({at}) ^ vflip;"
+        part = "og_qv q = (og_qv){{}} + (int32_t)(og_part({at}, tail) ^ flip);"
+        dots = "x{r}_0 = og_dot(x{r}_0, q, b0); x{r}_1 = og_dot(x{r}_1, q, b1);"
+        whole, part = f"{whole} {dots}", f"{part} {dots}"
+    else:  # the filters' quad (og_dot_m: broadcast by the instruction or into a register)
+        whole = "x{r}_0 = og_dot_m(x{r}_0, b0, {at}); x{r}_1 = og_dot_m(x{r}_1, b1, {at});"
+        part = (
+            "x{r}_0 = og_dot_p(x{r}_0, b0, {at}, tail); x{r}_1 = og_dot_p(x{r}_1, b1, {at}, tail);"
+        )
     # one row at a time: 2 x rows accumulators, two B vectors and one broadcast live (the
     # broadcasts of every row first spilled accumulators)
     step: list[str] = []
     tail: list[str] = []
     for r in rs:
         at = f"a + {r} * lda + 4 * k"
-        for lines, read in ((step, f"og_quad({at})"), (tail, f"og_part({at}, tail)")):
-            text = dot.format(r=r, quad=quad.format(read=read), at=at)
-            if role == "s" and lines is tail:
-                text = text.replace("og_dot_m(", "og_dot_p(").replace(f"{at})", f"{at}, tail)")
-            lines.append("    { " + text + " }")
+        step.append("    { " + whole.format(r=r, at=at) + " }")
+        tail.append("    { " + part.format(r=r, at=at) + " }")
     store = [f"  og_q_store(x{r}_0, x{r}_1, c + {r} * ldc, nvalid);" for r in rs]
     return "\n".join(
         [
@@ -95,11 +96,13 @@ def _micro_kernel(role: str, rows: int) -> str:
             "    long kq, long tail, int32_t* restrict c, long ldc, long nvalid,",
             "    const int32_t* col, const int32_t* row, int accumulate, uint32_t flip) {",
             *init,
+            "  const og_qv vflip = (og_qv){} + (int32_t)flip;",
             "  long k = 0;",
             "  for (; k < kq; ++k) {",
             "    og_qv b0, b1;",
             "    __builtin_memcpy(&b0, b + k * ldb, 64);",
             "    __builtin_memcpy(&b1, b + k * ldb + 64, 64);",
+            *_prefetch(role),
             *step,
             "  }",
             "  if (tail) {",
@@ -112,6 +115,16 @@ def _micro_kernel(role: str, rows: int) -> str:
             "}",
         ]
     )
+
+
+def _prefetch(role: str) -> list[str]:
+    """The "u" kernels' prefetch of the weight panel they stream (both lines of its quad row
+    ``dialect.PANEL_PREFETCH_ROWS`` rows ahead, as the f32 AVX-512 kernels): the first row
+    tile over each panel slice reads it from L3 or memory."""
+    if role != "u":
+        return []
+    ahead = f"b + (k + {dialect.PANEL_PREFETCH_ROWS}) * ldb"
+    return [f"    __builtin_prefetch({ahead});", f"    __builtin_prefetch({ahead} + 64);"]
 
 
 _COMMON_TEMPLATE = """typedef int32_t og_qv __attribute__((vector_size(64)));
@@ -150,11 +163,26 @@ static inline __attribute__((always_inline)) og_qv og_dot(og_qv acc, og_qv u, og
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
   return acc;
 }
-/* acc += u times the s8 quad at p broadcast to every lane */
+/* acc += u times the s8 quad at p broadcast to every lane: an embedded broadcast where
+   dialect.BROADCAST_TARGETS takes them (Zen 4), a vpbroadcastd into a register elsewhere */
+#if %(broadcast)s
 static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
                                                             const uint8_t* p) {
   __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const og_qu32*)p));
   return acc;
+}
+#else
+static inline __attribute__((always_inline)) og_qv og_dot_m(og_qv acc, og_qv u,
+                                                            const uint8_t* p) {
+  return og_dot(acc, u, (og_qv){} + (int32_t)og_quad(p));
+}
+#endif
+/* the quad at p in every lane, broadcast from memory (GCC turns a quad xor-ed after its
+   broadcast back into a scalar load, xor and broadcast from a general register: slower) */
+static inline __attribute__((always_inline)) og_qv og_bcast(const uint8_t* p) {
+  og_qv q;
+  __asm__("vpbroadcastd %1, %0" : "=v"(q) : "m"(*(const og_qu32*)p));
+  return q;
 }
 /* a partial quad (n < 4 bytes, the rest zero) broadcast */
 static inline __attribute__((always_inline)) og_qv og_dot_p(og_qv acc, og_qv u,
@@ -308,7 +336,9 @@ def _avx2_block(rows: int) -> str:
     )
 
 
-_COMMON = _COMMON_TEMPLATE.replace("%(blocks)s", "\n".join(_avx2_block(r) for r in (1, 2)))
+_COMMON = _COMMON_TEMPLATE.replace("%(blocks)s", "\n".join(_avx2_block(r) for r in (1, 2))).replace(
+    "%(broadcast)s", dialect.BROADCAST_TARGETS
+)
 
 
 def _kernels(role: str) -> str:
