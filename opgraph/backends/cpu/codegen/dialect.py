@@ -259,10 +259,12 @@ GEMM_BLOCKING = (
     ("1", 4, 6, 256, False, 0),
 )
 #: Panels outer, the AVX-512 kernel walks the panels in groups whose slices (inner block x 32
-#: columns) fit in this many bytes, and within a group the row tiles outer: each tile's rows of
-#: ``a`` (12 x 1024 floats at most, 48 KiB) are read once per group and stay in L1 for the
-#: group's panels, which stay in L2 for every tile (panels outer alone read ``a``'s tile from
-#: L2 again for each panel). 384 KiB: four slices of 768 rows, three of 1024, with ``a``'s
+#: columns) fit in this many bytes, and within a group the row tiles outer: a tile's rows of
+#: ``a`` (12 x 1024 floats at most, 48 KiB) are taken up by the group's panels one after the
+#: other, which stay in L2 for every tile (panels outer alone took all of ``a`` per panel).
+#: Why it gains was not isolated: a panel slice (96-128 KiB) streamed through L1 between two
+#: uses of a line of ``a`` likely evicts it, so ``a`` may come from L2 either way. 384 KiB: four
+#: slices of 768 rows, three of 1024, with ``a``'s
 #: block (128 x 1024 floats, 512 KiB) beside them in a 1 MiB L2. The sums are unchanged (same
 #: tiles, same inner blocks in the same order). C harness (``bench/gemm_tiles.py``'s driver,
 #: one column block, one thread, thread CPU, Zen 5, load 3.4-4.2), medians of five alternated
