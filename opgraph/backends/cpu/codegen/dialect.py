@@ -258,6 +258,21 @@ GEMM_BLOCKING = (
     ("defined(__AVX__)", 8, 6, 1024, True, 1 << 17),
     ("1", 4, 6, 256, False, 0),
 )
+#: Panels outer, the AVX-512 kernel walks the panels in groups whose slices (inner block x 32
+#: columns) fit in this many bytes, and within a group the row tiles outer: a tile's rows of
+#: ``a`` (12 x 1024 floats at most, 48 KiB) are taken up by the group's panels one after the
+#: other, which stay in L2 for every tile (panels outer alone took all of ``a`` per panel).
+#: Why it gains was not isolated: a panel slice (96-128 KiB) streamed through L1 between two
+#: uses of a line of ``a`` likely evicts it, so ``a`` may come from L2 either way. 384 KiB: four
+#: slices of 768 rows, three of 1024, with ``a``'s
+#: block (128 x 1024 floats, 512 KiB) beside them in a 1 MiB L2. The sums are unchanged (same
+#: tiles, same inner blocks in the same order). C harness (``bench/gemm_tiles.py``'s driver,
+#: one column block, one thread, thread CPU, Zen 5, load 3.4-4.2), medians of five alternated
+#: runs, GF/s, panels outer / groups of 3 / of 4: 128x768x3072 230.8 / 234.2 / 236.6,
+#: 128x3072x768 227.2 / 233.2 / 229.4, 128x768x2304 230.7 / 231.7 / 237.7, 128x768x768 231.0 /
+#: 236.6 / 238.2 (docs/performance.md, 2026-11-26, H105). AVX2 and SSE keep panels outer
+#: (their text unchanged; not measured).
+PANEL_GROUP_BYTES = 384 << 10
 #: The panel GEMM of AVX2 builds over half panels (``gemm_half_panels``): each 32-column panel
 #: stored as its two 16-column halves, one after the other (K x 16 each), so the 6 x 16 tile
 #: streams one contiguous half instead of 64 bytes of every 128-byte panel row. The lowering
@@ -308,6 +323,28 @@ def _stream_prefetch(lanes: int, pw: int) -> str:
         f"    __builtin_prefetch({ahead}, 0, 3);\n"
         f"    __builtin_prefetch({ahead} + {lanes}, 0, 3);\n"
     )
+
+
+def _tile_order(lanes: int, rows: int, pw: int) -> str:
+    """The loops over row tiles and panels inside an inner block, opening the block that sets
+    ``nb`` (the panel) and ``m`` (the first row): panels or row tiles outer (``rows_outer``),
+    and for the AVX-512 kernel panels outer in groups of :data:`PANEL_GROUP_BYTES` with the row
+    tiles outer within each group."""
+    if lanes != BROADCAST_LANES:
+        return f"""    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
+      for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
+        long nb = first + (rows_outer ? inner : outer);
+        long m = {rows} * (rows_outer ? outer : inner);
+"""
+    slice_bytes = f"((k1 - k0) * {4 * pw}L)"
+    return f"""    long group = rows_outer ? panels : {PANEL_GROUP_BYTES}L / {slice_bytes};
+    if (group < 1) group = 1;
+    for (long g0 = 0; g0 < panels; g0 += group)
+    for (long outer = 0; outer < tiles; ++outer)
+      for (long inner = g0; inner < (g0 + group < panels ? g0 + group : panels); ++inner) {{
+        long nb = first + inner;
+        long m = {rows} * outer;
+"""
 
 
 def _gemm_panels(
@@ -382,11 +419,7 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
   for (long kb = 0; kb < blocks; ++kb) {{
     long k0 = K * kb / blocks, k1 = K * (kb + 1) / blocks;
     long tiles = (M + {rows - 1}) / {rows};
-    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
-      for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
-        long nb = first + (rows_outer ? inner : outer);
-        long m = {rows} * (rows_outer ? outer : inner);
-        long valid = n1 - nb * {pw} < {pw} ? n1 - nb * {pw} : {pw};
+{_tile_order(lanes, rows, pw)}        long valid = n1 - nb * {pw} < {pw} ? n1 - nb * {pw} : {pw};
         for (long j0 = 0; j0 < valid; j0 += {width}) {{
           long nvalid = valid - j0 < {width} ? valid - j0 : {width};
           const float* p = P + nb * K * {pw} + j0;
