@@ -2,6 +2,7 @@
 kept per block of query rows, never written whole) with INTERPRETER's values; graphs that
 only look like it keep the unfused steps."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -9,6 +10,9 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, default_config
+from opgraph.backends.cpu.codegen.attention import exponentials
+from opgraph.backends.cpu.config import supports_isa
 from opgraph.backends.fused.lowering.attention import Attention, AttentionStep, block_rows
 from opgraph.backends.fused.program import GemmStep
 
@@ -219,3 +223,20 @@ def test_causal_attention_with_a_nan_guard_is_fused(parallel_cpu, mask_rows):
 def test_a_guard_that_is_not_zero_is_not_fused(cpu):
     fn = _guarded_causal_attention(16, 2, 16, guard_value=1.0)
     _check(cpu, fn, _inputs(fn), fused=False)
+
+
+@pytest.mark.parametrize("isa", ["native", "avx2"])
+def test_scores_far_below_the_row_maximum_weigh_nothing(isa):
+    """Masks spread over 0..-100 below each row's maximum: the scores more than
+    ``EXP_FLOOR`` (87.3) below it weigh 0 (their ``exp`` is under f32's smallest normal) and
+    ``expf`` is called on the clamped differences (libmvec's fast range); the values are
+    INTERPRETER's, so a floor nearer the maximum (weights the tolerance sees dropped)
+    fails."""
+    if not supports_isa(isa):
+        pytest.fail(f"this CPU cannot run {isa} code")
+    backend = CpuBackend(dataclasses.replace(default_config(), isa=isa, num_threads=2))
+    fn = _bert_attention(2, 48, 2, 32, "mul", mask=True)
+    arrays = _inputs(fn)
+    arrays[3] = RNG.uniform(-100.0, 0.0, arrays[3].shape).astype(np.float32)
+    exe = _check(backend, fn, arrays)
+    assert "\n".join(exponentials()) in exe.source()

@@ -4,7 +4,8 @@
 A unit is one batch entry (a head) and one block of query rows. Its scores
 (``rows x m`` floats, at most 128 KiB) are computed by OpenBLAS into this thread's slice of
 the scratch, where they stay in cache while each row is scaled, masked, reduced to its
-maximum, exponentiated (libmvec's ``expf``, as the unfused kernel), summed (vector lanes over
+maximum, exponentiated (libmvec's ``expf``, as the unfused kernel, kept in its fast range:
+:data:`EXP_FLOOR`), summed (vector lanes over
 blocks of 256) and divided by its sum; a second OpenBLAS call multiplies the block by ``v``
 straight into the output. OpenBLAS runs single-threaded inside the runtime's pool.
 
@@ -17,6 +18,7 @@ about as much as its two products.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,39 @@ from opgraph.core.dim import Dim
 
 #: Scores per partial sum: each lane sums at most this many / lanes values in order.
 SUM_BLOCK = 256
+#: Scores more than this below their row's maximum get the weight 0 instead of ``expf`` of
+#: the difference (below 2^-125.9, under f32's smallest normal): ``expf`` is called on the
+#: floor for them, inside libmvec's fast range. glibc's vector ``expf`` (AVX-512 and AVX2)
+#: runs every lane whose |argument| exceeds about 87.34 through scalar ``expf`` (3-7 ns a
+#: value against 0.27-0.35: C harness, one thread, thread CPU), and masked scores (GPT-2's
+#: causal mask of ``finfo.min``, BERT's -1e4) are all such lanes. A row's sum is at least 1
+#: (its maximum's term), so the weights dropped cannot change it; a probability below
+#: 2^-125.9 / sum becomes 0. The argument is clamped on the float's bits (an unsigned
+#: minimum: the differences are at most 0, and a larger negative float has larger bits):
+#: GCC moves ``expf`` out of a float select into both of its arms (``expf(d < f ? f : d)``
+#: became ``d < f ? expf(f) : expf(d)``), which calls it on ``d`` again.
+EXP_FLOOR = -87.3
+
+
+def _floor_bits() -> str:
+    """:data:`EXP_FLOOR`'s f32 bits as a C unsigned literal."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", EXP_FLOOR))
+    return f"0x{bits:08x}u"
+
+
+def exponentials() -> list[str]:
+    """C lines that set ``y`` to ``expf(d)`` for the difference ``d`` of a score and its
+    row's maximum, 0 below :data:`EXP_FLOOR`, NaN for NaN (``d - d`` is 0 for finite ``d``)."""
+    floor = dialect.literal(EXP_FLOOR, et.f32)
+    return [
+        "          const float d = x[j] - peak;",
+        "          unsigned db;",
+        "          __builtin_memcpy(&db, &d, 4);",
+        f"          const unsigned cb = db < {_floor_bits()} ? db : {_floor_bits()};",
+        "          float c;",
+        "          __builtin_memcpy(&c, &cb, 4);",
+        f"          const float y = d < {floor} ? 0.0f : expf(c) + (d - d);",
+    ]
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool = True) -> str:
@@ -165,7 +200,7 @@ class AttentionEmitter:
             "        float part = 0.0f;",
             "        #pragma omp simd reduction(+:part)",
             "        for (long j = j0; j < j1; ++j) {",
-            "          const float y = expf(x[j] - peak);",
+            *exponentials(),
             "          x[j] = y;",
             "          part += y;",
             "        }",
