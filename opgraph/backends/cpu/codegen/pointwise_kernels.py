@@ -11,7 +11,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
-  transposed into the (channel, pixel) output.
+  transposed into the (channel, pixel) output (AVX-512 tiles of :data:`TRANSPOSE_MIN` or
+  more pixels transposed in registers: :func:`_transposed_store`).
 """
 
 from __future__ import annotations
