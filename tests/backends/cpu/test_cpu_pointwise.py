@@ -145,7 +145,8 @@ def test_one_dimensional_1x1_convolution(cpu):
     [
         (49, 192, 1152, True),
         (196, 256, 1024, True),
-        (196, 480, 80, False),  # few input channels: the transposed stores cost more
+        (196, 480, 80, True),  # EfficientNet-B0's 80 -> 480 (in registers: cheap stores)
+        (196, 480, 40, False),  # few input channels: the transposed stores cost more
         (196, 112, 672, False),
         (784, 96, 24, False),
         (3136, 256, 64, False),
@@ -204,6 +205,28 @@ def test_panel_outer_order_matches_the_pixel_block_order(monkeypatch, name, epil
     np.testing.assert_allclose(results[0], want, atol=1e-5 * scale, rtol=1e-5)
 
 
+def channels_builds(monkeypatch, fn, args, config, name, values):
+    """The outputs and sources of ``fn`` built with ``pointwise_kernels.<name>`` set to each
+    of ``values`` in turn; each build runs its 1x1 convolution in the ``channels`` layout."""
+    from opgraph.backends.cpu.codegen import pointwise_kernels
+
+    results, sources = [], []
+    for value in values:
+        monkeypatch.setattr(pointwise_kernels, name, value)
+        exe = CpuBackend(config).compile(fn)
+        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
+        assert step.channels_first
+        results.append(exe(*args)[0])
+        sources.append(exe.source())
+    return results, sources
+
+
+def assert_interpreter_values(fn, args, got):
+    want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
+    scale = np.max(np.abs(want)) + 1
+    np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=1e-5)
+
+
 WIDE_TAIL_CASES = {  # (n, c, o, size): channels layout, pixels = 1 mod 12 (13-pixel tile)
     "7x7, ResNet-50's 512 -> 2048 in small": (1, 160, 96, 7),
     "5x5, a partial panel": (1, 192, 80, 5),
@@ -219,26 +242,14 @@ def test_wide_tail_tile_matches_the_narrow_tiles(monkeypatch, name, epilogue, th
     """With AVX-512 a ``channels`` range that ends 13 pixels before its end runs them as one
     13-pixel tile (``wide_tail``) instead of 12 + 1: the same products per element, so the
     outputs are bitwise those of the narrow tiles, and match INTERPRETER."""
-    from opgraph.backends.cpu import CpuConfig
-    from opgraph.backends.cpu.codegen import pointwise_kernels
-
     n, c, o, size = WIDE_TAIL_CASES[name]
     fn, args = graph(n, c, o, size, epilogue=epilogue)
     config = dataclasses.replace(default_config(), num_threads=threads, parallel_threshold=1)
-    assert isinstance(config, CpuConfig)
-    results, sources = [], []
-    for wide in (True, False):
-        monkeypatch.setattr(pointwise_kernels, "wide_tail", lambda lanes, rb, w=wide: w)
-        exe = CpuBackend(config).compile(fn)
-        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
-        assert step.channels_first
-        results.append(exe(*args)[0])
-        sources.append(exe.source())
+    wide = [lambda lanes, rb, w=w: w for w in (True, False)]
+    results, sources = channels_builds(monkeypatch, fn, args, config, "wide_tail", wide)
     assert "og_pw_ch_run(13," in sources[0] and "og_pw_ch_run(13," not in sources[1]
     np.testing.assert_array_equal(results[0], results[1])
-    want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
-    scale = np.max(np.abs(want)) + 1
-    np.testing.assert_allclose(results[0], want, atol=1e-5 * scale, rtol=1e-5)
+    assert_interpreter_values(fn, args, results[0])
 
 
 def test_wide_tail_only_where_the_accumulators_fit():
@@ -258,14 +269,42 @@ def test_panel_prefetch_changes_no_value(monkeypatch, shape):
     from opgraph.backends.cpu.codegen import pointwise_kernels
 
     fn, args = graph(*shape, epilogue="bias residual")
-    results, sources = [], []
-    for ahead in (pointwise_kernels.PANEL_PREFETCH, 0):
-        monkeypatch.setattr(pointwise_kernels, "PANEL_PREFETCH", ahead)
-        exe = CpuBackend(default_config()).compile(fn)
-        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
-        assert step.channels_first
-        results.append(exe(*args)[0])
-        sources.append(exe.source())
+    ahead = (pointwise_kernels.PANEL_PREFETCH, 0)
+    config = default_config()
+    results, sources = channels_builds(monkeypatch, fn, args, config, "PANEL_PREFETCH", ahead)
     assert "__builtin_prefetch(wt + k" in sources[0]
     assert "__builtin_prefetch(wt + k" not in sources[1]
     np.testing.assert_array_equal(results[0], results[1])
+
+
+TRANSPOSE_CASES = {  # (n, c, o, size): channels layout; 8-, 12- and 13-pixel tiles, partial panels
+    "14x14": (1, 256, 256, 14),
+    "7x7, a panel of 8 channels": (1, 256, 104, 7),
+    "20 pixels (12 + 8)": (5, 64, 64, 2),
+    "7x7, a panel of 16 channels": (1, 160, 80, 7),
+    "13x13": (1, 256, 64, 13),
+    "batch of two, 7x7": (2, 128, 64, 7),
+}
+
+
+@pytest.mark.parametrize("isa", ["native", "avx2"])
+@pytest.mark.parametrize("name", list(TRANSPOSE_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_transposed_store_matches_scalar_stores(monkeypatch, name, threads, isa):
+    """AVX-512 ``channels`` tiles of ``TRANSPOSE_MIN`` pixels or more are transposed in
+    registers and stored by masked stores: bitwise the scalar stores' outputs (only the
+    stores differ), nothing written past the tile's pixels or valid channels, and INTERPRETER's
+    values. AVX2 builds compile the scalar stores either way (the AVX-512 branch is only text)."""
+    from opgraph.backends.cpu.codegen import pointwise_kernels
+
+    n, c, o, size = TRANSPOSE_CASES[name]
+    fn, args = graph(n, c, o, size, epilogue="bias residual")
+    config = dataclasses.replace(default_config(), num_threads=threads, parallel_threshold=1)
+    if isa == "avx2":
+        config = dataclasses.replace(config, isa="avx2")
+    least = (pointwise_kernels.TRANSPOSE_MIN, pointwise_kernels.RB_MAX + 2)
+    results, sources = channels_builds(monkeypatch, fn, args, config, "TRANSPOSE_MIN", least)
+    assert "__builtin_ia32_storeups512_mask" in sources[0]
+    assert "__builtin_ia32_storeups512_mask" not in sources[1]
+    np.testing.assert_array_equal(results[0], results[1])
+    assert_interpreter_values(fn, args, results[0])

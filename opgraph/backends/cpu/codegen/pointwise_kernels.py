@@ -11,7 +11,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
-  transposed into the (channel, pixel) output.
+  transposed into the (channel, pixel) output (AVX-512 tiles of :data:`TRANSPOSE_MIN` or
+  more pixels transposed in registers: :func:`_transposed_store`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ RB_MAX = max(rb for _, _, _, rb in BLOCKING)
 #: that layer 2.13 / 2.14 -> 1.95 / 2.00 ms; 2048 -> 512 and 512 -> 2048 at 7x7, 1024 -> 256
 #: and 256 -> 1024 at 14x14: 0.98-1.02x (docs/performance.md, H94).
 PANEL_PREFETCH = 16
+#: Pixels of the smallest ``channels`` tile whose AVX-512 write-back is transposed in registers
+#: (:func:`_transposed_store`); smaller tiles (a range's last pixels) store scalars.
+TRANSPOSE_MIN = 8
 #: Vector registers of each instruction set (AVX-512: 32, else 16).
 REGISTERS = {16: 32, 8: 16, 4: 16}
 
@@ -223,7 +227,9 @@ def _ch(lanes: int, nv: int, rb: int) -> str:
             f"    og_pw_ch_run({tile}, {run});\n"
             f"    a = p1;\n  }}"
         )
+    transposed = _transposed_store(lanes, pp, tile) if lanes == 16 and tile >= TRANSPOSE_MIN else ""
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
+typedef int og_pwi __attribute__((vector_size({size})));
 /* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels j of
    pass h ({wp} of the panel's {PANEL}) below valid. */
 static inline __attribute__((always_inline)) void og_pw_ch_mk(
@@ -241,10 +247,10 @@ static inline __attribute__((always_inline)) void og_pw_ch_mk(
       for (int v = 0; v < {pp}; ++v) acc[r][v] += s * b[v];
     }}
   }}
+  long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};{transposed}
   float t[{tile}][{wp}];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
-  long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};
   for (long j = 0; j < last; ++j)
     for (int r = 0; r < R; ++r) y[(h * {wp} + j) * ldy + r] = t[r][j];
 }}
@@ -261,6 +267,57 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
   long r = p1 - a;
 {rest}
 }}"""
+
+
+def _transpose_stage(lanes: int, bit: int, src: str, dst: str) -> str:
+    """One stage of a ``lanes`` x ``lanes`` in-register transpose: rows ``r`` and ``r ^ bit``
+    exchange the lanes whose bit ``bit`` differs from the row's (``log2(lanes)`` stages swap
+    every row bit with the lane bit; two-source shuffles, ``vpermt2ps`` and kin)."""
+    low = ", ".join(str(j if not j & bit else lanes + (j & ~bit)) for j in range(lanes))
+    high = ", ".join(str(j | bit if not j & bit else lanes + j) for j in range(lanes))
+    lines = []
+    for r in range(lanes):
+        if r & bit:
+            pair = f"{src}{r & ~bit}, {src}{r}, (og_pwi){{{high}}}"
+        else:
+            pair = f"{src}{r}, {src}{r | bit}, (og_pwi){{{low}}}"
+        lines.append(f"      const og_pwv {dst}{r} = __builtin_shuffle({pair});")
+    return "\n".join(lines)
+
+
+def _transposed_store(lanes: int, pp: int, tile: int) -> str:
+    """AVX-512 write-back of a ``channels`` tile of at least :data:`TRANSPOSE_MIN` pixels:
+    each of its ``pp`` 16-channel vectors transposed in registers (rows past ``R`` zero), one
+    masked store of the ``R`` pixels per channel; instead of the tile's spill to ``t`` and
+    ``R`` scalar stores per channel."""
+    rows = "\n".join(
+        f"      const og_pwv m0_{r} = R > {r} ? acc[{r}][v] : zero;"
+        if r < tile
+        else f"      const og_pwv m0_{r} = zero;"
+        for r in range(lanes)
+    )
+    bits = [1 << b for b in range(lanes.bit_length() - 1)]
+    stages = "\n".join(
+        _transpose_stage(lanes, bit, f"m{i}_", f"m{i + 1}_") for i, bit in enumerate(bits)
+    )
+    out = f"m{len(bits)}_"
+    stores = "\n".join(
+        f"      if ({j} < top)\n        __builtin_ia32_storeups512_mask("
+        f"y + (h * {pp * lanes} + v * {lanes} + {j}) * ldy, {out}{j}, mask);"
+        for j in range(lanes)
+    )
+    return f"""
+  if (R >= {TRANSPOSE_MIN}) {{
+    const og_pwv zero = {{0}};
+    const unsigned short mask = (unsigned short)((1u << R) - 1u);
+    for (int v = 0; v < {pp}; ++v) {{
+      const long top = last - v * {lanes};
+{rows}
+{stages}
+{stores}
+    }}
+    return;
+  }}"""
 
 
 @dialect.helper("pw_tile")

@@ -134,10 +134,13 @@ def phase_planes(
 
 
 #: The ``channels`` layout's transposed stores cost about this many multiply-adds per
-#: input channel (C harness, AVX-512, one thread: 480 <- 80 channels at 14x14 ran 4 %
-#: slower than the ``pixels`` layout, which computes 6 % padding lanes there; 256 <- 1024
-#: ran 5 % faster).
-TRANSPOSE_COST = 8.0
+#: input channel. 8 with scalar stores (C harness, AVX-512, Zen 4, one thread: 480 <- 80
+#: channels at 14x14 ran 4 % slower than the ``pixels`` layout, which computes 6 % padding
+#: lanes there; 256 <- 1024 ran 5 % faster); 4 since AVX-512 tiles are transposed in
+#: registers (H107, Zen 5, ``bench/pointwise.py --cpu-time``: EfficientNet-B0's 80 -> 480
+#: and 112 -> 672 at 14x14 1.12-1.25x onnxruntime in ``pixels``, 1.02-1.09x in ``channels``;
+#: any value under 4.9 moves those layers, 14x14 with 80 or more input channels).
+TRANSPOSE_COST = 4.0
 
 
 def layout_waste(pixels: int, channels: int, inner: int) -> tuple[float, float]:
