@@ -10,6 +10,7 @@ import importlib.util
 import logging
 import sys
 import threading
+import time
 import warnings
 from types import TracebackType
 from typing import Any
@@ -28,6 +29,11 @@ log = logging.getLogger("opgraph.distributed")
 
 #: What ``init(comm)`` accepts by name.
 CHOICES = ("mpi", "single")
+#: Seconds a failing rank waits between writing its traceback and ``MPI_Abort``: the launcher
+#: forwards each rank's output through its own proxies, and an abort ends them with whatever
+#: they have not read yet lost (a CI run on 2026-11-26 showed a traceback cut after its second
+#: line and no abort line).
+ABORT_GRACE = 0.5
 
 
 class SingleProcessFallbackWarning(RuntimeWarning):
@@ -190,5 +196,7 @@ def _abort_hook(
         f"opgraph.distributed: rank {communicator.rank} of {communicator.size} failed with "
         f"{kind.__name__}: {value}; aborting all ranks (MPI_Abort)\n"
     )
+    sys.stdout.flush()
     sys.stderr.flush()
+    time.sleep(ABORT_GRACE)
     communicator.abort(1)
