@@ -125,8 +125,8 @@ def test_team_runs_every_element_once_on_a_valid_participant(team, threads, n, g
     assert shared == (20 if n > grain else 0)
     if after.team_late == before.team_late:  # no team thread was late: all on the team
         assert after.team_jobs - before.team_jobs == shared
-    else:
-        assert 0 < after.team_jobs - before.team_jobs < shared
+    else:  # a late job ran on the team; the own pool runs the jobs after it (<= the last)
+        assert 0 < after.team_jobs - before.team_jobs <= shared
 
 
 def test_team_threads_take_part(team):

@@ -71,8 +71,8 @@ def test_torch_compile_step_runs_on_torchs_team_and_matches_eager(runtime, team)
             assert team_jobs == 0
         elif after.team_late == before.team_late:  # no team thread was descheduled
             assert team_jobs == after.jobs - before.jobs
-        else:  # then some jobs ran on opgraph's own pool (runtime.py, "host team")
-            assert 0 < team_jobs < after.jobs - before.jobs
+        else:  # jobs after a late one run on opgraph's own pool (none if it was the last)
+            assert 0 < team_jobs <= after.jobs - before.jobs
     want = reference.state_dict()
     for name, got in model.state_dict().items():
         torch.testing.assert_close(got, want[name], rtol=1e-5, atol=1e-6, msg=name)
