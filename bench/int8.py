@@ -51,6 +51,7 @@ from onnxruntime.quantization import (  # noqa: E402
 )
 
 import opgraph as og  # noqa: E402
+from bench import runners  # noqa: E402
 from bench.models import Case  # noqa: E402
 from bench.run import fmt, measure  # noqa: E402
 from bench.runners import Prepared  # noqa: E402
@@ -151,21 +152,6 @@ def errors(got: list[np.ndarray], want: list[np.ndarray]) -> tuple[float, float]
     return worst, flipped
 
 
-def per_core(prepared: dict[str, Prepared], rounds: int) -> dict[str, float]:
-    """Median thread CPU seconds per call of each runtime (one thread), interleaved."""
-    for p in prepared.values():
-        for _ in range(3):
-            p.run()
-    samples: dict[str, list[float]] = {name: [] for name in prepared}
-    for _ in range(rounds):
-        for name, p in prepared.items():
-            for _ in range(3):
-                started = time.thread_time()
-                p.run()
-                samples[name].append(time.thread_time() - started)
-    return {name: statistics.median(s) for name, s in samples.items()}
-
-
 def run_case(case: Case, rounds: int, block: float, repeat: int, isa: str) -> str:
     with tempfile.TemporaryDirectory(prefix="opgraph-bench-int8-") as tmp:
         model = quantized(case, Path(tmp))
@@ -177,7 +163,8 @@ def run_case(case: Case, rounds: int, block: float, repeat: int, isa: str) -> st
         fallbacks = int(prepared["opgraph int8"].extra["fallbacks"])
         errs = {n: errors(p.outputs(), reference) for n, p in prepared.items()}
         if PER_CORE:
-            sessions = [per_core(prepared, rounds) for _ in range(repeat)]
+            runs = {name: p.run for name, p in prepared.items()}
+            sessions = [runners.thread_cpu_medians(runs, rounds, warm=3) for _ in range(repeat)]
         else:
             sessions = [measure(prepared, rounds, block) for _ in range(repeat)]
     medians = {n: statistics.median(s[n] for s in sessions) for n in sessions[0]}

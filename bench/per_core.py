@@ -23,9 +23,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -61,17 +59,7 @@ def main() -> None:
             runs["opgraph" if isa == "native" else f"opgraph-{isa}"] = _caller(exe, inputs)
         runs["onnxruntime"] = runners.onnxruntime(case, 1).run
         runs["openvino"] = runners.openvino(case, 1, args.precision).run
-        for run in runs.values():
-            for _ in range(5):
-                run()
-        samples: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(args.rounds):
-            for name, run in runs.items():
-                for _ in range(3):
-                    started = time.thread_time()
-                    run()
-                    samples[name].append(time.thread_time() - started)
-        med = {name: statistics.median(s) for name, s in samples.items()}
+        med = runners.thread_cpu_medians(runs, args.rounds)
         cells = ", ".join(f"{name} {m * 1e3:.3f} ms" for name, m in med.items())
         ratios = ", ".join(
             f"{name} / {peer} {med[name] / med[peer]:.3f}"

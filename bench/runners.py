@@ -3,6 +3,7 @@ executes it on tensors created once. Every runtime gets the same number of threa
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -134,3 +135,21 @@ def numpy_eager(case: Case) -> Prepared | None:
     fn = case.numpy_fn
     arrays = [a.copy() for a in case.inputs]
     return Prepared(lambda: fn(*arrays), lambda: [np.asarray(fn(*arrays))], 0.0, {})
+
+
+def thread_cpu_medians(
+    runs: dict[str, Callable[[], object]], rounds: int, warm: int = 5
+) -> dict[str, float]:
+    """Each run's median thread CPU seconds per call: ``warm`` calls each first, then
+    ``rounds`` rounds of three calls of each in turn, every call timed by ``time.thread_time``."""
+    for run in runs.values():
+        for _ in range(warm):
+            run()
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            for _ in range(3):
+                started = time.thread_time()
+                run()
+                samples[name].append(time.thread_time() - started)
+    return {name: statistics.median(s) for name, s in samples.items()}

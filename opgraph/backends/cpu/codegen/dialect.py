@@ -312,17 +312,22 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 PANEL_PREFETCH_ROWS = 24
 
 
+def panel_prefetch(pointer: str, stride: str, second: int) -> str:
+    """C lines (four-space indent, newline-ended) that prefetch into L1 the two 64-byte lines
+    of the panel row :data:`PANEL_PREFETCH_ROWS` rows past row ``k``: ``pointer + (k + rows) *
+    stride`` and ``second`` elements further (the f32 AVX-512 kernels and the int8 ones)."""
+    ahead = f"{pointer} + (k + {PANEL_PREFETCH_ROWS}) * {stride}"
+    return (
+        f"    __builtin_prefetch({ahead}, 0, 3);\n"
+        f"    __builtin_prefetch({ahead} + {second}, 0, 3);\n"
+    )
+
+
 def _stream_prefetch(lanes: int, pw: int) -> str:
     """The lines of an AVX-512 micro-kernel's inner loop that prefetch the panel
     :data:`PANEL_PREFETCH_ROWS` rows ahead (empty for the AVX2 and SSE kernels: left as they
     were measured)."""
-    if lanes != BROADCAST_LANES:
-        return ""
-    ahead = f"p + (k + {PANEL_PREFETCH_ROWS}) * {pw}"
-    return (
-        f"    __builtin_prefetch({ahead}, 0, 3);\n"
-        f"    __builtin_prefetch({ahead} + {lanes}, 0, 3);\n"
-    )
+    return panel_prefetch("p", str(pw), lanes) if lanes == BROADCAST_LANES else ""
 
 
 def _tile_order(lanes: int, rows: int, pw: int) -> str:

@@ -121,10 +121,7 @@ def _prefetch(role: str) -> list[str]:
     """The "u" kernels' prefetch of the weight panel they stream (both lines of its quad row
     ``dialect.PANEL_PREFETCH_ROWS`` rows ahead, as the f32 AVX-512 kernels): the first row
     tile over each panel slice reads it from L3 or memory."""
-    if role != "u":
-        return []
-    ahead = f"b + (k + {dialect.PANEL_PREFETCH_ROWS}) * ldb"
-    return [f"    __builtin_prefetch({ahead});", f"    __builtin_prefetch({ahead} + 64);"]
+    return dialect.panel_prefetch("b", "ldb", 64).splitlines() if role == "u" else []
 
 
 _COMMON_TEMPLATE = """typedef int32_t og_qv __attribute__((vector_size(64)));
