@@ -4,6 +4,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 
 import pytest
+from pool_sleep import PROBE  # beside this file (rootdir import)
 
 from opgraph.backends.cpu import CpuBackend, compiler, default_config
 from opgraph.backends.cpu.codegen import runtime
@@ -59,9 +60,9 @@ def compile_counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[CompileCounts]:
 @pytest.fixture(scope="session")
 def hooked_runtime(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], ctypes.CDLL]:
     """``build(name, kernel)``: the runtime built with its test hooks (``-DOG_TEST_HOOKS``)
-    plus the C of ``kernel``, loaded with private symbols (``-Bsymbolic``, so the backend's
-    own runtime in this process is not interposed); ``og_parallel`` and ``og_test_stall``
-    declared. Skips where there is no C compiler."""
+    plus ``pool_sleep.PROBE`` and the C of ``kernel``, loaded with private symbols
+    (``-Bsymbolic``, so the backend's own runtime in this process is not interposed);
+    ``og_parallel`` and ``og_test_stall`` declared. Skips where there is no C compiler."""
 
     def build(name: str, kernel: str) -> ctypes.CDLL:
         compiler = resolve_compiler(default_config().compiler)
@@ -69,7 +70,7 @@ def hooked_runtime(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, s
             pytest.skip("no C compiler to build the runtime's test build")
         work = tmp_path_factory.mktemp(name)
         source = work / f"{name}.c"
-        source.write_text(runtime.SOURCE + kernel)
+        source.write_text(runtime.SOURCE + PROBE + kernel)
         library = work / f"lib{name}.so"
         subprocess.run(
             [compiler, "-O2", "-fPIC", "-shared", "-pthread", "-DOG_TEST_HOOKS",

@@ -17,12 +17,12 @@ Nothing is timed; the timeout turns a hang into a failure.
 import ctypes
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from pool_sleep import wait_asleep  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -54,8 +54,6 @@ int og_test_kernel(void* const* T, char* A, long lo, long hi) {
   }
   return flags[0] >= lo && flags[0] < hi ? 4 : 0;
 }
-
-int og_test_sleepers(void) { return og_sleepers; }
 """
 
 
@@ -190,32 +188,24 @@ def test_pool_back_on_its_own_workers_after_the_team(pool):
     assert after.team_jobs == before.team_jobs
 
 
-def _asleep(pool: ctypes.CDLL, workers: int) -> None:
-    for _ in range(10_000):
-        if pool.og_test_sleepers() >= workers:
-            return
-        time.sleep(0.001)
-    pytest.fail("the pool's workers never went to sleep")
-
-
 def test_caller_wakes_sleeping_workers_only_for_work_worth_it(pool):
     pool.og_set_team(None)
     call(pool, 10_000, 2, grain=16).check(2)  # the worker exists
     try:
         pool.og_set_wake_worth(1 << 62)  # nothing is worth a wake-up
         pool.og_set_rewake(1 << 62, -1)  # nor re-woken (test_cpu_pool_wakes.py)
-        _asleep(pool, 1)
+        wait_asleep(pool)
         before = runtime_counters(pool)
         run = call(pool, 4096, 2, grain=16, block_usec=20)
         run.check(2)
         assert runtime_counters(pool).wakes == before.wakes
         # ... except a job of a few large blocks (one per thread): woken when published
-        _asleep(pool, 1)
+        wait_asleep(pool)
         before = runtime_counters(pool)
         call(pool, 4096, 2, grain=2048).check(2)
         assert runtime_counters(pool).wakes == before.wakes + 1
         pool.og_set_wake_worth(0)  # every job is
-        _asleep(pool, 1)
+        wait_asleep(pool)
         before = runtime_counters(pool)
         call(pool, 4096, 2, grain=16).check(2)
         assert runtime_counters(pool).wakes == before.wakes + 1

@@ -16,11 +16,11 @@ the counters say which rule acted. Nothing is timed; the timeout turns a hang in
 """
 
 import ctypes
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from pool_sleep import wait_asleep  # beside this file (rootdir import)
 
 from opgraph.backends.cpu.codegen.runtime_counters import PoolCounters, runtime_counters
 
@@ -39,7 +39,6 @@ int og_wakes_kernel(void* const* T, char* A, long lo, long hi) {
 int og_wakes_fresh(void* const* T, char* A, long lo, long hi) {
   return og_wakes_body(T, lo, hi);
 }
-int og_wakes_sleepers(void) { return __atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST); }
 """
 
 NEVER = 1 << 62
@@ -76,12 +75,7 @@ def _call(pool: ctypes.CDLL, kernel: str) -> None:
 def _asleep_call(pool: ctypes.CDLL, kernel: str = "og_wakes_kernel") -> PoolCounters:
     """One two-thread job of ``kernel`` published while the worker sleeps: the counters'
     change."""
-    for _ in range(10_000):
-        if pool.og_wakes_sleepers() >= 1:
-            break
-        time.sleep(0.001)
-    else:
-        pytest.fail("the pool's worker never went to sleep")
+    wait_asleep(pool)
     before = runtime_counters(pool)
     _call(pool, kernel)
     after = runtime_counters(pool)
