@@ -20,11 +20,11 @@ backend's own runtime, that a call as small as W1 32x32 never reaches the pool a
 import ctypes
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from pool_sleep import wait_asleep  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
@@ -59,9 +59,6 @@ int og_place_kernel(void* const* T, char* A, long lo, long hi) {
   }
   return 0;
 }
-
-/* How many pool workers sleep on the futex (done with their last job). */
-int og_place_sleepers(void) { return __atomic_load_n(&og_sleepers, __ATOMIC_SEQ_CST); }
 
 /* The thread id of pool worker ``slot`` (0 until it has started). */
 int og_place_worker_tid(int slot) { return __atomic_load_n(&og_info[slot].tid, __ATOMIC_ACQUIRE); }
@@ -116,16 +113,8 @@ def _job(lib: ctypes.CDLL, nap_us: int = 200, wait_for_stall: bool = False) -> n
 def _worker(lib: ctypes.CDLL) -> int:
     """The thread id of the pool's one worker (created by a first job), once it sleeps."""
     _job(lib, nap_us=0)
-    _until_asleep(lib)
+    wait_asleep(lib)
     return int(lib.og_place_worker_tid(0))
-
-
-def _until_asleep(lib: ctypes.CDLL) -> None:
-    for _ in range(10000):
-        if lib.og_place_sleepers() == 1:
-            return
-        time.sleep(0.001)
-    raise AssertionError("the pool's worker never went to sleep")
 
 
 def _jobs_until(lib: ctypes.CDLL, done: Callable[[PoolCounters], bool]) -> PoolCounters:
@@ -202,7 +191,7 @@ def test_waiting_caller_hands_its_cpu_to_the_worker_holding_a_block(hooked_runti
         assert after.wait_sleeps > before.wait_sleeps
         slept = after.sleep_ticks - before.sleep_ticks  # the wait that slept, counted apart
         assert 0 < slept <= after.wait_ticks - before.wait_ticks
-        _until_asleep(lib)  # what it does after its block may come after the call returned
+        wait_asleep(lib)  # what it does after its block may come after the call returned
         moved = runtime_counters(lib).moves - before.moves
         if rules == HAND_OVER:
             assert (moved, os.sched_getaffinity(tid)) == (0, {first})
