@@ -1,10 +1,11 @@
 """How each step of a bf16 model splits between two threads, step by step.
 
-    python bench/bf16_splits.py [--model imagenet|cifar] [--rounds 6] [--calls 10]
+    python bench/bf16_splits.py [--model imagenet|cifar|bert] [--rounds 6] [--calls 10]
                                 [--precision bf16|f32] [--min-ms 0.05]
 
-Three profiled builds of ResNet-18 (``bench/resnet.py``; ``compile(profile=True)``: each
-step's wall time), calls interleaved round by round in one process:
+Three profiled builds of ResNet-18 (``bench/resnet.py``) or of the BERT-base layer (``--model
+bert``: W5, ``bench/bert.py``; ``compile(profile=True)``: each step's wall time), calls
+interleaved round by round in one process:
 
 * **1T**: a ``num_threads=1`` build (its own blocks: one thread's split);
 * **2T alone**: the ``num_threads=2`` build with every block run by the caller (a stand-in
@@ -30,15 +31,22 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench import resnet
+from bench import bert, resnet
 from bench.models import Case
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
 from opgraph.backends.cpu.config import CpuConfig
+
+MODELS: dict[str, Callable[[], Case]] = {
+    "imagenet": resnet.resnet18_imagenet,
+    "cifar": resnet.resnet18_cifar,
+    "bert": bert.w5,
+}
 
 _BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -56,6 +64,10 @@ def jobs(source: str) -> dict[int, str]:
                            source, re.S))  # fmt: skip
     steps = re.findall(r"og_step_(\d+)\(void\* const\* T, char\* A, og_callback cb, "
                        r"double\* prof\) \{\n(.*?)\n\}", source, re.S)  # fmt: skip
+    if not steps:  # one translation unit: the steps are og_run's timed blocks
+        steps = [(i, body) for body, i in re.findall(r"&t0_\);\n(.*?)\n\s*clock_gettime\("
+                                                     r"CLOCK_MONOTONIC, &t1_\);\s*prof\[(\d+)\]",
+                                                     source, re.S)]  # fmt: skip
     out = {}
     for index, body in steps:
         parts = []
@@ -70,13 +82,13 @@ def jobs(source: str) -> dict[int, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="imagenet", choices=["imagenet", "cifar"])
+    parser.add_argument("--model", default="imagenet", choices=list(MODELS))
     parser.add_argument("--precision", default="bf16", choices=["bf16", "f32"])
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--min-ms", type=float, default=0.05)
     args = parser.parse_args()
-    case: Case = resnet.resnet18_cifar() if args.model == "cifar" else resnet.resnet18_imagenet()
+    case: Case = MODELS[args.model]()
     cache = Path(os.environ.get("OPGRAPH_CACHE_DIR") or tempfile.mkdtemp(prefix="og-splits-"))
     exes = {}
     for threads in (1, 2):
@@ -116,7 +128,7 @@ def main() -> None:
         finally:
             lib.og_set_team(None)
         run("2T")
-    print(f"ResNet-18 {args.model} {args.precision}: per step, minimum ms over "
+    print(f"{args.model} {args.precision}: per step, minimum ms over "
           f"{args.rounds * args.calls} calls; load {os.getloadavg()}")  # fmt: skip
     print("| step | 1T | 2T alone | 2T | 1T / 2T | alone / 1T | jobs (units) |")
     print("|---|---|---|---|---|---|---|")
@@ -130,8 +142,9 @@ def main() -> None:
         print(f"| {k}: {label[:60]} | {one:.3f} | {same:.3f} | {two:.3f} | {one / two:.2f} | "
               f"{same / one:.2f} | {split.get(k, '?')} |")  # fmt: skip
     one, same, two = small["1T"], small["2T alone"], small["2T"]
-    print(f"| steps under {args.min_ms} ms | {one:.3f} | {same:.3f} | {two:.3f} | "
-          f"{one / two:.2f} | {same / one:.2f} | |")  # fmt: skip
+    if one:
+        print(f"| steps under {args.min_ms} ms | {one:.3f} | {same:.3f} | {two:.3f} | "
+              f"{one / two:.2f} | {same / one:.2f} | |")  # fmt: skip
     sums = {c: sum(v.values()) * 1e3 for c, v in best.items()}
     print(f"| sum of minimums | {sums['1T']:.3f} | {sums['2T alone']:.3f} | {sums['2T']:.3f} | "
           f"{sums['1T'] / sums['2T']:.2f} | {sums['2T alone'] / sums['1T']:.2f} | |")  # fmt: skip

@@ -1,16 +1,20 @@
 """The panel GEMM's blocks side by side: does a thread run its blocks slower beside another?
 
-    python bench/gemm_pair.py [--rows 256 --inner 784 --cols 512] [--rounds 4000] [--isa avx2]
+    python bench/gemm_pair.py [--rows 256 --inner 784 --cols 512] [--block 64] [--rounds 4000]
+                              [--isa avx2]
 
 Builds ``og_gemm_panels`` (``codegen/dialect.py``, the product of a constant matrix) into a
-C harness that times column blocks of 64 (the W3 MLP's split of its first product: 8 blocks
-for two threads) in rounds: every other round one thread runs all the blocks alone, the
+C harness that times column blocks of ``--block`` columns (64: the W3 MLP's split of its first
+product, 8 blocks for two threads; BERT's products split into 8 blocks of 288, 96, 384 and
+96 columns) in rounds: every other round one thread runs all the blocks alone, the
 rounds between two threads run half each, started together at a barrier. Each thread's CPU
 time (``CLOCK_THREAD_CPUTIME_ID``) per block is kept only where it ran undisturbed (wall
 time within 5 % of its CPU time) and, for the pairs, where the two threads' runs overlapped
 for at least 90 % of the pair's span: so the figures hold on a loaded machine, where few
 rounds survive but the kept ones are real side-by-side runs. Prints the mean CPU time per
 block alone and side by side, and their ratio (shared L3 and memory traffic, false sharing).
+Rows of ``a`` a multiple of 4 KiB apart are padded by 16 floats, as the generated code reads
+them (``row_padding.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ HARNESS = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-enum { M = %(rows)d, K = %(inner)d, N = %(cols)d, BLOCK = 64, BLOCKS = N / BLOCK };
+enum { M = %(rows)d, K = %(inner)d, N = %(cols)d, BLOCK = %(block)d, BLOCKS = N / BLOCK };
+enum { LDA = K %% 1024 ? K : K + 16 };
 static float *A, *P, *C;
 static double clock_s(clockid_t id) {
   struct timespec t;
@@ -49,7 +54,7 @@ static void run(part* p) {
   double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
   p->w0 = clock_s(CLOCK_MONOTONIC);
   for (int b = p->first; b < p->last; ++b)
-    og_gemm_panels(A, K, P, C, N, M, K, (long)BLOCK * b, (long)BLOCK * (b + 1));
+    og_gemm_panels(A, LDA, P, C, N, M, K, (long)BLOCK * b, (long)BLOCK * (b + 1));
   p->w1 = clock_s(CLOCK_MONOTONIC);
   p->cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
@@ -65,10 +70,10 @@ static void* other(void* arg) {
 int main(int argc, char** argv) {
   int rounds = atoi(argv[1]), kept[2] = {0, 0};
   double sum[2] = {0, 0};
-  A = aligned_alloc(64, sizeof(float) * M * K);
+  A = aligned_alloc(64, sizeof(float) * M * LDA);
   P = aligned_alloc(64, sizeof(float) * K * ((N + 31) / 32 * 32));
   C = aligned_alloc(64, sizeof(float) * M * N);
-  for (long i = 0; i < (long)M * K; ++i) A[i] = rand() / (float)RAND_MAX - 0.5f;
+  for (long i = 0; i < (long)M * LDA; ++i) A[i] = rand() / (float)RAND_MAX - 0.5f;
   for (long i = 0; i < (long)K * ((N + 31) / 32 * 32); ++i) P[i] = rand() / (float)RAND_MAX - 0.5f;
   pthread_barrier_init(&bar, 0, 2);
   pthread_t t;
@@ -107,7 +112,12 @@ def build(work: Path, args: argparse.Namespace) -> Path:
         sys.exit("no C compiler")
     source = work / "gemm_pair.c"
     panels = dialect.HELPERS["gemm_panels"]()
-    body = HARNESS % {"rows": args.rows, "inner": args.inner, "cols": args.cols}
+    body = HARNESS % {
+        "rows": args.rows,
+        "inner": args.inner,
+        "cols": args.cols,
+        "block": args.block,
+    }
     source.write_text(f"{dialect.PRELUDE}\n{panels}\n{body}")
     exe = work / "gemm_pair"
     flags = [*ISA_FLAGS[args.isa], "-O3", "-fno-math-errno", "-fno-trapping-math", "-pthread"]
@@ -120,18 +130,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=256)
     parser.add_argument("--inner", type=int, default=784)
     parser.add_argument("--cols", type=int, default=512, help="a multiple of 128")
+    parser.add_argument("--block", type=int, default=64, help="columns per block, of 32")
     parser.add_argument("--rounds", type=int, default=4000)
     parser.add_argument("--isa", default="native", choices=sorted(ISA_FLAGS))
     args = parser.parse_args()
-    if args.cols % 128:
-        sys.exit("--cols must be a multiple of 128 (blocks of 64 columns, half per thread)")
+    if args.block % 32 or args.cols % (2 * args.block):
+        sys.exit("--block must be whole panels and --cols an even number of blocks")
     with tempfile.TemporaryDirectory(prefix="opgraph-gemm-pair-") as tmp:
         exe = build(Path(tmp), args)
         out = subprocess.run([str(exe), str(args.rounds)], check=True, capture_output=True)
     alone_n, pair_n, alone, pair = out.stdout.split()
     ratio = float(pair) / float(alone) if float(alone) and float(pair) else float("nan")
     print(
-        f"{args.rows}x{args.inner}x{args.cols}, {args.isa}, per 64-column block, thread CPU: "
+        f"{args.rows}x{args.inner}x{args.cols}, {args.isa}, per {args.block}-column block, "
+        "thread CPU: "
         f"alone {float(alone) * 1e6:.1f} µs ({alone_n.decode()} of {args.rounds // 2} rounds "
         f"kept), side by side {float(pair) * 1e6:.1f} µs ({pair_n.decode()} kept): "
         f"**{ratio:.3f}x**; load average {os.getloadavg()[0]:.1f}"

@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import opgraph as og
-from bench import load, models
+from bench import bert, load, models
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen.runtime_counters import runtime_counters
 from opgraph.backends.cpu.config import CpuConfig
@@ -158,7 +158,7 @@ def add_case_arguments(
     parser: argparse.ArgumentParser, case: str, *, seconds: float, gate: float
 ) -> None:
     """The options of a gated measurement of one case (this tool, ``bench/block_clock.py``)."""
-    parser.add_argument("--case", default=case, help="w2, w1_N (W1 at N x N), w3_B (batch B)")
+    parser.add_argument("--case", default=case, help="w2, w5, w1_N (W1 at N x N), w3_B (batch B)")
     parser.add_argument("--groups", type=int, default=6)
     parser.add_argument("--budget", type=float, default=600, help="seconds to wait at most")
     parser.add_argument("--seconds", type=float, default=seconds, help="per block")
@@ -166,9 +166,10 @@ def add_case_arguments(
 
 
 def load_case(case: str) -> models.Case:
-    """The model of ``--case``: ``w2``, ``w1_N`` or ``w3_B``."""
+    """The model of ``--case``: ``w2``, ``w5`` (the BERT-base layer), ``w1_N`` or ``w3_B``."""
     name, _, size = case.partition("_")
-    return models.w2() if name == "w2" else getattr(models, name)(int(size))
+    fixed = {"w2": models.w2, "w5": bert.w5}
+    return fixed[name]() if name in fixed else getattr(models, name)(int(size))
 
 
 def main() -> None:

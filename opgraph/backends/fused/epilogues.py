@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from opgraph.backends.fused.lowering.row_padding import padded_output
 from opgraph.backends.fused.program import (
     BufferKind,
     ConvStep,
@@ -196,6 +197,13 @@ def _consumer(program: Program, buffer: int, index: _Index) -> LoopStep | None:
     return step
 
 
+def _target(producer: Producer, store: View, out: View) -> View | None:
+    """Where the product goes so that the kernel's ``store`` updates it in place, or None."""
+    if store.is_whole and store.element_type is out.element_type:
+        return View(store.buffer, out.element_type, out.shape, out.strides, 0)
+    return padded_output(producer, store) if isinstance(producer, GemmStep) else None
+
+
 def _ready(program: Program, consumer: Step, product: int, producer: Step, index: _Index) -> bool:
     """Every other input of ``consumer`` is written before ``producer`` (or is an argument)."""
     for view in consumer.reads():
@@ -210,16 +218,13 @@ def _ready(program: Program, consumer: Step, product: int, producer: Step, index
 
 
 def _redirect(producer: Producer, kernel: LoopKernel, out: View) -> None:
-    """Write the product into a same-typed result of the kernel, which then works in place."""
+    """Write the product into a same-typed result of the kernel, which then works in place
+    (a result with padded rows too, for a panel product: ``row_padding.padded_output``)."""
     for _, store in kernel.stores:
-        if (
-            store.is_whole
-            and store.shape == kernel.shape
-            and store.element_type is out.element_type
-        ):
-            target = View(store.buffer, out.element_type, out.shape, out.strides, 0)
+        target = _target(producer, store, out) if store.shape == kernel.shape else None
+        if target is not None:
             producer.out = target
-            in_place = View(store.buffer, store.element_type, store.shape, store.strides, 0)
+            in_place = store
             for node in kernel.nodes:
                 source = node.operand
                 if (

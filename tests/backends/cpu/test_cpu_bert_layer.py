@@ -82,6 +82,53 @@ def test_padding_copy_is_one_loop_step(cpu):
     np.testing.assert_allclose(exe(data)[0], want, rtol=1e-4, atol=1e-4)
 
 
+def _ffn(rows: int, hidden: int, inner: int) -> tuple[og.Function, og.Function]:
+    """``gelu(x W1 + b) W2`` (BERT's FFN), whose second product's rows are ``inner`` floats
+    apart, and the same with the GELU a result too, which keeps the padded copy a step of its
+    own (what the fused layout replaces)."""
+    x = og.parameter(og.f32, (1, rows, hidden))
+    bias = RNG.standard_normal(inner).astype(np.float32)
+    mid = ops.gelu(_linear(x, _weights(hidden, inner), bias))
+    out = ops.matmul(mid, og.constant(_weights(inner, 96)))
+    return og.Function([out], [x]), og.Function([out, mid], [x])
+
+
+@pytest.mark.parametrize(("rows", "inner"), [(40, 1024), (600, 2048)])
+def test_padded_rows_are_written_by_the_first_product(cpu, parallel_cpu, rows, inner):
+    """The padded copy of FFN 2's left operand merges into FFN 1's epilogue, and FFN 1 writes
+    its result straight into the padded rows (``row_padding.padded_output``): no copy step,
+    no dense buffer, the values bitwise those of the build with the copy (600 rows: the
+    product's blocks of rows on three threads)."""
+    fn, apart = _ffn(rows, 64, inner)
+    data = RNG.standard_normal((1, rows, 64)).astype(np.float32)
+    (want,) = og.backend("INTERPRETER").compile(fn)(data)
+    for backend in (cpu, parallel_cpu):
+        exe = backend.compile(fn)
+        first, second = _gemms(exe)
+        assert first.out is not None and second.a is not None and first.epilogue is not None
+        assert first.out.buffer == second.a.buffer
+        assert first.out.strides == second.a.strides == (inner + PAD, 1)
+        steps = exe.program.steps
+        assert steps.index(second) == steps.index(first) + 1  # nothing between them
+        (got,) = exe(data)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        copied = backend.compile(apart)
+        assert len(copied.program.steps) == len(steps) + 1  # the copy, on its own
+        np.testing.assert_array_equal(got, copied(data)[0])
+
+
+def test_a_pointwise_step_writes_the_padded_rows(cpu):
+    """A pointwise kernel before the product (here a ReLU of the argument) computes into the
+    padded rows: the copy merges into it (same shape as the copy)."""
+    fn, data, want = _product(128, 3072, 64)
+    exe = cpu.compile(fn)
+    (relu, gemm) = exe.program.steps
+    assert isinstance(relu, LoopStep) and isinstance(gemm, GemmStep) and gemm.a is not None
+    ((_, store),) = relu.kernels[0].stores
+    assert store.buffer == gemm.a.buffer and gemm.a.strides == (3072 + PAD, 1)
+    np.testing.assert_allclose(exe(data)[0], want, rtol=1e-4, atol=1e-4)
+
+
 def _weights(*shape: int) -> np.ndarray:
     return (RNG.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
 

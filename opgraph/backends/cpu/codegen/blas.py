@@ -260,20 +260,26 @@ class GemmEmitter:
         columns of accumulators), blocked over the inner dimension for L1."""
         self.module.gemm_panels()
         lda = self.a.strides[0] if self.rows > 1 else self.inner
+        ldc = self.ldc()
         self.split_columns = True
 
         def call(first: str, count: str) -> str:
             if not self.split_columns:  # a block of rows (row_split), every column
                 return (
                     f"og_gemm_panels(a + {first} * {lda}L, {lda}L, b, c + {first} * "
-                    f"{self.cols}L, {self.cols}L, {count}, {self.inner}L, 0, {self.cols}L);"
+                    f"{ldc}L, {ldc}L, {count}, {self.inner}L, 0, {self.cols}L);"
                 )
             return (
-                f"og_gemm_panels(a, {lda}L, b, c, {self.cols}L, {self.rows}L, {self.inner}L, "
+                f"og_gemm_panels(a, {lda}L, b, c, {ldc}L, {self.rows}L, {self.inner}L, "
                 f"{first}, {first} + {count});"
             )
 
         return self.cols, call
+
+    def ldc(self) -> int:
+        """The result's row stride: its columns, or more where an epilogue's result has
+        padded rows (``row_padding.padded_output``)."""
+        return static(self.out.strides[0]) if self.rows > 1 else self.cols
 
     def panel_gemv(self) -> tuple[int, Call]:
         """One row times a matrix repacked as column panels (see ``GemmStep.panels``)."""

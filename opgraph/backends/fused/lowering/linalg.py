@@ -116,7 +116,8 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
         return
     t = out.element_type
     compute = t if t in BLAS_TYPES or t.is_integral else et.f32
-    left = as_matrix(builder, builder.operand(a), rows, inner, compute)
+    source = builder.operand(a)
+    left = as_matrix(builder, source, rows, inner, compute)
     dense = views.reshape(target, (rows, cols))
     assert isinstance(dense, View)
     result = dense if compute is t else builder.scratch(compute, (rows, cols))
@@ -127,7 +128,7 @@ def _dot(builder: ProgramBuilder, node: Node) -> None:
         right = packed[0] if packed else right
     panel = packed[1] if packed else 0
     if panel == GEMM_PANEL:
-        left = unalias_rows(builder, left)
+        left = unalias_rows(builder, left, source)
     step = GemmStep(builder.describe(node), (node,), left, right, result, panel=panel)
     builder.add_step(step)
     if result is not dense:
@@ -289,11 +290,12 @@ def _matmul(builder: ProgramBuilder, node: Node) -> None:
     grid: tuple[tuple[Dim, Dim, Dim, Dim], ...] = ()
     if math.prod(b_shape[:-2]) == 1:
         rows = math.prod(a_shape[:-1])
-        left = as_matrix(builder, builder.operand(a), rows, k, compute)
+        source = builder.operand(a)
+        left = as_matrix(builder, source, rows, k, compute)
         packed = _panels(builder, b, left, m, compute)
         right = packed[0] if packed else as_matrix(builder, builder.operand(b), k, m, compute)
         if packed and packed[1] == GEMM_PANEL:
-            left = unalias_rows(builder, left)
+            left = unalias_rows(builder, left, source)
         batched: tuple[tuple[Dim, Dim, Dim], ...] = ((0, 0, 0),)
     else:
         av = _operand(builder, a, a_shape, compute)

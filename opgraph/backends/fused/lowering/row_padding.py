@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused import views
+from opgraph.backends.fused.views import Operand, View
 from opgraph.core import element_type as et
 
 if TYPE_CHECKING:
     from opgraph.backends.fused.builder import ProgramBuilder
+    from opgraph.backends.fused.program import GemmStep
 
 #: Row strides (in f32 elements) that alias: multiples of 4 KiB.
 ALIASING = 1024
@@ -37,9 +39,14 @@ PAD = 16
 MIN_ROWS = 13
 
 
-def unalias_rows(builder: ProgramBuilder, left: View) -> View:
+def unalias_rows(builder: ProgramBuilder, left: View, source: Operand | None = None) -> View:
     """``left`` (rows x inner f32, rows contiguous), or its copy with padded rows when its
-    row stride is a multiple of :data:`ALIASING` and it has more than one tile of rows."""
+    row stride is a multiple of :data:`ALIASING` and it has more than one tile of rows.
+
+    ``source``: the operand that ``left`` re-views as a matrix; the copy then runs in its
+    shape, so that the pointwise kernel computing it (BERT's FFN 1 bias and GELU) merges with
+    the copy (``epilogues.merge_pointwise_steps`` wants equal shapes) and, as the product's
+    epilogue, writes the padded rows itself: no step of its own."""
     rows, inner = left.shape
     stride = left.strides[0]
     if not builder.features.padded_rows:
@@ -52,7 +59,37 @@ def unalias_rows(builder: ProgramBuilder, left: View) -> View:
         return left
     padded = builder.scratch(et.f32, (rows, inner + PAD))
     target = View(padded.buffer, et.f32, (rows, inner), (inner + PAD, 1), padded.offset)
-    return builder.materialize(left, into=target)
+    copied, into = _in_source_shape(left, target, source)
+    builder.materialize(copied, into=into)
+    return target
 
 
-__all__ = ["ALIASING", "PAD", "unalias_rows"]
+def _in_source_shape(left: View, target: View, source: Operand | None) -> tuple[Operand, View]:
+    """The copy's source and target in ``source``'s shape when ``left`` is ``source``
+    re-viewed (same buffer, same elements), else ``left`` and ``target`` as they are."""
+    if isinstance(source, View) and views.reshape(source, left.shape) == left:
+        shaped = views.reshape(target, source.shape)
+        if isinstance(shaped, View):
+            return source, shaped
+    return left, target
+
+
+def padded_output(step: GemmStep, store: View) -> View | None:
+    """``store``, an epilogue's result in :func:`unalias_rows`' padded rows (its copy merged
+    into the kernel), as the product's own output when ``step`` is a single f32 panel
+    product (the CPU's ``og_gemm_panels`` takes the rows' stride): the product then writes
+    the padded rows and the epilogue updates them in place, so the product needs no dense
+    buffer of its own. None for any other layout (a slice of a concatenation, say)."""
+    out = step.out
+    if out is None or not step.panel or len(step.batch) != 1 or step.grid:
+        return None
+    if out.element_type is not et.f32 or store.element_type is not et.f32 or not out.is_dense:
+        return None
+    rows, cols = out.shape
+    shaped = views.reshape(store, out.shape)
+    if not isinstance(shaped, View) or shaped.offset != 0 or type(cols) is not int:
+        return None
+    return shaped if shaped.strides == (cols + PAD, 1) and rows != 1 else None
+
+
+__all__ = ["ALIASING", "PAD", "padded_output", "unalias_rows"]
