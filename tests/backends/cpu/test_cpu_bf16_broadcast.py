@@ -39,7 +39,8 @@ ENTRY = "void entry(const float* A, const uint16_t* Q, float* C, int M, int K, i
 )
 def test_row_pairs_broadcast_by_target(call, tuning, embedded, tmp_path):
     """The 12-row loops: 24 ``vdpbf16ps`` per pair step, reading the 12 row pairs as embedded
-    broadcasts (Zen 4) or from 12 ``vbroadcastss`` and none embedded (elsewhere)."""
+    broadcasts (Zen 4) or from 12 ``vbroadcastss`` and none embedded (elsewhere), and
+    prefetching both lines of the panel row ``PREFETCH_ROWS`` ahead (8 KiB)."""
     lines = [dialect.PRELUDE, dialect.HELPERS["gemm_bf16"](), ENTRY, f"  {call}", "}"]
     flags = (*CFLAGS, "-mavx512bf16", *tuning)
     asm = compile_to_asm(lines, "avx512", tmp_path, "gemm_bf16", flags)
@@ -50,6 +51,20 @@ def test_row_pairs_broadcast_by_target(call, tuning, embedded, tmp_path):
         broadcasts = [x for x in body if x.startswith("vbroadcastss")]
         assert len(broadcasts) == (0 if embedded else bf16.ROWS), body
         assert all("(" in x for x in broadcasts)  # straight from memory
+        fetched = sorted(x.split()[1] for x in body if x.startswith("prefetcht0"))
+        assert len(fetched) == 2 and fetched[1] == "64" + fetched[0], body
+        loads = [_address(x.split()[1]) for x in body if x.startswith("vmovups")]
+        ahead = _address(fetched[0])
+        assert [ahead[0] - o for o, r in loads if r == ahead[1]] == [
+            128 * bf16.PREFETCH_ROWS,
+            128 * bf16.PREFETCH_ROWS - 64,
+        ], body
+
+
+def _address(operand: str) -> tuple[int, str]:
+    """An AT&T memory operand ``offset(%reg)`` as (offset, register)."""
+    offset, register = operand.rstrip(",").split("(", 1)
+    return int(offset or "0"), register.split(",")[0].rstrip(")")
 
 
 def _exact_products() -> tuple[og.Function, list[np.ndarray], list[np.ndarray]]:
