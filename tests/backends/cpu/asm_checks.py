@@ -16,6 +16,19 @@ from opgraph.backends.cpu.compiler import CFLAGS
 
 #: A memory operand addressed from the stack or frame pointer.
 STACK = re.compile(r"\(%[re]?sp[,)]|\(%[re]?bp[,)]")
+#: GCC 12's view of a Zen 4 (Zen 5 adds AVX-VNNI): a build ``dialect.BROADCAST_TARGETS`` takes.
+ZEN4 = ("-mtune=znver3", "-mno-avxvnni")
+#: Tunings (flags after ``-march``), each with whether ``dialect.BROADCAST_TARGETS`` takes it:
+#: the kernels that read broadcast operands embedded there and from a register elsewhere.
+by_broadcast_target = pytest.mark.parametrize(
+    ("tuning", "embedded"),
+    [
+        (ZEN4, True),
+        (("-mtune=znver3", "-mavxvnni"), False),  # a Zen 5 to GCC 12
+        (("-mtune=generic",), False),
+    ],
+    ids=["zen4", "zen5", "generic"],
+)
 
 
 def compile_to_asm(

@@ -10,7 +10,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from asm_checks import compile_to_asm, innermost_loops  # beside this file (rootdir import)
+from asm_checks import (  # beside this file (rootdir import)
+    ZEN4,
+    by_broadcast_target,
+    compile_to_asm,
+    innermost_loops,
+)
 from int8_graphs import conv_integer_graph  # beside this file (rootdir import)
 
 import opgraph as og
@@ -22,7 +27,6 @@ from opgraph.backends.fused.lowering.quantized import QConvStep
 
 INTERPRETER = og.backend("INTERPRETER")
 VNNI = "-mavx512vnni"
-ZEN4 = ("-mtune=znver3", "-mno-avxvnni")  # GCC 12's view of a Zen 4 (Zen 5 adds AVX-VNNI)
 
 
 def _unit() -> list[str]:
@@ -30,15 +34,7 @@ def _unit() -> list[str]:
     return [dialect.PRELUDE, unit.replace("static void og_q8_conv_gemm(", "void og_q8_conv_gemm(")]
 
 
-@pytest.mark.parametrize(
-    ("tuning", "embedded"),
-    [
-        (ZEN4, True),
-        (("-mtune=znver3", "-mavxvnni"), False),  # a Zen 5 to GCC 12
-        (("-mtune=generic",), False),
-    ],
-    ids=["zen4", "zen5", "generic"],
-)
+@by_broadcast_target
 def test_filter_quads_broadcast_by_target(tuning, embedded, tmp_path):
     """The 12-row loops: 24 ``vpdpbusd`` per filter-quad step, with 12 embedded broadcasts
     (Zen 4) or 12 ``vpbroadcastd`` and none embedded (elsewhere)."""

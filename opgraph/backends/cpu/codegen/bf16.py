@@ -80,6 +80,13 @@ ROWS_DEPTH = 3072
 CHUNK = 11 * ROWS
 #: Panels of the f32 right operand rounded to bf16 at a time by ``og_sgemm_bf16`` (96 KiB).
 WIDE = 4
+#: How many pair rows (128 bytes each) ahead the micro-kernels prefetch the panel they stream
+#: (``dialect.panel_prefetch``: both lines of a row, into L1, 8 KiB ahead). The first tile over
+#: a panel slice reads it from L3 or memory; the f32 kernels' 24 rows (the same 128 bytes per
+#: 24 vector instructions) gained less here. The BERT layer on one thread (its steps in a C
+#: harness, thread CPU, medians of 300 calls, load 5.5-5.7): 4.57-4.62 ms without, 4.21 with
+#: 24 rows, 4.04-4.22 with 48, 4.11-4.17 with 64, 4.15 with 96, 4.23 with 160.
+PREFETCH_ROWS = 64
 
 
 @dataclasses.dataclass(eq=False)
@@ -404,7 +411,10 @@ def _micro_kernel(rows: int) -> str:
     """``og_bf16_mk<rows>``: c[rows x nvalid] (+)= a (rows of bf16, lda apart, read in pairs)
     times b (kp rows of a 32-column pair panel). The 2 x rows accumulators are named
     variables: as arrays (the f32 kernel's form), GCC kept them on the stack around the
-    inline assembly, storing all of them on every step."""
+    inline assembly, storing all of them on every step. Each row's pair is taken once
+    (``og_bf16_q``) for its two ``vdpbf16ps``: broadcast into a register, or its address
+    where the instruction broadcasts it (see ``_BROADCAST``). The panel is prefetched
+    :data:`PREFETCH_ROWS` pair rows ahead."""
     rs = range(rows)
     init = []
     for r in rs:
@@ -412,11 +422,11 @@ def _micro_kernel(rows: int) -> str:
             f"  og_bv x{r}_0 = {{0}}, x{r}_1 = {{0}};",
             f"  if (accumulate) og_bf16_load(&x{r}_0, &x{r}_1, c + {r} * ldc, nvalid);",
         ]
-    step = [f"    const og_u32u* p{r} = (const og_u32u*)(a + {r} * lda + 2 * k);" for r in rs]
-    for r in rs:
-        step.append(
-            f"    x{r}_0 = og_dpbf16(x{r}_0, b0, p{r}); x{r}_1 = og_dpbf16(x{r}_1, b1, p{r});"
-        )
+    step = [
+        f"    {{ const og_bq p = og_bf16_q((const og_u32u*)(a + {r} * lda + 2 * k));\n"
+        f"      x{r}_0 = og_dpbf16(x{r}_0, b0, p); x{r}_1 = og_dpbf16(x{r}_1, b1, p); }}"
+        for r in rs
+    ]
     store = [f"  og_bf16_store(x{r}_0, x{r}_1, c + {r} * ldc, nvalid);" for r in rs]
     return "\n".join(
         [
@@ -428,12 +438,43 @@ def _micro_kernel(rows: int) -> str:
             "    og_bv b0, b1;",
             "    __builtin_memcpy(&b0, b + k * 32, 64);",
             "    __builtin_memcpy(&b1, b + k * 32 + 16, 64);",
+            dialect.panel_prefetch("b", "32", 16, PREFETCH_ROWS).rstrip("\n"),
             *step,
             "  }",
             *store,
             "}",
         ]
     )
+
+
+#: ``og_dpbf16(acc, b, q)``: acc += the bf16 pair ``q`` stands for, in every lane, times the 16
+#: bf16 pairs of b (f32 accumulation); ``og_bf16_q(p)`` takes the pair at p. Where
+#: ``dialect.BROADCAST_TARGETS`` takes embedded broadcasts (Zen 4, where the kernels were tuned)
+#: ``q`` is p and the instruction reads it as ``m32{1to16}``; elsewhere ``vbroadcastss`` puts it
+#: in a register once for the row's two instructions. On this Zen 5 the register form runs the
+#: 12-row kernel on L1 data at 0.98-1.00 of the ``vdpbf16ps`` peak against 0.90-0.92 with the
+#: embedded broadcasts (C harness, thread CPU, best of 7, load 3.9; docs/performance.md,
+#: 2026-11-27, h109), as H95b found for the f32 and H104 for the int8 kernels. The same
+#: instructions on the same values: the sums are bit-identical.
+_BROADCAST = f"""#if {dialect.BROADCAST_TARGETS}
+typedef const og_u32u* og_bq;
+static inline __attribute__((always_inline)) og_bq og_bf16_q(const og_u32u* p) {{ return p; }}
+static inline __attribute__((always_inline)) og_bv og_dpbf16(og_bv acc, og_bv b, og_bq a) {{
+  __asm__("vdpbf16ps %2%{{1to16%}}, %1, %0" : "+v"(acc) : "v"(b), "m"(*a));
+  return acc;
+}}
+#else
+typedef og_bv og_bq;
+static inline __attribute__((always_inline)) og_bq og_bf16_q(const og_u32u* p) {{
+  og_bv q;
+  __asm__("vbroadcastss %1, %0" : "=v"(q) : "m"(*p));
+  return q;
+}}
+static inline __attribute__((always_inline)) og_bv og_dpbf16(og_bv acc, og_bv b, og_bq a) {{
+  __asm__("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(b), "v"(a));
+  return acc;
+}}
+#endif"""
 
 
 def _row_conversion() -> str:
@@ -485,12 +526,7 @@ def _gemm_bf16() -> str:
     kernels = "\n".join(_micro_kernel(rows) for rows in range(1, ROWS + 1))
     return f"""typedef float og_bv __attribute__((vector_size(64)));
 typedef uint32_t og_u32u __attribute__((aligned(2), may_alias));
-/* acc += broadcast bf16 pair *a times the 16 bf16 pairs of b (f32 accumulation) */
-static inline __attribute__((always_inline)) og_bv og_dpbf16(og_bv acc, og_bv b,
-                                                             const og_u32u* a) {{
-  __asm__("vdpbf16ps %2%{{1to16%}}, %1, %0" : "+v"(acc) : "v"(b), "m"(*a));
-  return acc;
-}}
+{_BROADCAST}
 static inline __attribute__((always_inline)) void og_bf16_load(og_bv* lo, og_bv* hi,
                                                                const float* c, long nvalid) {{
   float t[32];

@@ -312,11 +312,12 @@ _PREFETCH_NEXT_PANEL = """          if (!rows_outer && nb + 1 < first + panels) 
 PANEL_PREFETCH_ROWS = 24
 
 
-def panel_prefetch(pointer: str, stride: str, second: int) -> str:
+def panel_prefetch(pointer: str, stride: str, second: int, rows: int = PANEL_PREFETCH_ROWS) -> str:
     """C lines (four-space indent, newline-ended) that prefetch into L1 the two 64-byte lines
-    of the panel row :data:`PANEL_PREFETCH_ROWS` rows past row ``k``: ``pointer + (k + rows) *
-    stride`` and ``second`` elements further (the f32 AVX-512 kernels and the int8 ones)."""
-    ahead = f"{pointer} + (k + {PANEL_PREFETCH_ROWS}) * {stride}"
+    of the panel row ``rows`` rows past row ``k``: ``pointer + (k + rows) * stride`` and
+    ``second`` elements further (the f32 AVX-512 kernels and the int8 ones with
+    :data:`PANEL_PREFETCH_ROWS`, the bf16 ones with ``bf16.PREFETCH_ROWS``)."""
+    ahead = f"{pointer} + (k + {rows}) * {stride}"
     return (
         f"    __builtin_prefetch({ahead}, 0, 3);\n"
         f"    __builtin_prefetch({ahead} + {second}, 0, 3);\n"
