@@ -1,13 +1,12 @@
 """Generate the C of fused attention steps
 (:class:`~opgraph.backends.fused.lowering.attention.AttentionStep`).
 
-A unit is one batch entry (a head) and one block of query rows. Its scores
-(``rows x m`` floats, at most 128 KiB) are computed by OpenBLAS into this thread's slice of
-the scratch, where they stay in cache while each row is scaled, masked, reduced to its
-maximum, exponentiated (libmvec's ``expf``, as the unfused kernel, kept in its fast range:
-:data:`EXP_FLOOR`), summed (vector lanes over
-blocks of 256) and divided by its sum; a second OpenBLAS call multiplies the block by ``v``
-straight into the output. OpenBLAS runs single-threaded inside the runtime's pool.
+A unit is one batch entry (a head) and one block of query rows. Its scores (``rows x m``
+floats, at most 128 KiB) are computed by the panel GEMM into this thread's slice of the
+scratch, where they stay in cache while each row is scaled, masked, reduced to its maximum,
+exponentiated and summed in one vector pass (``og_exp_sum``, an inline ``exp``:
+:mod:`~opgraph.backends.cpu.codegen.attention_exp`) and divided by its sum; a second product
+multiplies the block by ``v`` straight into the output.
 
 Each thread packs an entry's ``k`` and ``v`` once for all the blocks of that entry it
 computes (the runtime hands a thread consecutive units first): the entry packed is noted in
@@ -18,11 +17,10 @@ about as much as its two products.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
-from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen import attention_exp, dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
 from opgraph.backends.fused.lowering.attention import (
     SCRATCH_HEADER,
@@ -32,42 +30,6 @@ from opgraph.backends.fused.lowering.attention import (
 from opgraph.backends.fused.views import View, static, static_all
 from opgraph.core import element_type as et
 from opgraph.core.dim import Dim
-
-#: Scores per partial sum: each lane sums at most this many / lanes values in order.
-SUM_BLOCK = 256
-#: Scores more than this below their row's maximum get the weight 0 instead of ``expf`` of
-#: the difference (below 2^-125.9, under f32's smallest normal): ``expf`` is called on the
-#: floor for them, inside libmvec's fast range. glibc's vector ``expf`` (AVX-512 and AVX2)
-#: runs every lane whose |argument| exceeds about 87.34 through scalar ``expf`` (3-7 ns a
-#: value against 0.27-0.35: C harness, one thread, thread CPU), and masked scores (GPT-2's
-#: causal mask of ``finfo.min``, BERT's -1e4) are all such lanes. A row's sum is at least 1
-#: (its maximum's term), so the weights dropped cannot change it; a probability below
-#: 2^-125.9 / sum becomes 0. The argument is clamped on the float's bits (an unsigned
-#: minimum: the differences are at most 0, and a larger negative float has larger bits):
-#: GCC moves ``expf`` out of a float select into both of its arms (``expf(d < f ? f : d)``
-#: became ``d < f ? expf(f) : expf(d)``), which calls it on ``d`` again.
-EXP_FLOOR = -87.3
-
-
-def _floor_bits() -> str:
-    """:data:`EXP_FLOOR`'s f32 bits as a C unsigned literal."""
-    (bits,) = struct.unpack("<I", struct.pack("<f", EXP_FLOOR))
-    return f"0x{bits:08x}u"
-
-
-def exponentials() -> list[str]:
-    """C lines that set ``y`` to ``expf(d)`` for the difference ``d`` of a score and its
-    row's maximum, 0 below :data:`EXP_FLOOR`, NaN for NaN (``d - d`` is 0 for finite ``d``)."""
-    floor = dialect.literal(EXP_FLOOR, et.f32)
-    return [
-        "          const float d = x[j] - peak;",
-        "          unsigned db;",
-        "          __builtin_memcpy(&db, &d, 4);",
-        f"          const unsigned cb = db < {_floor_bits()} ? db : {_floor_bits()};",
-        "          float c;",
-        "          __builtin_memcpy(&c, &cb, 4);",
-        f"          const float y = d < {floor} ? 0.0f : expf(c) + (d - d);",
-    ]
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool = True) -> str:
@@ -91,7 +53,7 @@ class AttentionEmitter:
         s, name, module = self.step, self.name, self.module
         self.helpers()
         module.uses_pool = True
-        module.use_math("exp", et.f32)
+        module.helper(attention_exp.HELPER)
         rows, blocks = s.block_rows, -(-self.n // s.block_rows)
         units = len(s.batch) * blocks
         table = ", ".join("{" + ", ".join(f"{x}L" for x in row) + "}" for row in s.batch)
@@ -187,25 +149,16 @@ class AttentionEmitter:
         if s.mask is not None:
             r_stride, c_stride = s.mask.strides
             value = f"({value}) + mk0[off[4] + (r0 + r) * {r_stride}L + j * {c_stride}L]"
+        store = [] if value == "x[j]" else ["        x[j] = y;"]
         return [
-            "      float peak = -__builtin_inff(), total = 0.0f;",
+            "      float peak = -__builtin_inff();",
             "      #pragma omp simd reduction(max:peak)",
             f"      for (long j = 0; j < {m}L; ++j) {{",
             f"        const float y = {value};",
-            "        x[j] = y;",
+            *store,
             "        peak = y > peak ? y : peak;",
             "      }",
-            f"      for (long j0 = 0; j0 < {m}L; j0 += {SUM_BLOCK}L) {{",
-            f"        const long j1 = j0 + {SUM_BLOCK}L < {m}L ? j0 + {SUM_BLOCK}L : {m}L;",
-            "        float part = 0.0f;",
-            "        #pragma omp simd reduction(+:part)",
-            "        for (long j = j0; j < j1; ++j) {",
-            *exponentials(),
-            "          x[j] = y;",
-            "          part += y;",
-            "        }",
-            "        total += part;",
-            "      }",
+            f"      const float total = og_exp_sum(x, {m}L, peak);",
             *(["      inv[r] = 1.0f / total;"] if self.deferred else self.divide()),
         ]
 
