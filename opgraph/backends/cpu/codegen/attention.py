@@ -22,6 +22,7 @@ from typing import Any
 
 from opgraph.backends.cpu.codegen import attention_exp, dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
+from opgraph.backends.cpu.codegen.pointwise_kernels import transpose_stage
 from opgraph.backends.fused.lowering.attention import (
     SCRATCH_HEADER,
     AttentionStep,
@@ -121,7 +122,9 @@ class AttentionEmitter:
         d, m, e = self.d, self.m, self.e
         # half panels (the AVX2 tile's layout) are 16-column panels, two per 32-column panel
         w = 16 if self.module.panel_halves else 32
+        keys = self._keys_by_blocks(k_cols) if k_rows == 1 and d % 16 == 0 and w == 32 else []
         return [
+            *keys,
             f"    for (long p = 0; p < {_panels(m) // w}L; ++p)",
             f"      for (long c = 0; c < {d}L; ++c)",
             f"        for (long jj = 0; jj < {w}L; ++jj) {{",
@@ -129,6 +132,7 @@ class AttentionEmitter:
             f"          kp[(p * {d}L + c) * {w}L + jj] = j < {m}L ? "
             f"k0[off[1] + c * {k_rows}L + j * {k_cols}L] : 0.0f;",
             "        }",
+            *(["#endif"] if keys else []),
             f"    for (long p = 0; p < {_panels(e) // w}L; ++p)",
             f"      for (long j = 0; j < {m}L; ++j)",
             f"        for (long cc = 0; cc < {w}L; ++cc) {{",
@@ -136,6 +140,44 @@ class AttentionEmitter:
             f"          vp[(p * {m}L + j) * {w}L + cc] = c < {e}L ? "
             f"v0[off[2] + j * {v_rows}L + c * {v_cols}L] : 0.0f;",
             "        }",
+        ]
+
+    def _keys_by_blocks(self, stride: Dim) -> list[str]:
+        """AVX-512: k's panels from blocks of 16 keys x 16 contiguous values, transposed in
+        registers (:func:`pointwise_kernels.transpose_stage`); the scalar loop after it
+        (``#else``) for other builds."""
+        d, m = self.d, self.m
+        rows = [
+            f"        og_av t0_{r} = zero;\n        if (j0 + {r} < {m}L) __builtin_memcpy(&t0_{r}, "
+            f"k0 + off[1] + (j0 + {r}) * {stride}L + cb, 64);"
+            for r in range(16)
+        ]
+        stages = [
+            transpose_stage(16, 1 << i, f"t{i}_", f"t{i + 1}_", "og_av", "og_ai") for i in range(4)
+        ]
+        stores = [
+            f"        __builtin_memcpy(kp + (p * {d}L + cb + {i}) * 32L + h * 16L, &t4_{i}, 64);"
+            for i in range(16)
+        ]
+        return [
+            "#if defined(__AVX512F__)",
+            "    {",
+            "    typedef float og_av __attribute__((vector_size(64)));",
+            "    typedef int og_ai __attribute__((vector_size(64)));",
+            "    const og_av zero = {0};",
+            f"    for (long p = 0; p < {_panels(m) // 32}L; ++p)",
+            "      for (long h = 0; h < 2; ++h)",
+            f"      for (long cb = 0; cb < {d}L; cb += 16) {{",
+            "        const long j0 = p * 32L + h * 16L;",
+            *rows,
+            *(
+                line.replace("      const", "        const")
+                for line in "\n".join(stages).split("\n")
+            ),
+            *stores,
+            "      }",
+            "    }",
+            "#else",
         ]
 
     def softmax(self) -> list[str]:
