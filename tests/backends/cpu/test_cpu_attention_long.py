@@ -3,13 +3,18 @@ the division by each row's sum is applied to the output rows after the product b
 (``AttentionEmitter.deferred``), except where the NaN guard needs each probability; the
 values are INTERPRETER's within the attention tests' tolerance."""
 
+import dataclasses
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, default_config
+from opgraph.backends.cpu.codegen.attention import AttentionEmitter
+from opgraph.backends.cpu.config import supports_isa
 from opgraph.backends.fused.lowering.attention import AttentionStep
 
 RNG = np.random.default_rng(86)
@@ -77,3 +82,22 @@ def test_the_nan_guard_keeps_the_division_on_the_scores(cpu):
     source, got = _run(cpu, fn, arrays)
     assert "x[j] / total" in source and "inv[r]" not in source
     assert not got[0, 3, :32].any()  # the guard's zeros
+
+
+@pytest.mark.parametrize(("tokens", "heads", "width"), [(1500, 2, 128), (37, 3, 96), (100, 2, 32)])
+def test_keys_transposed_in_registers_are_the_scalar_pack(tokens, heads, width):
+    """AVX-512 packs k (each key's head values contiguous) by 16 x 16 blocks transposed in
+    registers (``AttentionEmitter._keys_by_blocks``): the same panels as the scalar loop, so
+    the outputs are bitwise those of a build with the scalar pack only; keys past the last
+    whole block (1500 = 46 x 32 + 28) are zero rows of the transpose."""
+    if not supports_isa("avx512"):
+        pytest.fail("this CPU cannot run avx512 code")
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx512", num_threads=3))
+    fn = _attention(tokens, heads, width)
+    arrays = [RNG.standard_normal(p.shape).astype(np.float32) for p in fn.parameters]
+    source, got = _run(backend, fn, arrays)
+    assert "t4_15" in source  # the transposed pack
+    with mock.patch.object(AttentionEmitter, "_keys_by_blocks", lambda self, stride: []):
+        scalar_source, want = _run(backend, fn, arrays)
+    assert "t4_15" not in scalar_source
+    assert np.array_equal(got, want)

@@ -289,15 +289,19 @@ def test_attention_in_bf16_is_the_product_of_bf16_operands(
     e = np.exp(s - s.max(-1, keepdims=True))
     p = (e / e.sum(-1, keepdims=True)).astype(np.float32)
     want = _bf16(p) @ _bf16(va)
+    # a probability within a few f32 ulps of a bf16 tie may round to the other bf16 (2^-9 of
+    # it) and move its whole output row by that: such rows (about 1 %) are held to the bound
+    # of a moved probability only
+    tie = np.abs((p.view(np.uint32) & 0xFFFF).astype(np.int64) - 0x8000) < 8
+    steady = ~tie.any(-1)
     for backend in (cpu, parallel_cpu):
         exe = backend.compile(fn, precision="bf16")
         assert [type(s).__name__ for s in exe.program.steps].count("Bf16AttentionStep") == 1
         (got,) = exe(*arrays)
-        # a probability within a few f32 ulps of the oracle's may round to the other bf16
-        # (2^-9 of it): a few elements move by that, the rest agree to f32 accuracy (f32
-        # products instead would be 2-6e-3 off nearly everywhere)
+        # the other rows agree to f32 accuracy (f32 products instead would be 2-6e-3 off
+        # nearly everywhere)
         error = np.abs(got - want) / np.abs(want).max()
-        assert np.quantile(error, 0.99) < 1e-5
+        assert np.quantile(error[steady], 0.99) < 1e-5
         assert error.max() < 2e-3
 
 

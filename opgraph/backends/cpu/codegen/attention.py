@@ -1,13 +1,12 @@
 """Generate the C of fused attention steps
 (:class:`~opgraph.backends.fused.lowering.attention.AttentionStep`).
 
-A unit is one batch entry (a head) and one block of query rows. Its scores
-(``rows x m`` floats, at most 128 KiB) are computed by OpenBLAS into this thread's slice of
-the scratch, where they stay in cache while each row is scaled, masked, reduced to its
-maximum, exponentiated (libmvec's ``expf``, as the unfused kernel, kept in its fast range:
-:data:`EXP_FLOOR`), summed (vector lanes over
-blocks of 256) and divided by its sum; a second OpenBLAS call multiplies the block by ``v``
-straight into the output. OpenBLAS runs single-threaded inside the runtime's pool.
+A unit is one batch entry (a head) and one block of query rows. Its scores (``rows x m``
+floats, at most 128 KiB) are computed by the panel GEMM into this thread's slice of the
+scratch, where they stay in cache while each row is scaled, masked, reduced to its maximum,
+exponentiated and summed in one vector pass (``og_exp_sum``, an inline ``exp``:
+:mod:`~opgraph.backends.cpu.codegen.attention_exp`) and divided by its sum; a second product
+multiplies the block by ``v`` straight into the output.
 
 Each thread packs an entry's ``k`` and ``v`` once for all the blocks of that entry it
 computes (the runtime hands a thread consecutive units first): the entry packed is noted in
@@ -18,12 +17,12 @@ about as much as its two products.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
-from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen import attention_exp, dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
+from opgraph.backends.cpu.codegen.pointwise_kernels import transpose_stage
 from opgraph.backends.fused.lowering.attention import (
     SCRATCH_HEADER,
     AttentionStep,
@@ -32,42 +31,6 @@ from opgraph.backends.fused.lowering.attention import (
 from opgraph.backends.fused.views import View, static, static_all
 from opgraph.core import element_type as et
 from opgraph.core.dim import Dim
-
-#: Scores per partial sum: each lane sums at most this many / lanes values in order.
-SUM_BLOCK = 256
-#: Scores more than this below their row's maximum get the weight 0 instead of ``expf`` of
-#: the difference (below 2^-125.9, under f32's smallest normal): ``expf`` is called on the
-#: floor for them, inside libmvec's fast range. glibc's vector ``expf`` (AVX-512 and AVX2)
-#: runs every lane whose |argument| exceeds about 87.34 through scalar ``expf`` (3-7 ns a
-#: value against 0.27-0.35: C harness, one thread, thread CPU), and masked scores (GPT-2's
-#: causal mask of ``finfo.min``, BERT's -1e4) are all such lanes. A row's sum is at least 1
-#: (its maximum's term), so the weights dropped cannot change it; a probability below
-#: 2^-125.9 / sum becomes 0. The argument is clamped on the float's bits (an unsigned
-#: minimum: the differences are at most 0, and a larger negative float has larger bits):
-#: GCC moves ``expf`` out of a float select into both of its arms (``expf(d < f ? f : d)``
-#: became ``d < f ? expf(f) : expf(d)``), which calls it on ``d`` again.
-EXP_FLOOR = -87.3
-
-
-def _floor_bits() -> str:
-    """:data:`EXP_FLOOR`'s f32 bits as a C unsigned literal."""
-    (bits,) = struct.unpack("<I", struct.pack("<f", EXP_FLOOR))
-    return f"0x{bits:08x}u"
-
-
-def exponentials() -> list[str]:
-    """C lines that set ``y`` to ``expf(d)`` for the difference ``d`` of a score and its
-    row's maximum, 0 below :data:`EXP_FLOOR`, NaN for NaN (``d - d`` is 0 for finite ``d``)."""
-    floor = dialect.literal(EXP_FLOOR, et.f32)
-    return [
-        "          const float d = x[j] - peak;",
-        "          unsigned db;",
-        "          __builtin_memcpy(&db, &d, 4);",
-        f"          const unsigned cb = db < {_floor_bits()} ? db : {_floor_bits()};",
-        "          float c;",
-        "          __builtin_memcpy(&c, &cb, 4);",
-        f"          const float y = d < {floor} ? 0.0f : expf(c) + (d - d);",
-    ]
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool = True) -> str:
@@ -91,7 +54,7 @@ class AttentionEmitter:
         s, name, module = self.step, self.name, self.module
         self.helpers()
         module.uses_pool = True
-        module.use_math("exp", et.f32)
+        module.helper(attention_exp.HELPER)
         rows, blocks = s.block_rows, -(-self.n // s.block_rows)
         units = len(s.batch) * blocks
         table = ", ".join("{" + ", ".join(f"{x}L" for x in row) + "}" for row in s.batch)
@@ -159,7 +122,9 @@ class AttentionEmitter:
         d, m, e = self.d, self.m, self.e
         # half panels (the AVX2 tile's layout) are 16-column panels, two per 32-column panel
         w = 16 if self.module.panel_halves else 32
+        keys = self._keys_by_blocks(k_cols) if k_rows == 1 and d % 16 == 0 and w == 32 else []
         return [
+            *keys,
             f"    for (long p = 0; p < {_panels(m) // w}L; ++p)",
             f"      for (long c = 0; c < {d}L; ++c)",
             f"        for (long jj = 0; jj < {w}L; ++jj) {{",
@@ -167,6 +132,7 @@ class AttentionEmitter:
             f"          kp[(p * {d}L + c) * {w}L + jj] = j < {m}L ? "
             f"k0[off[1] + c * {k_rows}L + j * {k_cols}L] : 0.0f;",
             "        }",
+            *(["#endif"] if keys else []),
             f"    for (long p = 0; p < {_panels(e) // w}L; ++p)",
             f"      for (long j = 0; j < {m}L; ++j)",
             f"        for (long cc = 0; cc < {w}L; ++cc) {{",
@@ -174,6 +140,44 @@ class AttentionEmitter:
             f"          vp[(p * {m}L + j) * {w}L + cc] = c < {e}L ? "
             f"v0[off[2] + j * {v_rows}L + c * {v_cols}L] : 0.0f;",
             "        }",
+        ]
+
+    def _keys_by_blocks(self, stride: Dim) -> list[str]:
+        """AVX-512: k's panels from blocks of 16 keys x 16 contiguous values, transposed in
+        registers (:func:`pointwise_kernels.transpose_stage`); the scalar loop after it
+        (``#else``) for other builds."""
+        d, m = self.d, self.m
+        rows = [
+            f"        og_av t0_{r} = zero;\n        if (j0 + {r} < {m}L) __builtin_memcpy(&t0_{r}, "
+            f"k0 + off[1] + (j0 + {r}) * {stride}L + cb, 64);"
+            for r in range(16)
+        ]
+        stages = [
+            transpose_stage(16, 1 << i, f"t{i}_", f"t{i + 1}_", "og_av", "og_ai") for i in range(4)
+        ]
+        stores = [
+            f"        __builtin_memcpy(kp + (p * {d}L + cb + {i}) * 32L + h * 16L, &t4_{i}, 64);"
+            for i in range(16)
+        ]
+        return [
+            "#if defined(__AVX512F__)",
+            "    {",
+            "    typedef float og_av __attribute__((vector_size(64)));",
+            "    typedef int og_ai __attribute__((vector_size(64)));",
+            "    const og_av zero = {0};",
+            f"    for (long p = 0; p < {_panels(m) // 32}L; ++p)",
+            "      for (long h = 0; h < 2; ++h)",
+            f"      for (long cb = 0; cb < {d}L; cb += 16) {{",
+            "        const long j0 = p * 32L + h * 16L;",
+            *rows,
+            *(
+                line.replace("      const", "        const")
+                for line in "\n".join(stages).split("\n")
+            ),
+            *stores,
+            "      }",
+            "    }",
+            "#else",
         ]
 
     def softmax(self) -> list[str]:
@@ -187,25 +191,16 @@ class AttentionEmitter:
         if s.mask is not None:
             r_stride, c_stride = s.mask.strides
             value = f"({value}) + mk0[off[4] + (r0 + r) * {r_stride}L + j * {c_stride}L]"
+        store = [] if value == "x[j]" else ["        x[j] = y;"]
         return [
-            "      float peak = -__builtin_inff(), total = 0.0f;",
+            "      float peak = -__builtin_inff();",
             "      #pragma omp simd reduction(max:peak)",
             f"      for (long j = 0; j < {m}L; ++j) {{",
             f"        const float y = {value};",
-            "        x[j] = y;",
+            *store,
             "        peak = y > peak ? y : peak;",
             "      }",
-            f"      for (long j0 = 0; j0 < {m}L; j0 += {SUM_BLOCK}L) {{",
-            f"        const long j1 = j0 + {SUM_BLOCK}L < {m}L ? j0 + {SUM_BLOCK}L : {m}L;",
-            "        float part = 0.0f;",
-            "        #pragma omp simd reduction(+:part)",
-            "        for (long j = j0; j < j1; ++j) {",
-            *exponentials(),
-            "          x[j] = y;",
-            "          part += y;",
-            "        }",
-            "        total += part;",
-            "      }",
+            f"      const float total = og_exp_sum(x, {m}L, peak);",
             *(["      inv[r] = 1.0f / total;"] if self.deferred else self.divide()),
         ]
 

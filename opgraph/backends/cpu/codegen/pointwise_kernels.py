@@ -269,19 +269,22 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
 }}"""
 
 
-def _transpose_stage(lanes: int, bit: int, src: str, dst: str) -> str:
+def transpose_stage(
+    lanes: int, bit: int, src: str, dst: str, vec: str = "og_pwv", index: str = "og_pwi"
+) -> str:
     """One stage of a ``lanes`` x ``lanes`` in-register transpose: rows ``r`` and ``r ^ bit``
     exchange the lanes whose bit ``bit`` differs from the row's (``log2(lanes)`` stages swap
-    every row bit with the lane bit; two-source shuffles, ``vpermt2ps`` and kin)."""
+    every row bit with the lane bit; two-source shuffles, ``vpermt2ps`` and kin). ``vec`` and
+    ``index``: the C vector types of the rows and of the shuffles' indices."""
     low = ", ".join(str(j if not j & bit else lanes + (j & ~bit)) for j in range(lanes))
     high = ", ".join(str(j | bit if not j & bit else lanes + j) for j in range(lanes))
     lines = []
     for r in range(lanes):
         if r & bit:
-            pair = f"{src}{r & ~bit}, {src}{r}, (og_pwi){{{high}}}"
+            pair = f"{src}{r & ~bit}, {src}{r}, ({index}){{{high}}}"
         else:
-            pair = f"{src}{r}, {src}{r | bit}, (og_pwi){{{low}}}"
-        lines.append(f"      const og_pwv {dst}{r} = __builtin_shuffle({pair});")
+            pair = f"{src}{r}, {src}{r | bit}, ({index}){{{low}}}"
+        lines.append(f"      const {vec} {dst}{r} = __builtin_shuffle({pair});")
     return "\n".join(lines)
 
 
@@ -298,7 +301,7 @@ def _transposed_store(lanes: int, pp: int, tile: int) -> str:
     )
     bits = [1 << b for b in range(lanes.bit_length() - 1)]
     stages = "\n".join(
-        _transpose_stage(lanes, bit, f"m{i}_", f"m{i + 1}_") for i, bit in enumerate(bits)
+        transpose_stage(lanes, bit, f"m{i}_", f"m{i + 1}_") for i, bit in enumerate(bits)
     )
     out = f"m{len(bits)}_"
     stores = "\n".join(
