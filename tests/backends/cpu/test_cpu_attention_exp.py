@@ -17,7 +17,7 @@ from opgraph.backends.fused.lowering.attention import AttentionStep
 
 RNG = np.random.default_rng(111)
 ISAS = ["native", "avx2"]
-#: Relative error of a probability: the ``exp`` (1.5 ulp), the sum's roundings (each lane
+#: Relative error of a probability: the ``exp`` (2.2 ulp), the sum's roundings (each lane
 #: sums at most 16 values a block, then blocks and lanes: a few ulp of the sum), the
 #: reciprocal and the product by it.
 RTOL = 2e-6
