@@ -218,7 +218,6 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
                 f"        __builtin_memset(pr + col * {c}L + {ca}, 0, {part});",
             ]
         )
-        xs = self.x.strides
         pt, pl = self.step.padding
         wide = 2 * tw + 2
         loads = [
