@@ -62,14 +62,12 @@ def jobs(source: str) -> dict[int, str]:
     for a range function called serially)."""
     runs = dict(re.findall(r"static int (\w+)_run\(void\* const\* T, char\* A\) \{\n(.*?)\n\}",
                            source, re.S))  # fmt: skip
-    steps = re.findall(r"og_step_(\d+)\(void\* const\* T, char\* A, og_callback cb, "
-                       r"double\* prof\) \{\n(.*?)\n\}", source, re.S)  # fmt: skip
-    if not steps:  # one translation unit: the steps are og_run's timed blocks
-        steps = [(i, body) for body, i in re.findall(r"&t0_\);\n(.*?)\n\s*clock_gettime\("
-                                                     r"CLOCK_MONOTONIC, &t1_\);\s*prof\[(\d+)\]",
-                                                     source, re.S)]  # fmt: skip
+    # each step's calls between its profile's two clock readings (in og_step_<i> of a module
+    # split into translation units, inline in og_run of one unit)
+    steps = re.findall(r"&t0_\);\n(.*?)\n\s*clock_gettime\(CLOCK_MONOTONIC, &t1_\);\n"
+                       r"\s*prof\[(\d+)\]", source, re.S)  # fmt: skip
     out = {}
-    for index, body in steps:
+    for body, index in steps:
         parts = []
         for name in re.findall(r"(\w+)_run\(T, A\)", body):
             run = runs.get(name, "")

@@ -8,7 +8,7 @@ from test_cpu_bf16 import BOUND, needs_bf16, relative, rounded, step_kinds
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu.codegen import bf16_taps
+from opgraph.backends.cpu.codegen import bf16, bf16_taps
 
 CASES = [  # (n, c, h, w, o, kernel, stride, pad below, pad above, dilation): what it exercises
     (1, 512, 7, 7, 512, 3, 1, 1, 1, 1),  # ResNet-18's last stage: 7-pixel rows of taps
@@ -116,3 +116,28 @@ def test_one_dimensional_convolutions_run_by_taps(case):
     oracle_fn = function(rounded(filters).astype(np.float32))
     exact = og.backend("INTERPRETER").compile(oracle_fn)(rounded(xv).astype(np.float32))[0]
     np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4 * float(np.abs(exact).max()))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_the_taps_prefetch_the_whole_next_panel_within_it(case):
+    """Each (tap, channel block) prefetches its share of the next pair panel, ``each`` lines
+    a row of its rows, by at most ``kp`` lines a micro-kernel tile (one a step): together
+    every line of the panel, and none past its end (the C clips to ``end``)."""
+    fn, _, _ = conv(case)
+    exe = og.backend("CPU").compile(fn)
+    (step,) = [s for s in exe.program.steps if type(s).__name__ == "PanelConvStep"]
+    n, c = step.x.shape[:2]
+    k = step.w.shape[0]
+    order = bf16_taps.taps(step)
+    size, share = bf16_taps.ahead_share(k, c, len(order))
+    fetched = set()
+    for t, (_, _, i0, i1, j0, j1) in enumerate(order):
+        rows, m = n * (i1 - i0), j1 - j0
+        each = -(-share // rows)
+        tiles = -(-m // -(-m // -(-m // bf16.ROWS)))  # og_bf16_tile's tiles of m rows
+        for c0 in range(0, c, bf16_taps.DEPTH):
+            kp = (min(c0 + bf16_taps.DEPTH, c) - c0) // 2
+            assert each <= kp * tiles, "a row's tiles cannot fetch its lines"
+            first = (t * -(-c // bf16_taps.DEPTH) + c0 // bf16_taps.DEPTH) * share
+            fetched |= set(range(first, min(first + rows * each, size // 64)))
+    assert fetched == set(range(size // 64))

@@ -9,7 +9,7 @@ from test_cpu_bf16 import BOUND, needs_bf16, relative, step_kinds
 from test_cpu_bf16_winograd import conv
 
 import opgraph as og
-from opgraph.backends.cpu.codegen import bf16_winograd_rows
+from opgraph.backends.cpu.codegen import bf16, bf16_winograd_rows
 
 CASES = [  # (n, c, h, o, pad): what each exercises
     (1, 256, 14, 256, 1),  # ResNet-18's 14x14 stage: 49 tiles, 23 % padding in two panels
@@ -25,7 +25,7 @@ def _both(case: tuple[int, ...], monkeypatch: pytest.MonkeyPatch) -> tuple[np.nd
     fn, xv = conv(case)
     exe = og.backend("CPU").compile(fn, precision="bf16")
     assert "Bf16RowWinogradStep" in step_kinds(exe)
-    assert "og_gemm_bf16_rows(" in exe.source()
+    assert "og_bf16_wrows(" in exe.source()
     got = exe(xv)[0]
     monkeypatch.setattr(bf16_winograd_rows, "MIN_WASTE", 2.0)  # never: pair panels
     pairs = og.backend("CPU").compile(fn, precision="bf16")
@@ -67,4 +67,17 @@ def test_other_steps_keep_the_pair_panels(case, why):
     fn, xv = conv(case)
     exe = og.backend("CPU").compile(fn, precision="bf16")
     assert "Bf16RowWinogradStep" not in step_kinds(exe), why
+    assert relative(exe(xv)[0], og.backend("CPU").compile(fn)(xv)[0]) < BOUND
+
+
+@needs_bf16
+def test_rows_in_several_inner_blocks(monkeypatch):
+    """Inner blocks of 64 channels (``ROWS_DEPTH``): ``og_bf16_wrows`` runs each block over
+    every panel, its last panel prefetching the next block's first slice; the sums by blocks
+    stay within the bound of f32."""
+    fn, xv = conv((1, 256, 14, 64, 1))
+    monkeypatch.setattr(bf16, "ROWS_DEPTH", 64)
+    exe = og.backend("CPU").compile(fn, precision="bf16")
+    assert "Bf16RowWinogradStep" in step_kinds(exe)
+    assert "depth = og_bf16_depth(K, 64)" in exe.source()
     assert relative(exe(xv)[0], og.backend("CPU").compile(fn)(xv)[0]) < BOUND

@@ -407,14 +407,16 @@ class Bf16WinogradEmitter(WinogradEmitter):
 
 
 # ------------------------------------------------------------------------------ C kernels
-def _micro_kernel(rows: int) -> str:
+def _micro_kernel(rows: int, ahead: bool = False) -> str:
     """``og_bf16_mk<rows>``: c[rows x nvalid] (+)= a (rows of bf16, lda apart, read in pairs)
     times b (kp rows of a 32-column pair panel). The 2 x rows accumulators are named
     variables: as arrays (the f32 kernel's form), GCC kept them on the stack around the
     inline assembly, storing all of them on every step. Each row's pair is taken once
     (``og_bf16_q``) for its two ``vdpbf16ps``: broadcast into a register, or its address
     where the instruction broadcasts it (see ``_BROADCAST``). The panel is prefetched
-    :data:`PREFETCH_ROWS` pair rows ahead."""
+    :data:`PREFETCH_ROWS` pair rows ahead. ``ahead``: ``og_bf16_mkp<rows>``, which also
+    fetches the cache lines ``pf``, ``pf + 64``, ... (``lines`` of them, one a step of its
+    first steps) into L2, spread among its products rather than in a burst."""
     rs = range(rows)
     init = []
     for r in rs:
@@ -430,11 +432,14 @@ def _micro_kernel(rows: int) -> str:
     store = [f"  og_bf16_store(x{r}_0, x{r}_1, c + {r} * ldc, nvalid);" for r in rs]
     return "\n".join(
         [
-            f"static inline __attribute__((always_inline)) void og_bf16_mk{rows}(",
+            f"static inline __attribute__((always_inline)) void og_bf16_mk{'p' if ahead else ''}"
+            f"{rows}(",
             "    const uint16_t* restrict a, long lda, const uint32_t* restrict b, long kp,",
-            "    float* restrict c, long ldc, long nvalid, int accumulate) {",
+            "    float* restrict c, long ldc, long nvalid, int accumulate"
+            + (", const char* pf, long lines) {" if ahead else ") {"),
             *init,
             "  for (long k = 0; k < kp; ++k) {",
+            *(["    if (k < lines) __builtin_prefetch(pf + k * 64, 0, 2);"] if ahead else []),
             "    og_bv b0, b1;",
             "    __builtin_memcpy(&b0, b + k * 32, 64);",
             "    __builtin_memcpy(&b1, b + k * 32 + 16, 64);",
@@ -523,7 +528,9 @@ static inline void og_bf16_pairs(const float* restrict lo, const float* restrict
 def _gemm_bf16() -> str:
     cases = " ".join(f"case {n}: OG_BMK({n}); break;" for n in range(ROWS, 0, -1))
     pairs = DEPTH // 2
-    kernels = "\n".join(_micro_kernel(rows) for rows in range(1, ROWS + 1))
+    kernels = "\n".join(
+        _micro_kernel(rows, ahead) for ahead in (False, True) for rows in range(1, ROWS + 1)
+    )
     return f"""typedef float og_bv __attribute__((vector_size(64)));
 typedef uint32_t og_u32u __attribute__((aligned(2), may_alias));
 {_BROADCAST}

@@ -146,8 +146,8 @@ class Bf16TapConvEmitter(Bf16PanelConvEmitter):
         full = (order[0][2], order[0][3], order[0][4], order[0][5]) == (0, oh, 0, ow)
         rows = ", ".join("{" + ", ".join(str(v) for v in t) + "}" for t in order)
         cases = " ".join(
-            f"case {r}: og_bf16_mk{r}(ar + r0 * {sw * c}L, {sw * c}L, bp, kp, cr + r0 * {o}L, "
-            f"{o}L, valid, acc); break;"
+            f"case {r}: og_bf16_mkp{r}(ar + r0 * {sw * c}L, {sw * c}L, bp, kp, cr + r0 * {o}L, "
+            f"{o}L, valid, acc, pf, lines); break;"
             for r in range(bf16.ROWS, 0, -1)
         )
         zero = [] if full else [
@@ -169,13 +169,18 @@ class Bf16TapConvEmitter(Bf16PanelConvEmitter):
             f" + ((p[0] * {kw}L + p[1]) * {c}L + c0) / 2) * 32;",
             f"          int acc = {'t > 0 || c0 > 0' if full else '1'};",
             "          long m = p[5] - p[4], tile = og_bf16_tile(m);",
+            *_next_panel(k, o, c, len(order), n),
             f"          for (long img = 0; img < {n}L; ++img)",
             "          for (long i = p[2]; i < p[3]; ++i) {",
+            "            long at = (first + (img * (p[3] - p[2]) + i - p[2]) * each) * 64;",
+            "            long lines = !more || at >= end ? 0 : (end - at) / 64;",
+            "            if (lines > each) lines = each;",
             f"            long ih = i * {sh}L - {pt}L + p[0] * {dh}L;",
             f"            long iw = p[4] * {sw}L - {pl}L + p[1] * {dw}L;",
             f"            const uint16_t* ar = xt + ((img * {h}L + ih) * {w}L + iw) * {c}L + c0;",
             f"            float* cr = yt + (img * {oh * ow}L + i * {ow}L + p[4]) * {o}L + nb * 32;",
-            "            for (long r0 = 0; r0 < m; r0 += tile) {",
+            "            for (long r0 = 0; r0 < m; r0 += tile, at += kp * 64, lines -= kp) {",
+            "              const char* pf = ahead + (lines > 0 ? at : 0);",
             "              int r = m - r0 < tile ? (int)(m - r0) : (int)tile;",
             f"              switch (r) {{ {cases} default: break; }}",
             "            }",
@@ -184,6 +189,30 @@ class Bf16TapConvEmitter(Bf16PanelConvEmitter):
             "      }",
             "    }",
         ]
+
+
+def ahead_share(k: int, c: int, count: int) -> tuple[int, int]:
+    """(bytes of one 32-column pair panel of a ``k``-deep filter matrix, cache lines of the
+    next panel each of the ``count`` taps' channel blocks prefetches): their shares cover
+    the panel."""
+    size = -(-k // 2) * 32 * 4
+    return size, -(-size // (64 * count * -(-c // DEPTH)))
+
+
+def _next_panel(k: int, o: int, c: int, count: int, n: int) -> list[str]:
+    """Lines that set the prefetch of the next 32-column pair panel (``ahead``, ``end`` its
+    bytes; ``more``: whether there is one): each (tap, channel block) of this panel fetches
+    its share (:func:`ahead_share`), ``each`` cache lines a row from line ``first``, by the
+    micro-kernels (``og_bf16_mkp``: one line a step, not a burst) while its rows run on the
+    current panel. The weights of the late stages are not in L2 when their step starts."""
+    size, share = ahead_share(k, c, count)
+    return [
+        f"          int more = nb + 1 < {-(-o // 32)}L;",
+        f"          const char* ahead = (const char*)(panels + (nb + more) * {size // 4}L);",
+        f"          long end = {size}L, rows = {n}L * (p[3] - p[2]);",
+        f"          long each = ({share}L + rows - 1) / rows;",
+        f"          long first = (t * {-(-c // DEPTH)}L + c0 / {DEPTH}L) * {share}L;",
+    ]
 
 
 bf16.CONVERSIONS[PanelConvStep] = _to_bf16

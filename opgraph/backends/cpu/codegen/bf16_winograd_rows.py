@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.cpu.codegen import bf16, dialect
 from opgraph.backends.cpu.codegen.bf16_units import even_units
 from opgraph.backends.cpu.codegen.bf16_winograd import (
     Bf16PairWinogradEmitter,
@@ -127,6 +127,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
 
     def emit(self) -> str:
         self.module.helper("gemm_bf16")
+        self.module.helper("bf16_wrows")
         s = self.step
         n = self.x.shape[0]
         c, h, w = static_all(self.x.shape[1:])
@@ -166,8 +167,9 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             *self._unit_head(n, o, th, blocks, part, tw),
             *tiles,
             "    for (int xi = 0; xi < 16; ++xi)",
-            "      og_gemm_bf16_rows((const uint16_t*)(V + xi * tb * pairs), 2 * pairs, "
-            f"u0 + xi * {panel}L, M + xi * tb * op - o0, op, tb, {c}L, o0, o1);",
+            "      og_bf16_wrows((const uint16_t*)(V + xi * tb * pairs), 2 * pairs, "
+            f"u0 + xi * {panel}L, M + xi * tb * op - o0, op, tb, {c}L, o0, o1, "
+            f"xi < 15 ? u0 + (xi + 1) * {panel}L + o0 / 32 * pairs * 64 : 0);",
             *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
         ]
         return "\n".join(head + body)
@@ -216,7 +218,6 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
                 f"        __builtin_memset(pr + col * {c}L + {ca}, 0, {part});",
             ]
         )
-        xs = self.x.strides
         pt, pl = self.step.padding
         wide = 2 * tw + 2
         loads = [
@@ -236,11 +237,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             f"    for (long col = 0; col < {wide}L; ++col)",
             f"      if (col < {pl}L || col >= {w + pl}L) __builtin_memset(pr + col * {c}L + {ca}, "
             f"0, {part});",
-            f"    for (long ch = {ca}; ch < {cb}; ++ch) {{",
-            f"      const float* xr = x + ch * {xs[1]}L + ih * {xs[2]}L - {pl * xs[3]}L;",
-            f"      for (long col = {pl}L; col < {min(wide, w + pl)}L; ++col)",
-            f"        pr[col * {c}L + ch] = xr[col * {xs[3]}L];",
-            "    }",
+            *self._channels_last(c, w, wide, ca, cb),
             "  }",
             "  for (long tr = tr0; tr < tr1; ++tr) {",
             f"    long base = base0 + (tr - tr0) * {tw}L;",
@@ -259,24 +256,43 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             "  }",
         ]
 
+    def _channels_last(self, c: int, w: int, wide: int, ca: str, cb: str) -> list[str]:
+        """Input row ``ih``'s channels ``ca`` to ``cb`` into ``pr``, channels last: by
+        ``og_cb_in``'s in-register 16 x 16 transposes where the row is contiguous and the
+        channels come in 16s (one thread, ResNet-18's 56x56 step: the scalar loop's strided
+        stores were 15 % of it by ``perf``), else element by element."""
+        xs = self.x.strides
+        pl = self.step.padding[1]
+        cols = min(wide, w + pl) - pl
+        if xs[3] == 1 and c % 16 == 0:
+            self.module.helper("dw_blocked")
+            return [
+                f"    for (long ch = {ca}; ch < {cb}; ch += 16)",
+                f"      og_cb_in(pr + {pl * c}L + ch, x + ch * {xs[1]}L + ih * {xs[2]}L, "
+                f"{xs[1]}L, {cols}L, 1L, {c // 16}L, 16L);",
+            ]
+        return [
+            f"    for (long ch = {ca}; ch < {cb}; ++ch) {{",
+            f"      const float* xr = x + ch * {xs[1]}L + ih * {xs[2]}L - {pl * xs[3]}L;",
+            f"      for (long col = {pl}L; col < {pl + cols}L; ++col)",
+            f"        pr[col * {c}L + ch] = xr[col * {xs[3]}L];",
+            "    }",
+        ]
+
     def output_transform(self, oh: int, ow: int, tw: int) -> list[str]:
         """``Aᵀ M A`` of a tile row, :data:`LANES` output channels at a time into ``e``
-        (outputs (i, j) of tile ``tc`` at ``e[((2i + j) * tw + tc) * LANES]``), then each
-        channel's two output rows from ``e``."""
+        (output (i, j) of tile ``tc`` at ``e[(i * 2 tw + 2 tc + j) * LANES]``: each output
+        row's pixels in order, a pixel's channels contiguous), then each channel's two
+        output rows from ``e``: by ``og_cb_out``'s in-register 16 x 16 transposes where the
+        output rows are contiguous (scalar stores were 13 % of the 28x28 step by ``perf``),
+        else element by element."""
         ys = self.out.strides
         sums = output_sums(lambda x: f"mt[{x}L * tb * op + j]")
         outs = [
-            f"e[({2 * i} * {tw}L + tc) * {LANES} + j] = r{i}0 + r{i}1 + r{i}2; "
-            f"e[({2 * i + 1} * {tw}L + tc) * {LANES} + j] = r{i}1 - r{i}2 - r{i}3;"
+            f"e[({i * 2 * tw}L + 2 * tc) * {LANES} + j] = r{i}0 + r{i}1 + r{i}2; "
+            f"e[({i * 2 * tw + 1}L + 2 * tc) * {LANES} + j] = r{i}1 - r{i}2 - r{i}3;"
             for i in range(2)
         ]
-
-        def write(i: int) -> list[str]:
-            def column(row: int) -> Callable[[str], str]:
-                return lambda t: f"e[({row} * {tw}L + {t}) * {LANES} + j]"
-
-            return output_row(i, ow, tw, column(2 * i), column(2 * i + 1))
-
         return [
             "    for (long tr = tr0; tr < tr1; ++tr) {",
             f"      long base = base0 + (tr - tr0) * {tw}L;",
@@ -288,18 +304,81 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             *[f"            {line}" for line in sums + outs],
             "          }",
             "        }",
-            f"        for (long j = 0; j < {LANES}L; ++j) {{",
-            f"          float* yc = y0 + img * {ys[0]}L + (oc0 + j) * {ys[1]}L;",
-            f"          float* y_0 = yc + (2 * tr) * {ys[2]}L;",
-            f"          float* y_1 = yc + (2 * tr + 1) * {ys[2]}L;",
-            *[f"          {line}" for line in write(0)],
-            f"          if (2 * tr + 1 < {oh}L) {{",
-            *[f"            {line}" for line in write(1)],
-            "          }",
-            "        }",
+            f"        float* yc = y0 + img * {ys[0]}L + oc0 * {ys[1]}L + (2 * tr) * {ys[2]}L;",
+            *self._rows_out(oh, ow, tw),
             "      }",
             "    }",
         ]
+
+    def _rows_out(self, oh: int, ow: int, tw: int) -> list[str]:
+        """The two output rows of :data:`LANES` channels from ``e`` (``yc``: the first
+        channel's first row)."""
+        ys = self.out.strides
+        last = f"        if (2 * tr + 1 < {oh}L)"
+        if ys[3] == 1:
+            self.module.helper("dw_blocked")
+            return [
+                f"        og_cb_out(yc, e, {ys[1]}L, {ow}L, {LANES}L);",
+                last,
+                f"          og_cb_out(yc + {ys[2]}L, e + {2 * tw * LANES}L, {ys[1]}L, {ow}L, "
+                f"{LANES}L);",
+            ]
+
+        def column(i: int, odd: int) -> Callable[[str], str]:
+            return lambda t: f"e[({i * 2 * tw + odd}L + 2 * {t}) * {LANES} + j]"
+
+        rows = [output_row(i, ow, tw, column(i, 0), column(i, 1)) for i in range(2)]
+        return [
+            f"        for (long j = 0; j < {LANES}L; ++j) {{",
+            f"          float* y_0 = yc + j * {ys[1]}L;",
+            f"          float* y_1 = y_0 + {ys[2]}L;",
+            *[f"          {line}" for line in rows[0]],
+            f"          if (2 * tr + 1 < {oh}L) {{",
+            *[f"            {line}" for line in rows[1]],
+            "          }",
+            "        }",
+        ]
+
+
+@dialect.helper("bf16_wrows")
+def _bf16_wrows() -> str:
+    cases = " ".join(
+        f"case {r}: og_bf16_mkp{r}(A + r0 * lda + k0, lda, b, kp, C + r0 * ldc + nb * 32, ldc, "
+        "valid, k0 > 0, pf, lines); break;"
+        for r in range(bf16.ROWS, 0, -1)
+    )
+    return f"""/* og_gemm_bf16_rows (the same sums in the same order) for one position xi of a
+   Winograd step: C[:, n0:n1] = A (M x K bf16 rows, lda apart) times P's pair panels. While
+   the tiles of one 32-column panel's slice run, its micro-kernels prefetch the next slice
+   into L2 (og_bf16_mkp, one line a step): the next panel's, after the last the first slice
+   of `after` (the next position's panels, or null). The filters of a 256-channel stage
+   (2 MiB) are not in L2 when the step starts. */
+static void og_bf16_wrows(const uint16_t* restrict A, long lda, const uint16_t* restrict P,
+                          float* restrict C, long ldc, long M, long K, long n0, long n1,
+                          const uint16_t* after) {{
+  const uint32_t* panels = (const uint32_t*)P;
+  long pairs = (K + 1) / 2, depth = og_bf16_depth(K, {bf16.ROWS_DEPTH});
+  long tile = og_bf16_tile(M), tiles = (M + tile - 1) / tile, nb1 = (n1 + 31) / 32;
+  for (long k0 = 0; k0 < K; k0 += depth) {{
+    long k1 = k0 + depth < K ? k0 + depth : K, kp = (k1 - k0 + 1) / 2;
+    for (long nb = n0 / 32; nb < nb1; ++nb) {{
+      long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
+      const uint32_t* b = panels + (nb * pairs + k0 / 2) * 32;
+      const char* ahead = nb + 1 < nb1 ? (const char*)(b + pairs * 32)
+                          : k1 < K ? (const char*)(panels + (n0 / 32 * pairs + k1 / 2) * 32)
+                          : (const char*)after;
+      long next = nb + 1 < nb1 ? kp : (k1 < K ? (K - k1 < depth ? K - k1 : depth) + 1
+                                              : (K < depth ? K : depth) + 1) / 2;
+      long total = ahead ? 2 * next : 0, each = (total + tiles - 1) / tiles;
+      for (long r0 = 0, done = 0; r0 < M; r0 += tile, done += each) {{
+        int rows = M - r0 < tile ? (int)(M - r0) : (int)tile;
+        long lines = total - done < each ? total - done : each;
+        const char* pf = lines > 0 ? ahead + done * 64 : ahead;
+        switch (rows) {{ {cases} default: break; }}
+      }}
+    }}
+  }}
+}}"""
 
 
 def _emit(

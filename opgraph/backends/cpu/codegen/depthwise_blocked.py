@@ -205,19 +205,36 @@ def _transpose(names: list[str]) -> list[str]:
     return lines
 
 
+def _block(loads: str, stores: str, indent: str) -> str:
+    """One 16 x 16 block: 16 vectors declared, loaded, transposed and stored."""
+    v = [f"v{c}" for c in range(16)]
+    transpose = "\n".join(indent + line for line in _transpose(v))
+    return f"""{indent}og_cbv {", ".join(v)};
+{loads}
+{transpose}
+{stores}"""
+
+
 def _blocks(loads: str, stores: str) -> str:
     """The AVX-512 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 16 positions (the last
     moved back to end at ``n``), each 16 vectors loaded, transposed and stored."""
-    v = [f"v{c}" for c in range(16)]
-    transpose = "\n".join("      " + line for line in _transpose(v))
     return f"""  if (n >= 16) {{
     for (long p0 = 0; p0 < n; p0 += 16) {{
       long p = p0 + 16 <= n ? p0 : n - 16;
-      og_cbv {", ".join(v)};
-{loads}
-{transpose}
-{stores}
+{_block(loads, stores, "      ")}
     }}
+    return;
+  }}"""
+
+
+def _short(loads: str, stores: str) -> str:
+    """The AVX-512 block of ``og_cb_in`` / ``og_cb_out`` for fewer than 16 positions (a
+    14-pixel row of the bf16 Winograd's 14x14 stage): the rows read and written under the
+    mask ``mask_`` of the ``n`` positions, the rest of the block zero."""
+    return f"""  if (n > 0 && n < 16) {{
+    const unsigned short mask_ = (unsigned short)((1u << n) - 1u);
+    const og_cbv zero_ = {{0}};
+{_block(loads, stores, "    ")}
     return;
   }}"""
 
@@ -238,6 +255,24 @@ def _dw_blocked() -> str:
     stores_out = "\n".join(
         f"      if ({c} < cnt) __builtin_memcpy(y + {c} * ys + p, &v{c}, 64);" for c in range(16)
     )
+    short_in = _short(
+        "\n".join(
+            f"    v{c} = __builtin_ia32_loadups512_mask(s + ({c} < cnt ? {c} : cnt - 1) * cs, "
+            "zero_, mask_);"
+            for c in range(16)
+        ),
+        "\n".join(
+            f"    if ({k} < n) og_cb_store(d + (({k} / w) * pw + {k} % w) * 16, v{k});"
+            for k in range(16)
+        ),
+    )
+    short_out = _short(
+        "\n".join(f"    v{k} = {k} < n ? og_cb_load(ob + {k} * 16) : zero_;" for k in range(16)),
+        "\n".join(
+            f"    if ({c} < cnt) __builtin_ia32_storeups512_mask(y + {c} * ys, v{c}, mask_);"
+            for c in range(16)
+        ),
+    )
     return f"""typedef float og_cbv __attribute__((vector_size(64)));
 typedef int og_cbi __attribute__((vector_size(64)));
 static inline __attribute__((always_inline)) og_cbv og_cb_load(const float* p) {{
@@ -254,6 +289,7 @@ static inline __attribute__((always_inline)) void og_cb_in(
     float* d, const float* s, long cs, long n, long w, long pw, long cnt) {{
 #if defined(__AVX512F__)
 {_blocks(loads_in, stores_in)}
+{short_in}
 #endif
   for (long c = 0; c < 16; ++c) {{
     const float* r = s + (c < cnt ? c : cnt - 1) * cs;
@@ -266,6 +302,7 @@ static inline __attribute__((always_inline)) void og_cb_out(
     float* y, const float* ob, long ys, long n, long cnt) {{
 #if defined(__AVX512F__)
 {_blocks(loads_out, stores_out)}
+{short_out}
 #endif
   for (long c = 0; c < cnt; ++c)
     for (long q = 0; q < n; ++q) y[c * ys + q] = ob[q * 16 + c];
