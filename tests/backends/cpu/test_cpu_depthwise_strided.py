@@ -1,0 +1,91 @@
+"""3x3 stride-2 f32 depthwise steps straight from the input rows (``codegen/
+depthwise_strided.py``, AVX-512 builds) against INTERPRETER and bitwise against the
+copy-in form they replace: widths that are and are not a multiple of the vector, odd
+heights (a last row whose third filter row is below the image), fused epilogues, several
+images, one and three threads, the AVX2 build (which keeps the copy-in form); and the steps
+the form must not take."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import opgraph as og
+from opgraph import ops
+from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
+from opgraph.backends.cpu.codegen import depthwise_strided
+from opgraph.backends.fused.program import ConvStep
+
+RNG = np.random.default_rng(31)
+CALL = "og_dw3s2_rows(x,"
+
+
+def depthwise(shape, below=(1, 1), above=(1, 1), epilogue=True, kernel=(3, 3), strides=(2, 2)):
+    """A depthwise convolution with constant filters (and a bias + ReLU epilogue)."""
+    c = shape[1]
+    weights = (RNG.standard_normal((c, 1, *kernel)) * 0.3).astype(np.float32)
+    x = og.parameter(og.f32, shape)
+    y = ops.convolution(x, og.constant(weights), strides, None, below, above, groups=c)
+    if epilogue:
+        bias = og.constant(RNG.standard_normal(c).astype(np.float32))
+        y = ops.relu(ops.add(y, ops.broadcast(bias, y.shape, (0, 2, 3))))
+    return og.Function([y], [x]), [RNG.standard_normal(shape).astype(np.float32)]
+
+
+def run(backend, fn, args):
+    """The compiled step's output after checking it against INTERPRETER, and its source."""
+    exe = backend.compile(fn)
+    (step,) = [s for s in exe.program.steps if isinstance(s, ConvStep)]
+    assert step.direct
+    want = og.backend("INTERPRETER").compile(fn)(*args)[0].astype(np.float64)
+    got = exe(*args)[0]
+    scale = np.max(np.abs(want)) + 1
+    np.testing.assert_allclose(got.astype(np.float64), want, atol=1e-5 * scale, rtol=1e-5)
+    return got, exe.source()
+
+
+CASES = {
+    "112 -> 56 (vectors and an overlapping last one)": (1, 4, 112, 112),
+    "32 -> 16 wide, one vector a row": (2, 3, 20, 32),
+    "odd height": (1, 5, 33, 40),
+    "no epilogue": (1, 2, 18, 48),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("name", list(CASES))
+def test_rows_match_the_copy_in_form_bitwise(name, threads, monkeypatch):
+    config = dataclasses.replace(default_config(), num_threads=threads)
+    fn, args = depthwise(CASES[name], epilogue=name != "no epilogue")
+    got, source = run(CpuBackend(config), fn, args)
+    assert CALL in source
+    monkeypatch.setattr(depthwise_strided, "takes", lambda *a: False)
+    old, old_source = run(CpuBackend(config), fn, args)
+    assert CALL not in old_source
+    np.testing.assert_array_equal(got, old)
+
+
+def test_avx2_build():
+    """The helper is AVX-512 only: the AVX2 build runs the copy-in form of the same step."""
+    try:
+        backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+        fn, args = depthwise(CASES["odd height"])
+        run(backend, fn, args)
+    except CpuConfigError as e:
+        pytest.skip(f"this CPU cannot run AVX2 code: {e}")
+
+
+NOT_TAKEN = {
+    "no left padding": dict(shape=(1, 2, 32, 32), below=(0, 0), above=(1, 1)),
+    "odd width": dict(shape=(1, 2, 32, 33)),
+    "rows narrower than a vector": dict(shape=(1, 2, 28, 28)),
+    "stride 1": dict(shape=(1, 2, 32, 32), strides=(1, 1)),
+    "5x5": dict(shape=(1, 2, 40, 40), kernel=(5, 5), below=(2, 2), above=(2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_TAKEN))
+def test_other_steps_keep_the_copy_in_form(name, cpu):
+    fn, args = depthwise(**NOT_TAKEN[name])
+    _, source = run(cpu, fn, args)
+    assert CALL not in source
