@@ -1,7 +1,8 @@
 """3x3 stride-2 f32 depthwise steps straight from the input rows (``codegen/
 depthwise_strided.py``, AVX-512 builds) against INTERPRETER and bitwise against the
 copy-in form they replace: widths that are and are not a multiple of the vector, odd
-heights (a last row whose third filter row is below the image), fused epilogues, several
+heights (a last row whose third filter row is below the image), padding 0 or 1 above and
+to the left (PyTorch's and TensorFlow's "same"), an odd width without padding, fused epilogues, several
 images, one and three threads, the AVX2 build (which keeps the copy-in form); and the steps
 the form must not take."""
 
@@ -45,10 +46,16 @@ def run(backend, fn, args):
 
 
 CASES = {
-    "112 -> 56 (vectors and an overlapping last one)": (1, 4, 112, 112),
-    "32 -> 16 wide, one vector a row": (2, 3, 20, 32),
-    "odd height": (1, 5, 33, 40),
-    "no epilogue": (1, 2, 18, 48),
+    "112 -> 56 (vectors and an overlapping last one)": dict(shape=(1, 4, 112, 112)),
+    "32 -> 16 wide, one vector a row": dict(shape=(2, 3, 20, 32)),
+    "odd height": dict(shape=(1, 5, 33, 40)),
+    "no epilogue": dict(shape=(1, 2, 18, 48), epilogue=False),
+    "padding below and right (TF same), 112 -> 56": dict(
+        shape=(1, 3, 112, 112), below=(0, 0), above=(1, 1)
+    ),
+    "no padding, odd width 41 -> 20": dict(shape=(2, 2, 21, 41), below=(0, 0), above=(0, 0)),
+    "padding above only": dict(shape=(1, 2, 24, 40), below=(1, 0), above=(0, 1)),
+    "padding left only": dict(shape=(1, 2, 25, 40), below=(0, 1), above=(0, 0)),
 }
 
 
@@ -56,7 +63,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_rows_match_the_copy_in_form_bitwise(name, threads, monkeypatch):
     config = dataclasses.replace(default_config(), num_threads=threads)
-    fn, args = depthwise(CASES[name], epilogue=name != "no epilogue")
+    fn, args = depthwise(**CASES[name])
     got, source = run(CpuBackend(config), fn, args)
     assert CALL in source
     monkeypatch.setattr(depthwise_strided, "takes", lambda *a: False)
@@ -69,15 +76,15 @@ def test_avx2_build():
     """The helper is AVX-512 only: the AVX2 build runs the copy-in form of the same step."""
     try:
         backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
-        fn, args = depthwise(CASES["odd height"])
+        fn, args = depthwise(**CASES["odd height"])
         run(backend, fn, args)
     except CpuConfigError as e:
         pytest.skip(f"this CPU cannot run AVX2 code: {e}")
 
 
 NOT_TAKEN = {
-    "no left padding": dict(shape=(1, 2, 32, 32), below=(0, 0), above=(1, 1)),
-    "odd width": dict(shape=(1, 2, 32, 33)),
+    "padding 2 to the left": dict(shape=(1, 2, 32, 32), below=(2, 2), above=(0, 0)),
+    "odd width with padding to the left": dict(shape=(1, 2, 32, 33)),
     "rows narrower than a vector": dict(shape=(1, 2, 28, 28)),
     "stride 1": dict(shape=(1, 2, 32, 32), strides=(1, 1)),
     "5x5": dict(shape=(1, 2, 40, 40), kernel=(5, 5), below=(2, 2), above=(2, 2)),
