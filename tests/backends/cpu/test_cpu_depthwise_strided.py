@@ -1,4 +1,4 @@
-"""3x3 stride-2 f32 depthwise steps straight from the input rows (``codegen/
+"""3x3 and 5x5 stride-2 f32 depthwise steps straight from the input rows (``codegen/
 depthwise_strided.py``, AVX-512 builds) against INTERPRETER and bitwise against the
 copy-in form they replace: widths that are and are not a multiple of the vector, odd
 heights (a last row whose third filter row is below the image), padding 0 or 1 above and
@@ -13,12 +13,12 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
+from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen import depthwise_strided
 from opgraph.backends.fused.program import ConvStep
 
 RNG = np.random.default_rng(31)
-CALL = "og_dw3s2_rows(x,"
+CALL = "og_dws2_rows"
 
 
 def depthwise(shape, below=(1, 1), above=(1, 1), epilogue=True, kernel=(3, 3), strides=(2, 2)):
@@ -56,6 +56,14 @@ CASES = {
     "no padding, odd width 41 -> 20": dict(shape=(2, 2, 21, 41), below=(0, 0), above=(0, 0)),
     "padding above only": dict(shape=(1, 2, 24, 40), below=(1, 0), above=(0, 1)),
     "padding left only": dict(shape=(1, 2, 25, 40), below=(0, 1), above=(0, 0)),
+    "3x3, padding 2 to the left": dict(shape=(1, 2, 24, 40), below=(2, 2), above=(0, 0)),
+    "wider input than twice the output": dict(shape=(1, 2, 24, 37), below=(1, 1), above=(0, 0)),
+    "5x5, 56 -> 28": dict(shape=(1, 3, 56, 56), kernel=(5, 5), below=(2, 2), above=(2, 2)),
+    "5x5, TF same, 56 -> 28": dict(shape=(1, 3, 56, 56), kernel=(5, 5), below=(1, 1), above=(2, 2)),
+    "5x5, odd height, 19 wide": dict(
+        shape=(2, 2, 35, 38), kernel=(5, 5), below=(2, 2), above=(2, 2), epilogue=False
+    ),
+    "5x5, no padding above": dict(shape=(1, 2, 40, 36), kernel=(5, 5), below=(0, 2), above=(1, 1)),
 }
 
 
@@ -72,22 +80,21 @@ def test_rows_match_the_copy_in_form_bitwise(name, threads, monkeypatch):
     np.testing.assert_array_equal(got, old)
 
 
-def test_avx2_build():
+@pytest.mark.parametrize("name", ["odd height", "5x5, TF same, 56 -> 28"])
+def test_avx2_build(name, avx2_cpu):
     """The helper is AVX-512 only: the AVX2 build runs the copy-in form of the same step."""
-    try:
-        backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
-        fn, args = depthwise(**CASES["odd height"])
-        run(backend, fn, args)
-    except CpuConfigError as e:
-        pytest.skip(f"this CPU cannot run AVX2 code: {e}")
+    fn, args = depthwise(**CASES[name])
+    run(avx2_cpu, fn, args)
 
 
 NOT_TAKEN = {
-    "padding 2 to the left": dict(shape=(1, 2, 32, 32), below=(2, 2), above=(0, 0)),
+    "padding as tall as the filter": dict(shape=(1, 2, 32, 32), below=(3, 1), above=(0, 0)),
+    "5x5, padding 3 to the left": dict(shape=(1, 2, 40, 40), kernel=(5, 5), below=(2, 3)),
+    "5x5, no padding to the left": dict(shape=(1, 2, 40, 40), kernel=(5, 5), below=(2, 0)),
     "odd width with padding to the left": dict(shape=(1, 2, 32, 33)),
     "rows narrower than a vector": dict(shape=(1, 2, 28, 28)),
     "stride 1": dict(shape=(1, 2, 32, 32), strides=(1, 1)),
-    "5x5": dict(shape=(1, 2, 40, 40), kernel=(5, 5), below=(2, 2), above=(2, 2)),
+    "7x7": dict(shape=(1, 2, 40, 40), kernel=(7, 7), below=(3, 3), above=(3, 3)),
 }
 
 

@@ -112,7 +112,7 @@ class DirectConvEmitter:
         # 3x3 stride-2 steps: straight from the input rows with AVX-512 (depthwise_strided.py)
         self.strided = depthwise_strided.takes(step, self.ctype, self.rowwise)
         if self.strided:
-            module.helper("dw3s2")
+            module.helper("dws2")
 
     def parallel(self) -> bool:
         n, o, oh, ow = static_all(self.out.shape)
