@@ -40,7 +40,7 @@ import opgraph as og
 from bench.models import Case, zoo_case
 from bench.runners import onnxruntime
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen.runtime import block_times, runtime_counters
+from opgraph.backends.cpu.codegen.runtime_counters import block_times, runtime_counters
 from opgraph.backends.cpu.config import CpuConfig
 
 TICKS_PER_US = 2600  # the TSC of the machine these notes were taken on (2.6 GHz)

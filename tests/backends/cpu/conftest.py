@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from pool_sleep import PROBE  # beside this file (rootdir import)
 
-from opgraph.backends.cpu import CpuBackend, compiler, default_config
+from opgraph.backends.cpu import CpuBackend, CpuConfigError, compiler, default_config
 from opgraph.backends.cpu.codegen import runtime
 from opgraph.backends.cpu.config import resolve_compiler
 from opgraph.backends.fused import pipeline
@@ -23,6 +23,18 @@ def parallel_cpu() -> CpuBackend:
     """Every kernel and product split between threads, whatever its size: small graphs test
     the thread pool and the split code paths."""
     return CpuBackend(dataclasses.replace(default_config(), parallel_threshold=1, num_threads=3))
+
+
+@pytest.fixture(scope="session")
+def avx2_cpu() -> CpuBackend:
+    """The CPU backend generating AVX2 code on two threads; skips where this CPU cannot
+    run AVX2 code."""
+    config = dataclasses.replace(default_config(), isa="avx2", num_threads=2)
+    try:
+        config.target_flags()  # what a compile would raise first
+    except CpuConfigError as e:
+        pytest.skip(f"this CPU cannot run AVX2 code: {e}")
+    return CpuBackend(config)
 
 
 @dataclasses.dataclass

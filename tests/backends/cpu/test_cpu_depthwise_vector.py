@@ -6,14 +6,12 @@ fused epilogues, several threads, the AVX2 build; and the scratch slack the pair
 reads into. The narrow planes here would run channel-blocked (test_cpu_depthwise_blocked.py):
 every test switches that form off, to run the row-wise vector loops."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
+from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen import depthwise as emitter
 from opgraph.backends.fused.lowering import convolution
 from opgraph.backends.fused.lowering.convolution import (
@@ -82,14 +80,10 @@ def test_vector_taps(name, backend_name, request):
 
 
 @pytest.mark.parametrize("name", ["7x7 rows in place, 20 wide (tail)", "5x5 flat, 7x7 planes"])
-def test_avx2_build(name):
+def test_avx2_build(name, avx2_cpu):
     """The AVX2 branch: 8 lanes, a load per column shift instead of the permute."""
-    try:
-        backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
-        fn, args = depthwise(**CASES[name])
-        check(backend, fn, args)
-    except CpuConfigError as e:
-        pytest.skip(f"this CPU cannot run AVX2 code: {e}")
+    fn, args = depthwise(**CASES[name])
+    check(avx2_cpu, fn, args)
 
 
 STRIDED = {

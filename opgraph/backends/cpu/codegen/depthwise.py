@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 
-from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen import depthwise_strided, dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.depthwise_blocked import (
@@ -109,6 +109,10 @@ class DirectConvEmitter:
         )
         if self.vector:
             module.helper("dw_vector")
+        # 3x3 stride-2 steps: straight from the input rows with AVX-512 (depthwise_strided.py)
+        self.strided = depthwise_strided.takes(step, self.ctype, self.rowwise)
+        if self.strided:
+            module.helper("dws2")
 
     def parallel(self) -> bool:
         n, o, oh, ow = static_all(self.out.shape)
@@ -148,7 +152,7 @@ class DirectConvEmitter:
             _pointer(self.module, self.out, "y0", False),
             _pointer(self.module, self.scratch, "scratch", False),
             f"  {ct}* buf = scratch + {worker} * {self.stride}L;",
-            *self.zero_phases(),
+            *self.avx512_rows([], self.zero_phases()),
             *[
                 f"  {ct}* ext{b}_{row} = buf + {self.ext_offset(b, row)}L;"
                 for b in range(p.block)
@@ -156,13 +160,13 @@ class DirectConvEmitter:
             ],
             f"  long first = lo * {total}L / {parts}L, last = hi * {total}L / {parts}L;",
             *(["  long pending = -1;"] if self.batched else []),
-            *self.pipeline_start(chunks, blocks),
+            *self.avx512_rows([], self.pipeline_start(chunks, blocks)),
             "  for (long u = first; u < last; ++u) {",
             *self.decode("u", "", chunks, blocks),
             f"    long r1 = r0 + {p.rows}L < {oh}L ? r0 + {p.rows}L : {oh}L;",
             f"    const {ct}* w = w0 + oc0 * {self.w.shape[1]}L;",
-            *self.pipeline_next(chunks, blocks),
-            *self.passes(),
+            *self.avx512_rows([], self.pipeline_next(chunks, blocks)),
+            *self.avx512_rows(depthwise_strided.call(s), self.passes()),
             *self.copy_out(),
             "  }",
             "  return err;",
@@ -172,6 +176,13 @@ class DirectConvEmitter:
             "}",
         ]
         return "\n".join(head + body)
+
+    def avx512_rows(self, strided: list[str], phases: list[str]) -> list[str]:
+        """``phases`` (the copy-in form's lines), or for steps taken by
+        ``depthwise_strided`` ``strided`` with AVX-512 and ``phases`` without."""
+        if not self.strided:
+            return phases
+        return ["#if defined(__AVX512F__)", *strided, "#else", *phases, "#endif"]
 
     def decode(self, unit: str, sfx: str, chunks: int, blocks: int) -> list[str]:
         """Image, first output channel and first row of unit ``unit``, and where its

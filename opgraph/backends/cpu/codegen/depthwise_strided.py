@@ -1,0 +1,151 @@
+"""3x3 and 5x5 stride-2 f32 depthwise steps straight from the input rows with AVX-512.
+
+The direct kernel (``codegen/depthwise.py``) copies every input channel into zero-padded
+column phases before its tap loops; with stride 2 that copy is most of a 3x3 step (C harness
+of MobileNetV3's 64-channel 112 -> 56 step, one thread, Zen 5: 63 of 96 µs without the
+epilogue) and 16 of 40 µs of its 5x5 56 -> 28 one. Here each 16-output vector of an output
+row loads the 32 input floats under it per filter row and splits them in registers into the
+even columns (``x[2j]``) and the odd ones (``x[2j + 1]``); the taps left of them are those
+vectors one lane later with the float before the pair in lane 0 (``x[2j - 1]``,
+``x[2j - 2]``: zero left of the row), the taps right of them one lane earlier with the float
+after it in lane 15 (``x[2j + 2]``, ``x[2j + 3]``: zero past the row). Rows outside the image
+are zero vectors through the same multiply-adds, and each output adds its filter rows' sums
+(:data:`TAPS_SUMS`) with a row's taps in the order the copy-in form's loops contract them,
+so the outputs are bitwise the direct kernel's (tested). The last vector of a row overlaps
+the one before it when the width is not a multiple of 16 (same values, written twice);
+nothing is read past a row's last column.
+
+Taken by ``DirectConvEmitter`` (:func:`takes`) for one-pass depthwise steps written in place
+with the padding of PyTorch's and TensorFlow's "same" convolutions (taps from two columns left
+of the pair to three right, :data:`REACH`) and an input at least twice the output's width;
+other ISAs keep the copy-in form (the helper is AVX-512 only).
+"""
+
+from __future__ import annotations
+
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.fused.program import ConvStep
+from opgraph.backends.fused.views import static, static_all
+
+#: Lanes of one output vector (AVX-512 f32).
+LANES = 16
+#: Columns a tap may lie left of and right of the pair of vectors under it: ``x[2j - 2]``
+#: and ``x[2j + 3]`` are the farthest one shuffle and one inserted float make.
+REACH = (2, 3)
+#: Filter sizes taken, and how an output adds its filter rows' sums (the copy-in form's
+#: ``_tree_sum`` over rows of taps: chains of 3 and of 5 taps, added pairwise).
+TAPS_SUMS = {3: "({} + {}) + {}", 5: "(({} + {}) + ({} + {})) + {}"}
+
+
+def takes(step: ConvStep, ctype: str, rowwise: bool) -> bool:
+    """Whether the step runs :func:`call` under AVX-512: f32, one input and one output
+    channel per group, a 3x3 or 5x5 filter, strides 2, no dilation, padding above of less
+    than the filter and to the left whose taps fall within two columns of the pair
+    (:data:`REACH`), rows of at least one vector, an input at least twice the output's
+    width (the 32 floats under a vector are in the row) with rows one after another,
+    written in place by the row-wise plan."""
+    assert step.x is not None and step.w is not None and step.out is not None
+    _, o, _, ow = static_all(step.out.shape)
+    (kh, kw), (pt, pl) = step.kernel, step.padding
+    return (
+        ctype == "float"
+        and rowwise
+        and static(step.x.shape[1]) == step.groups == o
+        and kh == kw
+        and kh in TAPS_SUMS
+        and step.strides == (2, 2)
+        and step.dilations == (1, 1)
+        and 0 <= pt < kh
+        and 0 <= pl <= REACH[0]
+        and kw - 1 - pl <= REACH[1]
+        and ow >= LANES
+        and static(step.x.shape[3]) >= 2 * ow
+        and static(step.x.strides[2]) == static(step.x.shape[3])  # rows one after another
+    )
+
+
+def call(step: ConvStep) -> list[str]:
+    """The unit's rows ``r0 .. r1`` of channel ``oc0`` of image ``img`` (the names the
+    direct kernel's unit loop defines; ``x`` is the channel's input plane, ``w`` its
+    filter). It replaces the unit's copy-in (pipelined plans' too) and tap loops."""
+    assert step.x is not None and step.out is not None
+    _, o, oh, ow = static_all(step.out.shape)
+    h, wd = static(step.x.shape[2]), static(step.x.shape[3])
+    plane = f"y0 + (img * {o}L + oc0) * {oh * ow}L"
+    (pt, pl), k = step.padding, step.kernel[0]
+    size = f"{h}L, {wd}L, {pt}L, {pl}"
+    return [f"    og_dws2_rows{k}(x, {size}, w, {plane}, {ow}L, r0, r1);"]
+
+
+def _indices(first: int) -> str:
+    return ", ".join(str(first + 2 * i) for i in range(LANES))
+
+
+def _rows_function(k: int) -> str:
+    """``og_dws2_rows<k>``: output rows of one channel for a k x k filter, each output the
+    filter rows' sums added as the copy-in form's tap loops add them."""
+    rows = [f"og_dws2_row(xr[{a}], wd, j0, {k}, pl, f + {k * a})" for a in range(k)]
+    total = TAPS_SUMS[k].format(*rows)
+    return f"""static inline __attribute__((always_inline)) void og_dws2_rows{k}(
+    const float* restrict x, long h, long wd, long pt, int pl, const float* restrict f,
+    float* restrict y, long ow, long r0, long r1) {{
+  for (long r = r0; r < r1; ++r) {{
+    const float* xr[{k}];
+    for (int a = 0; a < {k}; ++a) {{
+      long ir = 2 * r - pt + a;
+      xr[a] = ir >= 0 && ir < h ? x + ir * wd : 0;
+    }}
+    for (long jb = 0; jb < ow; jb += 16) {{
+      long j0 = jb + 16 <= ow ? jb : ow - 16;
+      og_d2v s = {total};
+      __builtin_memcpy(y + r * ow + j0, &s, 64);
+    }}
+  }}
+}}"""
+
+
+@dialect.helper("dws2")
+def _dws2() -> str:
+    later = ", ".join(str(i) for i in [LANES - 1, *range(LANES - 1)])
+    earlier = ", ".join(str(i) for i in [*range(1, LANES), 0])
+    return f"""#if defined(__AVX512F__)
+typedef float og_d2v __attribute__((vector_size(64)));
+typedef int og_d2i __attribute__((vector_size(64)));
+/* x[2j + c] for the 16 outputs j from j0 (c in -2 .. 3) out of the row's even (e) and odd
+   (o) columns under them: one lane later with the float before them in lane 0 (zero left
+   of the row), or one lane earlier with the float after them in lane 15 (zero past it). */
+static inline __attribute__((always_inline)) og_d2v og_dws2_tap(
+    og_d2v e, og_d2v o, const float* xr, long wd, long j0, int c) {{
+  og_d2v v = c & 1 ? o : e;
+  if (c < 0) {{
+    v = __builtin_shuffle(v, (og_d2i){{{later}}});
+    v[0] = j0 > 0 ? xr[2 * j0 + c] : 0.0f;
+  }} else if (c > 1) {{
+    v = __builtin_shuffle(v, (og_d2i){{{earlier}}});
+    v[15] = 2 * j0 + 30 + c < wd ? xr[2 * j0 + 30 + c] : 0.0f;
+  }}
+  return v;
+}}
+/* One filter row (k taps, f) of a stride-2 depthwise filter for the 16 outputs from j0:
+   input row xr of wd columns (null: outside the image), padding pl to the left; the taps
+   contracted as the copy-in form's loops are. */
+static inline __attribute__((always_inline)) og_d2v og_dws2_row(
+    const float* xr, long wd, long j0, int k, int pl, const float* f) {{
+  og_d2v t[5] = {{{{0}}}};
+  if (xr) {{
+    og_d2v lo, hi;
+    __builtin_memcpy(&lo, xr + 2 * j0, 64);
+    __builtin_memcpy(&hi, xr + 2 * j0 + 16, 64);
+    og_d2v e = __builtin_shuffle(lo, hi, (og_d2i){{{_indices(0)}}});
+    og_d2v o = __builtin_shuffle(lo, hi, (og_d2i){{{_indices(1)}}});
+    for (int b = 0; b < k; ++b) t[b] = og_dws2_tap(e, o, xr, wd, j0, b - pl);
+  }}
+  og_d2v s = f[1] * t[1];
+  __asm__("" : "+v"(s)); /* a product of its own: f[0] * t[0] is the one fused into s */
+  s = f[0] * t[0] + s;
+  for (int b = 2; b < k; ++b) s = f[b] * t[b] + s;
+  return s;
+}}
+{_rows_function(3)}
+{_rows_function(5)}
+#endif"""
