@@ -109,7 +109,7 @@ class DirectConvEmitter:
         )
         if self.vector:
             module.helper("dw_vector")
-        # 3x3 stride-2 steps: straight from the input rows with AVX-512 (depthwise_strided.py)
+        # 3x3 and 5x5 stride 2: straight from the input rows with AVX-512 (depthwise_strided)
         self.strided = depthwise_strided.takes(step, self.ctype, self.rowwise)
         if self.strided:
             module.helper("dws2")
