@@ -153,7 +153,8 @@ class AttentionEmitter:
             for r in range(16)
         ]
         stages = [
-            transpose_stage(16, 1 << i, f"t{i}_", f"t{i + 1}_", "og_av", "og_ai") for i in range(4)
+            transpose_stage(16, 1 << i, f"t{i}_", f"t{i + 1}_", "og_av", "og_ai", " " * 8)
+            for i in range(4)
         ]
         stores = [
             f"        __builtin_memcpy(kp + (p * {d}L + cb + {i}) * 32L + h * 16L, &t4_{i}, 64);"
@@ -170,10 +171,7 @@ class AttentionEmitter:
             f"      for (long cb = 0; cb < {d}L; cb += 16) {{",
             "        const long j0 = p * 32L + h * 16L;",
             *rows,
-            *(
-                line.replace("      const", "        const")
-                for line in "\n".join(stages).split("\n")
-            ),
+            *(line for stage in stages for line in stage.split("\n")),
             *stores,
             "      }",
             "    }",

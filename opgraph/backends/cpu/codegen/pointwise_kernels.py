@@ -270,12 +270,19 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
 
 
 def transpose_stage(
-    lanes: int, bit: int, src: str, dst: str, vec: str = "og_pwv", index: str = "og_pwi"
+    lanes: int,
+    bit: int,
+    src: str,
+    dst: str,
+    vec: str = "og_pwv",
+    index: str = "og_pwi",
+    indent: str = "      ",
 ) -> str:
     """One stage of a ``lanes`` x ``lanes`` in-register transpose: rows ``r`` and ``r ^ bit``
     exchange the lanes whose bit ``bit`` differs from the row's (``log2(lanes)`` stages swap
     every row bit with the lane bit; two-source shuffles, ``vpermt2ps`` and kin). ``vec`` and
-    ``index``: the C vector types of the rows and of the shuffles' indices."""
+    ``index``: the C vector types of the rows and of the shuffles' indices; ``indent`` each
+    line's."""
     low = ", ".join(str(j if not j & bit else lanes + (j & ~bit)) for j in range(lanes))
     high = ", ".join(str(j | bit if not j & bit else lanes + j) for j in range(lanes))
     lines = []
@@ -284,7 +291,7 @@ def transpose_stage(
             pair = f"{src}{r & ~bit}, {src}{r}, ({index}){{{high}}}"
         else:
             pair = f"{src}{r}, {src}{r | bit}, ({index}){{{low}}}"
-        lines.append(f"      const {vec} {dst}{r} = __builtin_shuffle({pair});")
+        lines.append(f"{indent}const {vec} {dst}{r} = __builtin_shuffle({pair});")
     return "\n".join(lines)
 
 
