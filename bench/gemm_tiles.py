@@ -1,7 +1,8 @@
 """The panel GEMM units side by side in a C harness: AVX2 over whole panels (``gemm_panels``'s
 AVX2 branch), AVX2 over half panels (``gemm_half_panels``) and AVX-512 (``gemm_panels``).
 
-    python bench/gemm_tiles.py [--shape 128x3072x768 ...] [--blocks 8] [--reps 30]
+    python bench/gemm_tiles.py [--shape 128x3072x768 ...] [--blocks 8] [--reps 30] [--copies 8]
+                               [--first-tile]
 
 Each unit's C text (``codegen/dialect.py``) is compiled as the CPU backend compiles it (its
 ``CFLAGS``, ``-march`` of the ISA) beside a small C driver that packs the weights in the
@@ -16,6 +17,12 @@ first (:func:`peak_source`: twelve independent register-only ``vfmadd231ps`` per
 for AVX2, zmm for AVX-512), with the CPU's family and model: where 512-bit multiply-adds run
 at the 256-bit rate (Zen 4) the two ISAs share a peak; where they run at full width (Zen 5)
 AVX2's peak is half AVX-512's, and no AVX2 tile can close that gap.
+
+``--first-tile`` (AVX-512 CPUs) also times each micro-kernel call of the ``native`` unit
+(``rdtsc`` around it, in an instrumented copy of the unit's text) and prints the median cost of
+a call of a panel group's first row tile, which streams the group's panel slices from L3 or
+memory, against the others, which find them in L2, and what that excess is of the whole
+product; ``--copies 1`` uses one copy of the weights (from L3) instead of eight.
 
 ``native`` is the unit as the default build compiles it (``-march=native``): on a Zen 5 it
 differs from ``avx512`` (``-march=x86-64-v4 -mtune=native``), whose flags do not show the CPU's
@@ -76,6 +83,19 @@ DRIVER = r"""
 #include <time.h>
 #include <math.h>
 void og_gemm_panels(const float*, long, const float*, float*, long, long, long, long, long);
+#ifdef OG_FIRST_TILE
+#define OG_TILE_KEPT (1 << 20)
+extern unsigned long long og_tile_ticks[2][OG_TILE_KEPT], og_tile_calls[2];
+static int cmp_ticks(const void* a, const void* b) {
+  unsigned long long x = *(const unsigned long long*)a, y = *(const unsigned long long*)b;
+  return x < y ? -1 : x > y;
+}
+static double median_ticks(int i) {
+  long n = og_tile_calls[i] < OG_TILE_KEPT ? og_tile_calls[i] : OG_TILE_KEPT;
+  qsort(og_tile_ticks[i], n, sizeof(unsigned long long), cmp_ticks);
+  return (double)og_tile_ticks[i][n / 2];
+}
+#endif
 static double now(void) {
   struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec;
 }
@@ -84,13 +104,13 @@ static int cmp(const void* a, const void* b) {
 }
 int main(int argc, char** argv) {
   long M = atol(argv[1]), K = atol(argv[2]), N = atol(argv[3]);
-  int blocks = atoi(argv[4]), reps = atoi(argv[5]), halves = atoi(argv[6]), copies = 8;
+  int blocks = atoi(argv[4]), reps = atoi(argv[5]), halves = atoi(argv[6]), copies = atoi(argv[7]);
   long lda = (K * 4) % 4096 == 0 ? K + 16 : K, panels = (N + 31) / 32;
   float* A = malloc(M * lda * 4); float* W = malloc(K * N * 4); float* C = malloc(M * N * 4);
   srand(1);
   for (long i = 0; i < M * lda; ++i) A[i] = rand() / (float)RAND_MAX - 0.5f;
   for (long i = 0; i < K * N; ++i) W[i] = rand() / (float)RAND_MAX - 0.5f;
-  float* P[8];
+  float* P[64];
   for (int c = 0; c < copies; ++c) {
     P[c] = aligned_alloc(64, panels * K * 32 * 4);
     for (long b = 0; b < panels; ++b) for (long k = 0; k < K; ++k) for (long j = 0; j < 32; ++j) {
@@ -115,6 +135,10 @@ int main(int argc, char** argv) {
     err = fmax(err, fabs(C[m * N + n] - s));
   }
   qsort(t, reps, sizeof(double), cmp);
+#ifdef OG_FIRST_TILE
+  printf("%.0f %.0f %.4f ", median_ticks(0), median_ticks(1),
+         (double)og_tile_calls[0] / (og_tile_calls[0] + og_tile_calls[1]));
+#endif
   printf("%.1f %.1f %.2g\n", 2e-9 * M * N * K / t[reps / 2], 2e-9 * M * N * K / t[0], err);
   return 0;
 }
@@ -151,17 +175,60 @@ def measure_peak(isa: str, tmp: Path, compiler: str) -> float:
     return max(float(run.stdout) for run in runs)
 
 
-def build(name: str, tmp: Path, compiler: str) -> Path:
+#: What an instrumented unit (``--first-tile``) keeps: each call's ``rdtsc`` ticks (the first
+#: ``OG_TILE_KEPT``) and the count of calls, [0] of a group's first row tile, [1] of the others.
+#: The driver prints medians: a call during which the thread was descheduled is an outlier.
+TILE_COUNTERS = (
+    "#define OG_TILE_KEPT (1 << 20)\n"
+    "unsigned long long og_tile_ticks[2][OG_TILE_KEPT], og_tile_calls[2];\n"
+)
+
+
+def instrumented(code: str) -> str:
+    """``code`` (a ``gemm_panels`` unit) with every micro-kernel call of ``og_gemm_panels`` timed
+    by ``rdtsc``, counted apart for the first row tile (``outer == 0``) and the others."""
+    start, end = "#define OG_MK(R)", "#undef OG_MK\n"
+    assert code.count(start) == code.count(end) > 0, "the unit's tile loop changed"
+    code = code.replace(start, "unsigned long long og_t0 = __builtin_ia32_rdtsc();\n" + start)
+    count = (
+        "{ int og_i = outer != 0; unsigned long long og_n = og_tile_calls[og_i]++; "
+        "if (og_n < OG_TILE_KEPT) og_tile_ticks[og_i][og_n] = __builtin_ia32_rdtsc() - og_t0; }\n"
+    )
+    return TILE_COUNTERS + code.replace(end, end + count)
+
+
+def build(name: str, tmp: Path, compiler: str, first_tile: bool = False) -> Path:
     helper, isa, _ = UNITS[name]
-    source = tmp / f"{helper}_{isa}.c"
+    suffix = "_timed" if first_tile else ""
+    source = tmp / f"{helper}_{isa}{suffix}.c"
     code = dialect.HELPERS[helper]().replace("static void og_gemm_panels(", "void og_gemm_panels(")
+    if first_tile:
+        code = instrumented(code)
     source.write_text(dialect.PRELUDE + "\n" + code + "\n")
     (tmp / "driver.c").write_text(DRIVER)
     flags = [f for f in (CFLAGS[0], *ISA_FLAGS[isa], *CFLAGS[1:]) if f not in ("-shared", "-fPIC")]
-    binary = tmp / f"{helper}_{isa}"
+    if first_tile:
+        flags.append("-DOG_FIRST_TILE")
+    binary = tmp / f"{helper}_{isa}{suffix}"
     command = [compiler, *flags, str(source), str(tmp / "driver.c"), "-o", str(binary), "-lm"]
     subprocess.run(command, check=True)
     return binary
+
+
+def first_tile_line(binary: Path, shape: str, blocks: int, reps: int, copies: int) -> str:
+    """The instrumented native unit's ticks per call, first row tile against the others."""
+    m, k, n = shape.split("x")
+    command = [str(binary), m, k, n, str(blocks), str(reps), "0", str(copies)]
+    first, rest, calls, median, _, _ = subprocess.run(
+        command, check=True, capture_output=True, text=True
+    ).stdout.split()
+    f, r, c = float(first), float(rest), float(calls)
+    excess = 100 * c * (f - r) / (c * f + (1 - c) * r)
+    return (
+        f"{shape}, native, median rdtsc ticks per micro-kernel call: a group's first row tile "
+        f"{first}, the others {rest} ({f / r:.2f}x, {100 * c:.1f} % of the calls; the excess is "
+        f"{excess:.1f} % of the product); {median} GF/s with the timing"
+    )
 
 
 def main() -> None:
@@ -169,7 +236,15 @@ def main() -> None:
     parser.add_argument("--shape", action="append", help="MxKxN (repeatable)")
     parser.add_argument("--blocks", type=int, default=8, help="column blocks run in turn")
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--copies", type=int, default=8, help="weight copies cycled (1-64)")
+    parser.add_argument(
+        "--first-tile", action="store_true", help="time the native unit's calls per row tile"
+    )
     args = parser.parse_args()
+    if not 1 <= args.copies <= 64:
+        parser.error(f"--copies takes 1 to 64, not {args.copies}")
+    if args.first_tile and not supports_isa("avx512"):
+        parser.error("--first-tile times the AVX-512 unit's row tiles; this CPU has no AVX-512")
     compiler = default_config().compiler
     if compiler is None:
         sys.exit("no C compiler")
@@ -183,18 +258,24 @@ def main() -> None:
             + ", ".join(f"{i} {v:.1f}" for i, v in peaks.items())
         )
         binaries = {name: build(name, Path(tmp), compiler) for name in names}
+        timed = build("native", Path(tmp), compiler, True) if args.first_tile else None
         for shape in args.shape or SHAPES:
             m, k, n = shape.split("x")
             cells = []
             for name in names:
                 halves = str(int(UNITS[name][2]))
                 command = [str(binaries[name]), m, k, n, str(args.blocks), str(args.reps), halves]
+                command.append(str(args.copies))
                 median, best, err = subprocess.run(
                     command, check=True, capture_output=True, text=True
                 ).stdout.split()
                 share = 100 * float(median) / peaks[peak_isa(UNITS[name][1])]
                 cells.append(f"{name} {median} ({share:.0f} % of peak, best {best}, err {err})")
             print(f"{shape}, {args.blocks} blocks, GF/s: " + "; ".join(cells), flush=True)
+            if timed is not None:
+                print(
+                    first_tile_line(timed, shape, args.blocks, args.reps, args.copies), flush=True
+                )
     print(f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 

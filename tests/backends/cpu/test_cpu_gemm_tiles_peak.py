@@ -6,6 +6,7 @@ CPU it ran on, from ``/proc/cpuinfo``'s first processor."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,8 +17,10 @@ ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.gemm_tiles import PEAK_CHAINS, peak_isa, peak_source  # noqa: E402
+from bench.gemm_tiles import PEAK_CHAINS, build, instrumented, peak_isa, peak_source  # noqa: E402
 from bench.machine import cpu_identity  # noqa: E402
+from opgraph.backends.cpu import default_config  # noqa: E402
+from opgraph.backends.cpu.codegen import dialect  # noqa: E402
 from opgraph.backends.cpu.config import supports_isa  # noqa: E402
 
 FMA = re.compile(r"vfmadd231ps\s+%(\w+), %(\w+), %(\w+)")
@@ -57,3 +60,31 @@ def test_cpu_identity_without_cpuinfo() -> None:
 def test_native_unit_is_measured_against_the_widest_peak_of_this_cpu() -> None:
     assert peak_isa("avx2") == "avx2" and peak_isa("avx512") == "avx512"
     assert peak_isa("native") == ("avx512" if supports_isa("avx512") else "avx2")
+
+
+def test_first_tile_timing_wraps_every_micro_kernel_call() -> None:
+    code = dialect.HELPERS["gemm_panels"]()
+    timed = instrumented(code)
+    assert timed.count("__builtin_ia32_rdtsc() - og_t0") == code.count("#define OG_MK(R)") > 0
+    assert timed.count("og_t0 = __builtin_ia32_rdtsc()") == code.count("#define OG_MK(R)")
+
+
+def test_first_tile_timing_counts_the_first_row_tiles_calls(tmp_path: Path) -> None:
+    """24 x 64 times 64 x 64 in one column block: two row tiles of 12 over two panels, so half
+    of the four micro-kernel calls are the first row tile's, and the product is right."""
+    compiler = default_config().compiler
+    if compiler is None:
+        pytest.skip("no C compiler on this machine")
+    if not supports_isa("avx512"):
+        pytest.skip("the row tiles of panel groups are the AVX-512 unit's; this CPU has no AVX-512")
+    binary = build("native", tmp_path, compiler, first_tile=True)
+    out = subprocess.run(
+        [str(binary), "24", "64", "64", "1", "3", "0", "1"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    first, rest, share, _, _, err = (float(v) for v in out)
+    assert first > 0 and rest > 0
+    assert share == 0.5
+    assert err < 1e-4
