@@ -1,7 +1,7 @@
 """Benchmark opgraph against onnxruntime, OpenVINO, torch and numpy on the same models.
 
     python bench/run.py --workload all [--quick] [--repeat 3] [--isa avx2] [--load 1]
-                        [--report results.md]
+                        [--peer-isa avx2] [--report results.md]
 
 Runtimes run interleaved in one process (round after round, each runtime a block of
 iterations, in a fresh seeded random order each round), each with the same number of threads.
@@ -9,6 +9,13 @@ iterations, in a fresh seeded random order each round), each with the same numbe
 machines too, so both paths are measured wherever the benchmark runs); the peers keep their own
 dispatch. Before timing, opgraph's outputs are checked against onnxruntime's. Reported:
 per-runtime medians, and the ratio of opgraph's median to the fastest of onnxruntime and OpenVINO.
+
+``--peer-isa avx2`` restricts the peer to AVX2 where it can be restricted: OpenVINO's oneDNN
+kernels (``ONEDNN_MAX_CPU_ISA``, set before its CPU plugin loads: its convolutions). Its fully
+connected layers and all of onnxruntime run on MLAS, which picks its kernels from CPUID with no
+override, so with it the ratio is against OpenVINO alone, and each case lists the kernels
+OpenVINO chose (``runners.openvino_kernels``): a ratio is an AVX2-to-AVX2 comparison only
+where every one of them is AVX2 (ResNet-18: its convolutions; its one small product is MLAS).
 
 ``--load N`` measures every case twice per session, quiet and then with N busy-looping
 processes beside it (``bench/load.py``: unpinned), and prints both tables and, per case, the
@@ -40,6 +47,8 @@ from bench.workloads import WORKLOADS, build  # noqa: E402
 from opgraph.backends.cpu.config import ISA_FLAGS  # noqa: E402
 
 PEERS = ("onnxruntime", "openvino")
+#: ``--peer-isa``: oneDNN's name of the instruction set OpenVINO's kernels are restricted to.
+ONEDNN_ISA = {"avx2": "AVX2"}
 SETTLE = 0.15  # seconds between runtime blocks: longer than OpenBLAS spin-waits
 
 
@@ -109,6 +118,12 @@ def fmt(seconds: float) -> str:
 COLUMNS = ("opgraph", "opgraph exe()", "onnxruntime", "openvino", "torch", "numpy", "INTERPRETER")
 
 
+def peers_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The runtimes a ratio is taken against: both peers, or OpenVINO alone when it is
+    restricted to an instruction set (``--peer-isa``) that onnxruntime cannot be held to."""
+    return PEERS if args.peer_isa == "native" else ("openvino",)
+
+
 def run_case(case: Case, args: argparse.Namespace) -> dict[str, object]:
     """Measure ``case``; with ``--load N`` each session is a quiet measurement followed by
     one beside N busy loops (result["loaded"])."""
@@ -122,9 +137,12 @@ def run_case(case: Case, args: argparse.Namespace) -> dict[str, object]:
             if args.load:
                 with load.busy_loops(args.load):
                     loaded.append(measure(prepared, args.rounds, args.block))
-    result = summarize(case, quiet, prepared, error)
+    peers = peers_of(args)
+    result = summarize(case, quiet, prepared, error, peers)
     if loaded:
-        result["loaded"] = summarize(case, loaded, prepared, error)
+        result["loaded"] = summarize(case, loaded, prepared, error, peers)
+    if args.peer_isa != "native":
+        result["peer_kernels"] = runners.openvino_kernels(case.onnx, THREADS)
     return result
 
 
@@ -133,9 +151,10 @@ def summarize(
     sessions: list[dict[str, float]],
     prepared: dict[str, runners.Prepared],
     error: float,
+    peers: tuple[str, ...] = PEERS,
 ) -> dict[str, object]:
     medians = {n: statistics.median(s[n] for s in sessions) for n in sessions[0]}
-    best_peer = min(medians[p] for p in PEERS)
+    best_peer = min(medians[p] for p in peers)
     return {
         "case": case,
         "medians": medians,
@@ -145,6 +164,7 @@ def summarize(
         "error": error,
         "extra": prepared["opgraph"].extra,
         "peer_compile": {p: prepared[p].compile_seconds for p in PEERS},
+        "peers": peers,
     }
 
 
@@ -176,8 +196,9 @@ def table(results: list[dict[str, object]]) -> str:
         medians = r["medians"]
         assert isinstance(medians, dict)
         cells = [fmt(medians[c]) if c in medians else "—" for c in COLUMNS]
+        peers = r.get("peers", PEERS)
         per_run = ", ".join(
-            f"{s['opgraph'] / min(s[p] for p in PEERS):.2f}"
+            f"{s['opgraph'] / min(s[p] for p in peers):.2f}"  # type: ignore[attr-defined]
             for s in r["sessions"]  # type: ignore[attr-defined]
         )
         case = r["case"]
@@ -190,6 +211,19 @@ def table(results: list[dict[str, object]]) -> str:
     ratios = [float(r["ratio"]) for r in results]  # type: ignore[arg-type]
     geomean = float(np.exp(np.mean(np.log(ratios))))
     lines.append(f"\nGeometric mean of the ratios (call): **{geomean:.3f}**")
+    return "\n".join(lines)
+
+
+def kernel_table(results: list[dict[str, object]]) -> str:
+    """Per case, the kernels OpenVINO ran (``--peer-isa``), and those not held to AVX2 (MLAS's,
+    which dispatch on CPUID: the widest this CPU has)."""
+    lines = ["| case | OpenVINO kernels | of them not held to AVX2 |", "|---|---|---|"]
+    for r in results:
+        kinds, case = r["peer_kernels"], r["case"]
+        assert isinstance(kinds, dict) and isinstance(case, Case)
+        listed = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+        free = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()) if "avx2" not in k)
+        lines.append(f"| {case.name} | {listed} | {free or 'none'} |")
     return "\n".join(lines)
 
 
@@ -231,6 +265,13 @@ def main() -> None:
         help="instruction set of opgraph's generated code (default: %(default)s)",
     )
     parser.add_argument(
+        "--peer-isa",
+        default="native",
+        choices=["native", *ONEDNN_ISA],
+        help="restrict OpenVINO's oneDNN kernels to this ISA; the ratio is then against "
+        "OpenVINO alone (default: %(default)s)",
+    )
+    parser.add_argument(
         "--load",
         type=int,
         default=0,
@@ -240,6 +281,9 @@ def main() -> None:
     args = parser.parse_args()
     args.rounds = args.rounds or (3 if args.quick else 10)
     args.block = args.block or (0.02 if args.quick else 0.1)
+    if args.peer_isa != "native":
+        # Read by oneDNN when OpenVINO's CPU plugin first loads, which is below (compile_model).
+        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA[args.peer_isa]
     results = []
     for case in build(args.workload):
         result = run_case(case, args)
@@ -249,10 +293,12 @@ def main() -> None:
             print("  loaded: " + table([result["loaded"]]).splitlines()[-3], flush=True)  # type: ignore[list-item]
     average = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     report = (
-        f"threads: {THREADS}; opgraph isa: {args.isa}; CPU: {machine.cpu()}; opgraph BLAS "
-        f"kernels: {machine.blas_kernels()}; load average at the end: {average}\n\n"
-        f"{table(results)}\n\n{compile_table(results)}\n"
+        f"threads: {THREADS}; opgraph isa: {args.isa}; peers: {args.peer_isa}; CPU: "
+        f"{machine.cpu()}; opgraph BLAS kernels: {machine.blas_kernels()}; load average at the "
+        f"end: {average}\n\n{table(results)}\n\n{compile_table(results)}\n"
     )
+    if args.peer_isa != "native":
+        report += f"\nRatios against OpenVINO alone, its kernels:\n\n{kernel_table(results)}\n"
     if args.load:
         loaded = [r["loaded"] for r in results]
         report += (

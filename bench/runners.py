@@ -3,6 +3,7 @@ executes it on tensors created once. Every runtime gets the same number of threa
 
 from __future__ import annotations
 
+import collections
 import statistics
 import tempfile
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import openvino as ov
 import torch
@@ -112,6 +114,28 @@ def openvino(case: Case, threads: int, precision: str = "f32") -> Prepared:
         return [np.array(result[o]) for o in compiled.outputs]
 
     return Prepared(run, outputs, seconds, {})
+
+
+def openvino_kernels(model: onnx.ModelProto, threads: int) -> collections.Counter[str]:
+    """The kernels OpenVINO's CPU plugin chose for ``model``'s convolutions and products
+    (``primitiveType`` of its runtime model, e.g. ``brgconv_avx2_f32``, ``gemm_mlas_f32``), with
+    their counts: which instruction set the peer really ran."""
+    core = ov.Core()
+    config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(model.SerializeToString())
+        compiled = core.compile_model(str(path), "CPU", config)
+    kinds: collections.Counter[str] = collections.Counter()
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        if info["layerType"].astype(str) in HEAVY_LAYERS:
+            kinds[info["primitiveType"].astype(str)] += 1
+    return kinds
+
+
+#: OpenVINO's layer types whose kernels :func:`openvino_kernels` lists.
+HEAVY_LAYERS = frozenset({"Convolution", "GroupConvolution", "FullyConnected", "MatMul"})
 
 
 def torch_eager(case: Case, threads: int) -> Prepared:
