@@ -114,8 +114,12 @@ int main(int argc, char** argv) {
     double s = 0; for (long k = 0; k < K; ++k) s += (double)A[m * lda + k] * W[k * N + n];
     err = fmax(err, fabs(C[m * N + n] - s));
   }
+  unsigned long hash = 14695981039346656037UL;  /* FNV-1a of C's bytes */
+  const unsigned char* bytes = (const unsigned char*)C;
+  for (long i = 0; i < M * N * 4; ++i) hash = (hash ^ bytes[i]) * 1099511628211UL;
   qsort(t, reps, sizeof(double), cmp);
-  printf("%.1f %.1f %.2g\n", 2e-9 * M * N * K / t[reps / 2], 2e-9 * M * N * K / t[0], err);
+  printf("%.1f %.1f %.2g %016lx\n", 2e-9 * M * N * K / t[reps / 2], 2e-9 * M * N * K / t[0], err,
+         hash);
   return 0;
 }
 """
@@ -189,11 +193,13 @@ def main() -> None:
             for name in names:
                 halves = str(int(UNITS[name][2]))
                 command = [str(binaries[name]), m, k, n, str(args.blocks), str(args.reps), halves]
-                median, best, err = subprocess.run(
+                median, best, err, digest = subprocess.run(
                     command, check=True, capture_output=True, text=True
                 ).stdout.split()
                 share = 100 * float(median) / peaks[peak_isa(UNITS[name][1])]
-                cells.append(f"{name} {median} ({share:.0f} % of peak, best {best}, err {err})")
+                cells.append(
+                    f"{name} {median} ({share:.0f} % of peak, best {best}, err {err}, C {digest})"
+                )
             print(f"{shape}, {args.blocks} blocks, GF/s: " + "; ".join(cells), flush=True)
     print(f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
