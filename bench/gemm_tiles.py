@@ -8,7 +8,8 @@ Each unit's C text (``codegen/dialect.py``) is compiled as the CPU backend compi
 unit's layout (8 copies, used in turn, so the panels come from memory as in a model), runs
 the product in ``--blocks`` column blocks one after the other on one thread (the blocks of a
 two-thread split, per core), and reports GF/s from thread CPU time (median and best of
-``--reps`` calls) with the largest error against a double-precision product. The kernels'
+``--reps`` calls) with the largest error against a double-precision product and an FNV-1a
+hash of ``C``'s bytes (the same hash from two builds: bitwise equal products). The kernels'
 flops per cycle, not the model's: for whole models see ``bench/per_core.py --isa avx2``.
 
 Each figure is also given as a share of its ISA's multiply-add peak on this core, measured
