@@ -9,7 +9,8 @@ Each unit's C text (``codegen/dialect.py``) is compiled as the CPU backend compi
 unit's layout (8 copies, used in turn, so the panels come from memory as in a model), runs
 the product in ``--blocks`` column blocks one after the other on one thread (the blocks of a
 two-thread split, per core), and reports GF/s from thread CPU time (median and best of
-``--reps`` calls) with the largest error against a double-precision product. The kernels'
+``--reps`` calls) with the largest error against a double-precision product and an FNV-1a
+hash of ``C``'s bytes (the same hash from two builds: bitwise equal products). The kernels'
 flops per cycle, not the model's: for whole models see ``bench/per_core.py --isa avx2``.
 
 Each figure is also given as a share of its ISA's multiply-add peak on this core, measured
@@ -134,12 +135,16 @@ int main(int argc, char** argv) {
     double s = 0; for (long k = 0; k < K; ++k) s += (double)A[m * lda + k] * W[k * N + n];
     err = fmax(err, fabs(C[m * N + n] - s));
   }
+  unsigned long hash = 14695981039346656037UL;  /* FNV-1a of C's bytes */
+  const unsigned char* bytes = (const unsigned char*)C;
+  for (long i = 0; i < M * N * 4; ++i) hash = (hash ^ bytes[i]) * 1099511628211UL;
   qsort(t, reps, sizeof(double), cmp);
 #ifdef OG_FIRST_TILE
   printf("%.0f %.0f %.4f ", median_ticks(0), median_ticks(1),
          (double)og_tile_calls[0] / (og_tile_calls[0] + og_tile_calls[1]));
 #endif
-  printf("%.1f %.1f %.2g\n", 2e-9 * M * N * K / t[reps / 2], 2e-9 * M * N * K / t[0], err);
+  printf("%.1f %.1f %.2g %016lx\n", 2e-9 * M * N * K / t[reps / 2], 2e-9 * M * N * K / t[0], err,
+         hash);
   return 0;
 }
 """
@@ -219,7 +224,7 @@ def first_tile_line(binary: Path, shape: str, blocks: int, reps: int, copies: in
     """The instrumented native unit's ticks per call, first row tile against the others."""
     m, k, n = shape.split("x")
     command = [str(binary), m, k, n, str(blocks), str(reps), "0", str(copies)]
-    first, rest, calls, median, _, _ = subprocess.run(
+    first, rest, calls, median, _, _, _ = subprocess.run(
         command, check=True, capture_output=True, text=True
     ).stdout.split()
     f, r, c = float(first), float(rest), float(calls)
@@ -266,11 +271,13 @@ def main() -> None:
                 halves = str(int(UNITS[name][2]))
                 command = [str(binaries[name]), m, k, n, str(args.blocks), str(args.reps), halves]
                 command.append(str(args.copies))
-                median, best, err = subprocess.run(
+                median, best, err, digest = subprocess.run(
                     command, check=True, capture_output=True, text=True
                 ).stdout.split()
                 share = 100 * float(median) / peaks[peak_isa(UNITS[name][1])]
-                cells.append(f"{name} {median} ({share:.0f} % of peak, best {best}, err {err})")
+                cells.append(
+                    f"{name} {median} ({share:.0f} % of peak, best {best}, err {err}, C {digest})"
+                )
             print(f"{shape}, {args.blocks} blocks, GF/s: " + "; ".join(cells), flush=True)
             if timed is not None:
                 print(

@@ -353,6 +353,75 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
 """
 
 
+def _tile_kernel(name: str, lanes: int, rows: int, pw: int, fma: Callable[[int], str]) -> str:
+    """``static inline void <name>(R, a, lda, p, k0, k1, c, ldc)``: ``c[R x 2 lanes] (+)= a[R x
+    (k0..k1)] times p``, ``R`` up to ``rows``, two ``lanes``-float vectors of accumulators per
+    row as named variables ``x<r>``, ``y<r>`` (an array of them, or an array element as an
+    ``asm`` operand, is kept on the stack) loaded from and stored to ``c`` directly. ``R`` is a
+    constant after inlining, so the row guards fold. ``fma(r)`` is the C of row ``r``'s two
+    multiply-adds of one inner index (``a<r>[k]`` times ``b0`` and ``b1``)."""
+    size = 4 * lanes
+    each = range(rows)
+    lines = [
+        f"static inline __attribute__((always_inline)) void {name}(",
+        "    const int R, const float* restrict a, long lda, const float* restrict p, long k0,",
+        "    long k1, float* restrict c, long ldc) {",
+        "  og_vf " + ", ".join(f"x{r} = {{0}}, y{r} = {{0}}" for r in each) + ";",
+        "  if (k0 != 0) {",
+        *(
+            f"    if (R > {r}) {{ __builtin_memcpy(&x{r}, c + {r} * ldc, {size}); "
+            f"__builtin_memcpy(&y{r}, c + {r} * ldc + {lanes}, {size}); }}"
+            for r in each
+        ),
+        "  }",
+        "  const float " + ", ".join(f"*a{r} = a + {r} * lda" for r in each) + ";",
+        "  for (long k = k0; k < k1; ++k) {",
+        "    og_vf b0, b1;",
+        f"    __builtin_memcpy(&b0, p + k * {pw}, {size});",
+        f"    __builtin_memcpy(&b1, p + k * {pw} + {lanes}, {size});",
+        _stream_prefetch(lanes, pw).rstrip("\n"),
+        *(f"    if (R > {r}) {{\n{fma(r)}\n    }}" for r in each),
+        "  }",
+        *(
+            f"  if (R > {r}) {{ __builtin_memcpy(c + {r} * ldc, &x{r}, {size}); "
+            f"__builtin_memcpy(c + {r} * ldc + {lanes}, &y{r}, {size}); }}"
+            for r in each
+        ),
+        "}",
+    ]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def _plain_fma(r: int) -> str:
+    """Row ``r``'s multiply-adds in C (GCC contracts each into one fused multiply-add)."""
+    return f"      const float s = a{r}[k];\n      x{r} += s * b0;\n      y{r} += s * b1;"
+
+
+def _micro_kernel(lanes: int, rows: int, pw: int, full_call: str) -> str:
+    """``og_mk``: ``c[R x nvalid] (+)= a[R x (k0..k1)] times p`` for ``R`` up to ``rows``.
+    Full tiles (``nvalid`` the tile's width) run ``og_mk_tile`` (:func:`_tile_kernel`) on
+    ``c``; narrow ones on a zero-padded copy of their rows, copied back. The accumulators were
+    arrays (``c0[rows], c1[rows]``), which GCC kept on the stack: every call loaded all of them
+    before the inner loop and stored them after, then copied them to ``c`` through the stack
+    with a per-row ``nvalid`` test. The same multiply-adds in the same order, so the sums are
+    bit-identical."""
+    width = 2 * lanes
+    tile = _tile_kernel("og_mk_tile", lanes, rows, pw, _plain_fma)
+    return f"""{tile}/* c[R x nvalid] (+)= a[R x (k0..k1)] times p ({width} columns read). */
+static inline __attribute__((always_inline)) void og_mk(
+    const int R, const float* restrict a, long lda, const float* restrict p, long k0,
+    long k1, float* restrict c, long ldc, long nvalid) {{
+{full_call}  if (nvalid == {width}) {{ og_mk_tile(R, a, lda, p, k0, k1, c, ldc); return; }}
+  float t[{rows} * {width}];
+  for (int r = 0; r < R && k0 != 0; ++r)
+    for (long j = 0; j < {width}; ++j) t[r * {width} + j] = j < nvalid ? c[r * ldc + j] : 0.0f;
+  og_mk_tile(R, a, lda, p, k0, k1, t, {width});
+  for (int r = 0; r < R; ++r)
+    for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[r * {width} + j];
+}}
+"""
+
+
 def _gemm_panels(
     lanes: int,
     rows: int,
@@ -379,40 +448,8 @@ def _gemm_panels(
     if a_in_l2:  # panels outer while a's inner block fits in L2 (GEMM_BLOCKING)
         order += f" && M * K > {a_in_l2}L * ((K + {depth - 1}) / {depth})"
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
-/* c[R x nvalid] (+)= a[R x (k0..k1)] times p (rows of {read}, {width} columns read):
-   2R accumulator vectors. */
-{tiles[0]}static inline __attribute__((always_inline)) void og_mk(
-    const int R, const float* restrict a, long lda, const float* restrict p, long k0, long k1,
-    float* restrict c, long ldc, long nvalid) {{
-  og_vf c0[{rows}], c1[{rows}];
-  float t[{width}];
-{tiles[1]}  for (int r = 0; r < R; ++r) {{
-    if (k0 == 0) {{ c0[r] = (og_vf){{0}}; c1[r] = (og_vf){{0}}; continue; }}
-    for (long j = 0; j < {width}; ++j) t[j] = j < nvalid ? c[r * ldc + j] : 0.0f;
-    __builtin_memcpy(&c0[r], t, {4 * lanes});
-    __builtin_memcpy(&c1[r], t + {lanes}, {4 * lanes});
-  }}
-  for (long k = k0; k < k1; ++k) {{
-    og_vf b0, b1;
-    __builtin_memcpy(&b0, p + k * {pw}, {4 * lanes});
-    __builtin_memcpy(&b1, p + k * {pw} + {lanes}, {4 * lanes});
-{_stream_prefetch(lanes, pw)}    for (int r = 0; r < R; ++r) {{
-      const float s = a[r * lda + k];
-      c0[r] += s * b0;
-      c1[r] += s * b1;
-    }}
-  }}
-  for (int r = 0; r < R; ++r) {{
-    if (nvalid == {width}) {{
-      __builtin_memcpy(c + r * ldc, &c0[r], {4 * lanes});
-      __builtin_memcpy(c + r * ldc + {lanes}, &c1[r], {4 * lanes});
-      continue;
-    }}
-    __builtin_memcpy(t, &c0[r], {4 * lanes});
-    __builtin_memcpy(t + {lanes}, &c1[r], {4 * lanes});
-    for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[j];
-  }}
-}}
+/* The micro-kernels read rows of {read}, {width} columns. */
+{tiles[0]}{_micro_kernel(lanes, rows, pw, tiles[1])}
 /* C[:, n0:n1] = A (M x K, rows contiguous) times P (K x N as {pw}-column panels); n0 is a
    multiple of 32. Tiles of {rows} rows x {width} columns; the inner dimension is cut into
    equal blocks of at most {depth}; the larger operand is streamed once (panels outer when P
@@ -496,47 +533,20 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
     from 0.44 to 0.75 s of gcc CPU time, once per cache; with full-height tiles only, 0.50
     s, but BERT's 8-row last tiles kept the separate broadcasts and the harness figure above
     was 0.7 % higher)."""
-    acc = ", ".join(f"x{r} = {{0}}, y{r} = {{0}}" for r in range(rows))
-    rows_of_a = ", ".join(f"*a{r} = a + {r} * lda" for r in range(rows))
     lines = [
         "/* Full tiles on AVX-512: a's floats as embedded broadcasts (codegen/dialect.py). */",
-        "static inline __attribute__((always_inline)) void og_mk_full(",
-        "    const int R, const float* restrict a, long lda, const float* restrict p, long k0,",
-        "    long k1, float* restrict c, long ldc) {",
-        f"  og_vf {acc};",
-        "  if (k0 != 0) {",
+        _tile_kernel("og_mk_full", BROADCAST_LANES, rows, 32, _broadcast_fma).rstrip("\n"),
     ]
-    for r in range(rows):
-        lines.append(
-            f"    if (R > {r}) {{ __builtin_memcpy(&x{r}, c + {r} * ldc, 64); "
-            f"__builtin_memcpy(&y{r}, c + {r} * ldc + 16, 64); }}"
-        )
-    lines += [
-        "  }",
-        f"  const float {rows_of_a};",
-        "  for (long k = k0; k < k1; ++k) {",
-        "    og_vf b0, b1;",
-        "    __builtin_memcpy(&b0, p + k * 32, 64);",
-        "    __builtin_memcpy(&b1, p + k * 32 + 16, 64);",
-        _stream_prefetch(BROADCAST_LANES, 32).rstrip("\n"),
-    ]
-    fma = '      __asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
-    for r in range(rows):
-        lines.append(f"    if (R > {r}) {{")
-        lines.append(fma.format(f"x{r}", "b0", r))
-        lines.append(fma.format(f"y{r}", "b1", r))
-        lines.append("    }")
-    lines.append("  }")
-    for r in range(rows):
-        lines.append(
-            f"  if (R > {r}) {{ __builtin_memcpy(c + {r} * ldc, &x{r}, 64); "
-            f"__builtin_memcpy(c + {r} * ldc + 16, &y{r}, 64); }}"
-        )
-    lines.append("}")
     gate = f"#if {BROADCAST_TARGETS}\n"
     full = gate + "\n".join(lines) + "\n#endif\n"
     call = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc); return; }\n"
     return full, gate + call + "#endif\n"
+
+
+def _broadcast_fma(r: int) -> str:
+    """Row ``r``'s multiply-adds as ``vfmadd231ps`` with ``a<r>[k]`` embedded-broadcast."""
+    fma = '      __asm__("vfmadd231ps %2%{{1to16%}}, %1, %0" : "+v"({}) : "v"({}), "m"(a{}[k]));'
+    return fma.format(f"x{r}", "b0", r) + "\n" + fma.format(f"y{r}", "b1", r)
 
 
 def _full_tiles(lanes: int, rows: int) -> tuple[str, str]:
