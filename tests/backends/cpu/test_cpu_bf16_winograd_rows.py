@@ -25,7 +25,7 @@ def _both(case: tuple[int, ...], monkeypatch: pytest.MonkeyPatch) -> tuple[np.nd
     fn, xv = conv(case)
     exe = og.backend("CPU").compile(fn, precision="bf16")
     assert "Bf16RowWinogradStep" in step_kinds(exe)
-    assert "og_bf16_wrows(" in exe.source()
+    assert "og_gemm_bf16_rowsp(" in exe.source()
     got = exe(xv)[0]
     monkeypatch.setattr(bf16_winograd_rows, "MIN_WASTE", 2.0)  # never: pair panels
     pairs = og.backend("CPU").compile(fn, precision="bf16")
@@ -72,7 +72,7 @@ def test_other_steps_keep_the_pair_panels(case, why):
 
 @needs_bf16
 def test_rows_in_several_inner_blocks(monkeypatch):
-    """Inner blocks of 64 channels (``ROWS_DEPTH``): ``og_bf16_wrows`` runs each block over
+    """Inner blocks of 64 channels (``ROWS_DEPTH``): ``og_gemm_bf16_rowsp`` runs each block over
     every panel, its last panel prefetching the next block's first slice; the sums by blocks
     stay within the bound of f32."""
     fn, xv = conv((1, 256, 14, 64, 1))
