@@ -81,3 +81,26 @@ def test_rows_in_several_inner_blocks(monkeypatch):
     assert "Bf16RowWinogradStep" in step_kinds(exe)
     assert "depth = og_bf16_depth(K, 64)" in exe.source()
     assert relative(exe(xv)[0], og.backend("CPU").compile(fn)(xv)[0]) < BOUND
+
+
+@needs_bf16
+@pytest.mark.parametrize(
+    "case, depth",
+    [((1, 32, 20, 64, 1), 3072), ((1, 256, 14, 256, 1), 64)],
+    ids=["2-panels", "4-inner-blocks"],
+)
+def test_rows_in_several_chunks(case, depth, monkeypatch):
+    """A unit's 50 or 49 tiles in chunks of 24 rows (``CHUNK``), with one or four inner
+    blocks: ``og_gemm_bf16_rowsp`` prefetches after each chunk's last panel the next
+    chunk's or block's first slice, and the sums stay bit for bit those of one chunk (a
+    tile's rows are independent sums)."""
+    fn, xv = conv(case)
+    monkeypatch.setattr(bf16, "ROWS_DEPTH", depth)
+    whole = og.backend("CPU").compile(fn, precision="bf16")
+    monkeypatch.setattr(bf16, "CHUNK", 24)
+    chunks = og.backend("CPU").compile(fn, precision="bf16")
+    assert "Bf16RowWinogradStep" in step_kinds(chunks)
+    assert "m0 += 24" in chunks.source() and f"og_bf16_depth(K, {depth})" in chunks.source()
+    got = chunks(xv)[0]
+    np.testing.assert_array_equal(got, whole(xv)[0])
+    assert relative(got, og.backend("CPU").compile(fn)(xv)[0]) < BOUND

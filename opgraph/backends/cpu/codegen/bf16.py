@@ -524,21 +524,26 @@ static inline void og_bf16_pairs(const float* restrict lo, const float* restrict
 }}"""
 
 
-def _chunk_loop(cases: str, ahead: bool) -> str:
+def switch_cases(macro: str) -> str:
+    """The cases of a switch over a tile's rows, :data:`ROWS` down to 1: ``macro(rows)``."""
+    return " ".join(f"case {n}: {macro}({n}); break;" for n in range(ROWS, 0, -1))
+
+
+def _chunk_loop(ahead: bool) -> str:
     """``og_bf16_chunk``: one inner block of a chunk of rows times the panels, each panel slice
-    serving every tile of the rows (``cases``: the switch over a tile's rows). ``ahead``:
+    serving every tile of the rows. ``ahead``:
     ``og_bf16_chunkp``, the same sums in the same order, whose micro-kernels (``og_bf16_mkp``)
     also fetch the slice read next into L2, its lines spread over the tiles of a panel: the
     next panel's, after the last ``then`` (``thenkp`` pair rows; none where it is null)."""
     p = "p" if ahead else ""
     pad = " " * (26 + len(p))
-    extra = f", const char* then,\n{pad}long thenkp" if ahead else ""
+    extra = ", const char* then, long thenkp" if ahead else ""
     blocks = [
         "  long tiles = (m + tile - 1) / tile, nb1 = (n1 + 31) / 32;",
     ]
     panel = [
         "    const char* ahead = nb + 1 < nb1 ? (const char*)(panels + ((nb + 1) * pairs + k0 / 2)"
-        " * 32) : then;",
+        " * 32)\n                                     : then;",
         "    long total = ahead ? 2 * (nb + 1 < nb1 ? kp : thenkp) : 0;",
         "    long each = (total + tiles - 1) / tiles;",
     ]
@@ -581,7 +586,8 @@ def _chunk_loop(cases: str, ahead: bool) -> str:
             "#define OG_LDA lda",
             "#define OG_B (panels + (nb * pairs + k0 / 2) * 32)",
             "#define OG_C (C + r0 * ldc + nb * 32)",
-            f"      switch (rows) {{ {cases} default: break; }}",
+            f"      switch (rows) {{ {switch_cases('OG_BMKP' if ahead else 'OG_BMK')} default: "
+            "break; }",
             "#undef OG_A",
             "#undef OG_LDA",
             "#undef OG_B",
@@ -653,8 +659,7 @@ def _rows_loop(ahead: bool) -> str:
 
 @dialect.helper("gemm_bf16")
 def _gemm_bf16() -> str:
-    cases = " ".join(f"case {n}: OG_BMK({n}); break;" for n in range(ROWS, 0, -1))
-    prefetching = " ".join(f"case {n}: OG_BMKP({n}); break;" for n in range(ROWS, 0, -1))
+    cases = switch_cases("OG_BMK")
     pairs = DEPTH // 2
     kernels = "\n".join(
         _micro_kernel(rows, ahead) for ahead in (False, True) for rows in range(1, ROWS + 1)
@@ -697,8 +702,8 @@ static inline long og_bf16_tile(long m) {{
 }}
 #define OG_BMK(R) og_bf16_mk##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0)
 #define OG_BMKP(R) og_bf16_mkp##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0, pf, lines)
-{_chunk_loop(cases, False)}
-{_chunk_loop(prefetching, True)}
+{_chunk_loop(False)}
+{_chunk_loop(True)}
 /* The inner block of a K-deep bf16 product: equal even blocks of at most `most`. */
 static inline long og_bf16_depth(long K, long most) {{
   long blocks = K > most ? (K + most - 1) / most : 1;
