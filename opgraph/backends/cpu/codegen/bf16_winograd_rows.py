@@ -8,10 +8,12 @@ is read again for each panel. Here the product is turned around, as in a Linear 
 1. the input transform writes ``V[ξ]`` as bf16 rows, one per tile, its ``C`` channels
    contiguous (channel pairs ``2q, 2q + 1`` side by side: the left operand the shared
    micro-kernels read);
-2. ``og_gemm_bf16_rows`` multiplies them by ``U[ξ]`` packed at compile time as pair panels
-   of 32 output channels (``C/2`` rows of 32 pairs): each panel slice serves every tile of
-   the unit (49 tiles: rows of 10, 10, 10, 10, 9), so no product is by padding and the
-   filters are read once per call;
+2. ``og_gemm_bf16_rowsp`` (BERT's ``og_gemm_bf16_rows`` prefetching the next panel slice,
+   and after the last the next position's first, into L2: the filters of the late stages are
+   not in L2 when the step starts) multiplies them by ``U[ξ]`` packed at compile time as pair
+   panels of 32 output channels (``C/2`` rows of 32 pairs): each panel slice serves every
+   tile of the unit (49 tiles: rows of 10, 10, 10, 10, 9), so no product is by padding and
+   the filters are read once per call;
 3. the output transform reads ``M[ξ]`` (tiles x channels), 16 output channels per vector,
    into a small buffer, then writes each channel's two output rows.
 
