@@ -25,7 +25,7 @@ def _both(case: tuple[int, ...], monkeypatch: pytest.MonkeyPatch) -> tuple[np.nd
     fn, xv = conv(case)
     exe = og.backend("CPU").compile(fn, precision="bf16")
     assert "Bf16RowWinogradStep" in step_kinds(exe)
-    assert "og_bf16_wrows(" in exe.source()
+    assert "og_gemm_bf16_rowsp(" in exe.source()
     got = exe(xv)[0]
     monkeypatch.setattr(bf16_winograd_rows, "MIN_WASTE", 2.0)  # never: pair panels
     pairs = og.backend("CPU").compile(fn, precision="bf16")
@@ -72,7 +72,7 @@ def test_other_steps_keep_the_pair_panels(case, why):
 
 @needs_bf16
 def test_rows_in_several_inner_blocks(monkeypatch):
-    """Inner blocks of 64 channels (``ROWS_DEPTH``): ``og_bf16_wrows`` runs each block over
+    """Inner blocks of 64 channels (``ROWS_DEPTH``): ``og_gemm_bf16_rowsp`` runs each block over
     every panel, its last panel prefetching the next block's first slice; the sums by blocks
     stay within the bound of f32."""
     fn, xv = conv((1, 256, 14, 64, 1))
@@ -81,3 +81,26 @@ def test_rows_in_several_inner_blocks(monkeypatch):
     assert "Bf16RowWinogradStep" in step_kinds(exe)
     assert "depth = og_bf16_depth(K, 64)" in exe.source()
     assert relative(exe(xv)[0], og.backend("CPU").compile(fn)(xv)[0]) < BOUND
+
+
+@needs_bf16
+@pytest.mark.parametrize(
+    "case, depth",
+    [((1, 32, 20, 64, 1), 3072), ((1, 256, 14, 256, 1), 64)],
+    ids=["2-panels", "4-inner-blocks"],
+)
+def test_rows_in_several_chunks(case, depth, monkeypatch):
+    """A unit's 50 or 49 tiles in chunks of 24 rows (``CHUNK``), with one or four inner
+    blocks: ``og_gemm_bf16_rowsp`` prefetches after each chunk's last panel the next
+    chunk's or block's first slice, and the sums stay bit for bit those of one chunk (a
+    tile's rows are independent sums)."""
+    fn, xv = conv(case)
+    monkeypatch.setattr(bf16, "ROWS_DEPTH", depth)
+    whole = og.backend("CPU").compile(fn, precision="bf16")
+    monkeypatch.setattr(bf16, "CHUNK", 24)
+    chunks = og.backend("CPU").compile(fn, precision="bf16")
+    assert "Bf16RowWinogradStep" in step_kinds(chunks)
+    assert "m0 += 24" in chunks.source() and f"og_bf16_depth(K, {depth})" in chunks.source()
+    got = chunks(xv)[0]
+    np.testing.assert_array_equal(got, whole(xv)[0])
+    assert relative(got, og.backend("CPU").compile(fn)(xv)[0]) < BOUND

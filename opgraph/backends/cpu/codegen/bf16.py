@@ -524,9 +524,142 @@ static inline void og_bf16_pairs(const float* restrict lo, const float* restrict
 }}"""
 
 
+def switch_cases(macro: str) -> str:
+    """The cases of a switch over a tile's rows, :data:`ROWS` down to 1: ``macro(rows)``."""
+    return " ".join(f"case {n}: {macro}({n}); break;" for n in range(ROWS, 0, -1))
+
+
+def _chunk_loop(ahead: bool) -> str:
+    """``og_bf16_chunk``: one inner block of a chunk of rows times the panels, each panel slice
+    serving every tile of the rows. ``ahead``:
+    ``og_bf16_chunkp``, the same sums in the same order, whose micro-kernels (``og_bf16_mkp``)
+    also fetch the slice read next into L2, its lines spread over the tiles of a panel: the
+    next panel's, after the last ``then`` (``thenkp`` pair rows; none where it is null)."""
+    p = "p" if ahead else ""
+    pad = " " * (26 + len(p))
+    extra = ", const char* then, long thenkp" if ahead else ""
+    blocks = [
+        "  long tiles = (m + tile - 1) / tile, nb1 = (n1 + 31) / 32;",
+    ]
+    panel = [
+        "    const char* ahead = nb + 1 < nb1 ? (const char*)(panels + ((nb + 1) * pairs + k0 / 2)"
+        " * 32)\n                                     : then;",
+        "    long total = ahead ? 2 * (nb + 1 < nb1 ? kp : thenkp) : 0;",
+        "    long each = (total + tiles - 1) / tiles;",
+    ]
+    tile = [
+        "      long lines = total - done < each ? total - done : each;",
+        "      const char* pf = lines > 0 ? ahead + done * 64 : ahead;",
+    ]
+    loop = (
+        "r0 = 0, done = 0; r0 < m; r0 += tile, done += each"
+        if ahead
+        else "r0 = 0; r0 < m; r0 += tile"
+    )
+    head = (
+        "/* C[0:m, n0:n1] (+)= a (m rows of bf16, lda apart: inner elements k0..k1) times "
+        "those rows of\n   P's panels; each panel slice then serves every tile of the m rows"
+    )
+    head += (
+        ". Prefetching:\n   the next panel's slice, after the last `then` (thenkp pair rows), "
+        "into L2. */"
+        if ahead
+        else ". */"
+    )
+    return "\n".join(
+        [
+            head,
+            f"static void og_bf16_chunk{p}(const uint16_t* restrict a, long lda, "
+            "const uint16_t* restrict P,",
+            f"{pad}float* restrict C, long ldc, long m, long K, long k0, long k1,",
+            f"{pad}long n0, long n1{extra}) {{",
+            "  const uint32_t* panels = (const uint32_t*)P;",
+            "  long pairs = (K + 1) / 2, kp = (k1 - k0 + 1) / 2, tile = og_bf16_tile(m);",
+            *(blocks if ahead else []),
+            "  for (long nb = n0 / 32; nb < (n1 + 31) / 32; ++nb) {",
+            "    long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;",
+            *(panel if ahead else []),
+            f"    for (long {loop}) {{",
+            "      int rows = m - r0 < tile ? (int)(m - r0) : (int)tile;",
+            *(tile if ahead else []),
+            "#define OG_A (a + r0 * lda)",
+            "#define OG_LDA lda",
+            "#define OG_B (panels + (nb * pairs + k0 / 2) * 32)",
+            "#define OG_C (C + r0 * ldc + nb * 32)",
+            f"      switch (rows) {{ {switch_cases('OG_BMKP' if ahead else 'OG_BMK')} default: "
+            "break; }",
+            "#undef OG_A",
+            "#undef OG_LDA",
+            "#undef OG_B",
+            "#undef OG_C",
+            "    }",
+            "  }",
+            "}",
+        ]
+    )
+
+
+def _rows_loop(ahead: bool) -> str:
+    """``og_gemm_bf16_rows``: a product whose left operand was rounded to bf16 once, by
+    chunks of :data:`CHUNK` rows and inner blocks of at most :data:`ROWS_DEPTH`. ``ahead``:
+    ``og_gemm_bf16_rowsp`` over ``og_bf16_chunkp``, the same sums in the same order, each
+    chunk's last panel prefetching what the loop reads next (the first panel's slice of the
+    next chunk or inner block) or, after the last, ``after``: the first slice of the next
+    product by panels as deep (a Winograd step's next position, whose filters are not in L2
+    when the step starts), or null."""
+    p = "p" if ahead else ""
+    pad = " " * (30 + len(p))
+    first = [
+        "  const uint32_t* first = (const uint32_t*)P + n0 / 32 * ((K + 1) / 2) * 32;",
+    ]
+    block = [
+        "    long kn = k1 < K ? k1 : 0, next = ((K - kn < depth ? K - kn : depth) + 1) / 2;",
+    ]
+    chunk = [
+        "      const char* then = m1 < M ? (const char*)(first + k0 / 2 * 32)",
+        "                         : k1 < K ? (const char*)(first + k1 / 2 * 32) : "
+        "(const char*)after;",
+        "      long thenkp = m1 < M ? (k1 - k0 + 1) / 2 : next;",
+    ]
+    args = "A16 + m0 * ld16 + k0, ld16, P, C + m0 * ldc, ldc, m1 - m0, K, k0, k1, n0,"
+    call = f"      og_bf16_chunk{p}({args}\n                    {' ' * len(p)}n1"
+    call += ", then, thenkp);" if ahead else ");"
+    head = (
+        "/* og_gemm_bf16_panels over A16, A already rounded to bf16 (rows ld16 apart, an odd K's "
+        "last\n   pair ending in a zero): the same chunks, read in place, by inner blocks of at "
+        f"most\n   {ROWS_DEPTH} (no copy on the stack bounds them)"
+        + (
+            ". Prefetching: after the last panel of a\n   chunk, the slice read next, or `after` "
+            "(the next product's first, or null). */"
+            if ahead
+            else ". */"
+        )
+    )
+    return "\n".join(
+        [
+            head,
+            f"static void og_gemm_bf16_rows{p}(const uint16_t* restrict A16, long ld16,",
+            f"{pad}const uint16_t* restrict P, float* restrict C, long ldc, long M,",
+            f"{pad}long K, long n0, long n1" + (", const uint16_t* after) {" if ahead else ") {"),
+            f"  long depth = og_bf16_depth(K, {ROWS_DEPTH});",
+            *(first if ahead else []),
+            "  for (long k0 = 0; k0 < K; k0 += depth) {",
+            "    long k1 = k0 + depth < K ? k0 + depth : K;",
+            *(block if ahead else []),
+            f"    for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{",
+            f"      long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;",
+            *(chunk if ahead else []),
+            call,
+            "    }",
+            "  }",
+            "}",
+        ]
+    )
+
+
 @dialect.helper("gemm_bf16")
 def _gemm_bf16() -> str:
-    cases = " ".join(f"case {n}: OG_BMK({n}); break;" for n in range(ROWS, 0, -1))
+    cases = switch_cases("OG_BMK")
     pairs = DEPTH // 2
     kernels = "\n".join(
         _micro_kernel(rows, ahead) for ahead in (False, True) for rows in range(1, ROWS + 1)
@@ -568,29 +701,9 @@ static inline long og_bf16_tile(long m) {{
   return tiles > 0 ? (m + tiles - 1) / tiles : 1;
 }}
 #define OG_BMK(R) og_bf16_mk##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0)
-/* C[0:m, n0:n1] (+)= a (m rows of bf16, lda apart: inner elements k0..k1) times those rows of
-   P's panels; each panel slice then serves every tile of the m rows. */
-static void og_bf16_chunk(const uint16_t* restrict a, long lda, const uint16_t* restrict P,
-                          float* restrict C, long ldc, long m, long K, long k0, long k1,
-                          long n0, long n1) {{
-  const uint32_t* panels = (const uint32_t*)P;
-  long pairs = (K + 1) / 2, kp = (k1 - k0 + 1) / 2, tile = og_bf16_tile(m);
-  for (long nb = n0 / 32; nb < (n1 + 31) / 32; ++nb) {{
-    long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
-    for (long r0 = 0; r0 < m; r0 += tile) {{
-      int rows = m - r0 < tile ? (int)(m - r0) : (int)tile;
-#define OG_A (a + r0 * lda)
-#define OG_LDA lda
-#define OG_B (panels + (nb * pairs + k0 / 2) * 32)
-#define OG_C (C + r0 * ldc + nb * 32)
-      switch (rows) {{ {cases} default: break; }}
-#undef OG_A
-#undef OG_LDA
-#undef OG_B
-#undef OG_C
-    }}
-  }}
-}}
+#define OG_BMKP(R) og_bf16_mkp##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0, pf, lines)
+{_chunk_loop(False)}
+{_chunk_loop(True)}
 /* The inner block of a K-deep bf16 product: equal even blocks of at most `most`. */
 static inline long og_bf16_depth(long K, long most) {{
   long blocks = K > most ? (K + most - 1) / most : 1;
@@ -618,22 +731,8 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
     }}
   }}
 }}
-/* og_gemm_bf16_panels over A16, A already rounded to bf16 (rows ld16 apart, an odd K's last
-   pair ending in a zero): the same chunks, read in place, by inner blocks of at most
-   {ROWS_DEPTH} (no copy on the stack bounds them). */
-static void og_gemm_bf16_rows(const uint16_t* restrict A16, long ld16,
-                              const uint16_t* restrict P, float* restrict C, long ldc, long M,
-                              long K, long n0, long n1) {{
-  long depth = og_bf16_depth(K, {ROWS_DEPTH});
-  for (long k0 = 0; k0 < K; k0 += depth) {{
-    long k1 = k0 + depth < K ? k0 + depth : K;
-    for (long m0 = 0; m0 < M; m0 += {CHUNK}) {{
-      long m1 = m0 + {CHUNK} < M ? m0 + {CHUNK} : M;
-      og_bf16_chunk(A16 + m0 * ld16 + k0, ld16, P, C + m0 * ldc, ldc, m1 - m0, K, k0, k1, n0,
-                    n1);
-    }}
-  }}
-}}
+{_rows_loop(False)}
+{_rows_loop(True)}
 /* sgemm(RowMajor, NoTrans, NoTrans, M, N, K, 1, A, lda, B, ldb, 0, C, ldc) with A in bf16
    (a constant: finite, and one readable element after its last row) and B in f32, rounded to
    bf16 pairs by blocks of {WIDE} panels of 32 columns and {DEPTH} rows (96 KiB, L2); each
@@ -682,7 +781,8 @@ static void og_sgemm_bf16(int order, int ta, int tb, int M, int N, int K, float 
     }}
   }}
 }}
-#undef OG_BMK"""
+#undef OG_BMK
+#undef OG_BMKP"""
 
 
 Emitted = tuple[str, str, tuple[Check, ...]]

@@ -30,10 +30,10 @@ from typing import Any
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.bf16 import (
     DEPTH,
-    ROWS,
     Bf16WinogradEmitter,
     Bf16WinogradStep,
     Emitted,
+    switch_cases,
 )
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.winograd import _transform, image_loop
@@ -314,7 +314,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
 
 @dialect.helper("bf16_wgemm")
 def _bf16_wgemm() -> str:
-    cases = " ".join(f"case {r}: OG_WMK({r}); break;" for r in range(ROWS, 0, -1))
+    cases = switch_cases("OG_WMK")
     return f"""/* C (M x N f32, rows ldc apart) = A (M x K bf16 rows, lda apart, one readable
    element after the last) times P (K x N as pair panels: per 32 columns, `pairs` rows of
    32 pairs). */

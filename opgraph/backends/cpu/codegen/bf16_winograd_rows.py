@@ -8,10 +8,12 @@ is read again for each panel. Here the product is turned around, as in a Linear 
 1. the input transform writes ``V[ξ]`` as bf16 rows, one per tile, its ``C`` channels
    contiguous (channel pairs ``2q, 2q + 1`` side by side: the left operand the shared
    micro-kernels read);
-2. ``og_gemm_bf16_rows`` multiplies them by ``U[ξ]`` packed at compile time as pair panels
-   of 32 output channels (``C/2`` rows of 32 pairs): each panel slice serves every tile of
-   the unit (49 tiles: rows of 10, 10, 10, 10, 9), so no product is by padding and the
-   filters are read once per call;
+2. ``og_gemm_bf16_rowsp`` (BERT's ``og_gemm_bf16_rows`` prefetching the next panel slice,
+   and after the last the next position's first, into L2: the filters of the late stages are
+   not in L2 when the step starts) multiplies them by ``U[ξ]`` packed at compile time as pair
+   panels of 32 output channels (``C/2`` rows of 32 pairs): each panel slice serves every
+   tile of the unit (49 tiles: rows of 10, 10, 10, 10, 9), so no product is by padding and
+   the filters are read once per call;
 3. the output transform reads ``M[ξ]`` (tiles x channels), 16 output channels per vector,
    into a small buffer, then writes each channel's two output rows.
 
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen import bf16, dialect
+from opgraph.backends.cpu.codegen import bf16
 from opgraph.backends.cpu.codegen.bf16_units import even_units
 from opgraph.backends.cpu.codegen.bf16_winograd import (
     Bf16PairWinogradEmitter,
@@ -127,7 +129,6 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
 
     def emit(self) -> str:
         self.module.helper("gemm_bf16")
-        self.module.helper("bf16_wrows")
         s = self.step
         n = self.x.shape[0]
         c, h, w = static_all(self.x.shape[1:])
@@ -167,7 +168,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             *self._unit_head(n, o, th, blocks, part, tw),
             *tiles,
             "    for (int xi = 0; xi < 16; ++xi)",
-            "      og_bf16_wrows((const uint16_t*)(V + xi * tb * pairs), 2 * pairs, "
+            "      og_gemm_bf16_rowsp((const uint16_t*)(V + xi * tb * pairs), 2 * pairs, "
             f"u0 + xi * {panel}L, M + xi * tb * op - o0, op, tb, {c}L, o0, o1, "
             f"xi < 15 ? u0 + (xi + 1) * {panel}L + o0 / 32 * pairs * 64 : 0);",
             *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
@@ -338,47 +339,6 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
             "          }",
             "        }",
         ]
-
-
-@dialect.helper("bf16_wrows")
-def _bf16_wrows() -> str:
-    cases = " ".join(
-        f"case {r}: og_bf16_mkp{r}(A + r0 * lda + k0, lda, b, kp, C + r0 * ldc + nb * 32, ldc, "
-        "valid, k0 > 0, pf, lines); break;"
-        for r in range(bf16.ROWS, 0, -1)
-    )
-    return f"""/* og_gemm_bf16_rows (the same sums in the same order) for one position xi of a
-   Winograd step: C[:, n0:n1] = A (M x K bf16 rows, lda apart) times P's pair panels. While
-   the tiles of one 32-column panel's slice run, its micro-kernels prefetch the next slice
-   into L2 (og_bf16_mkp, one line a step): the next panel's, after the last the first slice
-   of `after` (the next position's panels, or null). The filters of a 256-channel stage
-   (2 MiB) are not in L2 when the step starts. */
-static void og_bf16_wrows(const uint16_t* restrict A, long lda, const uint16_t* restrict P,
-                          float* restrict C, long ldc, long M, long K, long n0, long n1,
-                          const uint16_t* after) {{
-  const uint32_t* panels = (const uint32_t*)P;
-  long pairs = (K + 1) / 2, depth = og_bf16_depth(K, {bf16.ROWS_DEPTH});
-  long tile = og_bf16_tile(M), tiles = (M + tile - 1) / tile, nb1 = (n1 + 31) / 32;
-  for (long k0 = 0; k0 < K; k0 += depth) {{
-    long k1 = k0 + depth < K ? k0 + depth : K, kp = (k1 - k0 + 1) / 2;
-    for (long nb = n0 / 32; nb < nb1; ++nb) {{
-      long valid = n1 - nb * 32 < 32 ? n1 - nb * 32 : 32;
-      const uint32_t* b = panels + (nb * pairs + k0 / 2) * 32;
-      const char* ahead = nb + 1 < nb1 ? (const char*)(b + pairs * 32)
-                          : k1 < K ? (const char*)(panels + (n0 / 32 * pairs + k1 / 2) * 32)
-                          : (const char*)after;
-      long next = nb + 1 < nb1 ? kp : (k1 < K ? (K - k1 < depth ? K - k1 : depth) + 1
-                                              : (K < depth ? K : depth) + 1) / 2;
-      long total = ahead ? 2 * next : 0, each = (total + tiles - 1) / tiles;
-      for (long r0 = 0, done = 0; r0 < M; r0 += tile, done += each) {{
-        int rows = M - r0 < tile ? (int)(M - r0) : (int)tile;
-        long lines = total - done < each ? total - done : each;
-        const char* pf = lines > 0 ? ahead + done * 64 : ahead;
-        switch (rows) {{ {cases} default: break; }}
-      }}
-    }}
-  }}
-}}"""
 
 
 def _emit(
