@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.register_transpose import transpose, transposed
 from opgraph.backends.fused.lowering.pointwise import PANEL, ROWS
 
 #: (preprocessor test, lanes, vectors of pixels per ``pixels`` tile, pixels per ``channels``
@@ -269,32 +270,6 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
 }}"""
 
 
-def transpose_stage(
-    lanes: int,
-    bit: int,
-    src: str,
-    dst: str,
-    vec: str = "og_pwv",
-    index: str = "og_pwi",
-    indent: str = "      ",
-) -> str:
-    """One stage of a ``lanes`` x ``lanes`` in-register transpose: rows ``r`` and ``r ^ bit``
-    exchange the lanes whose bit ``bit`` differs from the row's (``log2(lanes)`` stages swap
-    every row bit with the lane bit; two-source shuffles, ``vpermt2ps`` and kin). ``vec`` and
-    ``index``: the C vector types of the rows and of the shuffles' indices; ``indent`` each
-    line's."""
-    low = ", ".join(str(j if not j & bit else lanes + (j & ~bit)) for j in range(lanes))
-    high = ", ".join(str(j | bit if not j & bit else lanes + j) for j in range(lanes))
-    lines = []
-    for r in range(lanes):
-        if r & bit:
-            pair = f"{src}{r & ~bit}, {src}{r}, ({index}){{{high}}}"
-        else:
-            pair = f"{src}{r}, {src}{r | bit}, ({index}){{{low}}}"
-        lines.append(f"{indent}const {vec} {dst}{r} = __builtin_shuffle({pair});")
-    return "\n".join(lines)
-
-
 def _transposed_store(lanes: int, pp: int, tile: int) -> str:
     """AVX-512 write-back of a ``channels`` tile of at least :data:`TRANSPOSE_MIN` pixels:
     each of its ``pp`` 16-channel vectors transposed in registers (rows past ``R`` zero), one
@@ -306,11 +281,8 @@ def _transposed_store(lanes: int, pp: int, tile: int) -> str:
         else f"      const og_pwv m0_{r} = zero;"
         for r in range(lanes)
     )
-    bits = [1 << b for b in range(lanes.bit_length() - 1)]
-    stages = "\n".join(
-        transpose_stage(lanes, bit, f"m{i}_", f"m{i + 1}_") for i, bit in enumerate(bits)
-    )
-    out = f"m{len(bits)}_"
+    stages = "\n".join(transpose(lanes, "m", "og_pwv", "og_pwi", "      "))
+    out = transposed(lanes, "m")
     stores = "\n".join(
         f"      if ({j} < top)\n        __builtin_ia32_storeups512_mask("
         f"y + (h * {pp * lanes} + v * {lanes} + {j}) * ldy, {out}{j}, mask);"
