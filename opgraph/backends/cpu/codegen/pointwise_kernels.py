@@ -11,8 +11,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
-  transposed into the (channel, pixel) output (AVX-512 tiles of :data:`TRANSPOSE_MIN` or
-  more pixels transposed in registers: :func:`_transposed_store`).
+  transposed into the (channel, pixel) output (tiles of :data:`TRANSPOSED_STORES`' pixels or
+  more transposed in registers: :func:`_transposed_store`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,6 @@ RB_MAX = max(rb for _, _, _, rb in BLOCKING)
 #: that layer 2.13 / 2.14 -> 1.95 / 2.00 ms; 2048 -> 512 and 512 -> 2048 at 7x7, 1024 -> 256
 #: and 256 -> 1024 at 14x14: 0.98-1.02x (docs/performance.md, H94).
 PANEL_PREFETCH = 16
-#: Pixels of the smallest ``channels`` tile whose AVX-512 write-back is transposed in registers
-#: (:func:`_transposed_store`); smaller tiles (a range's last pixels) store scalars.
-TRANSPOSE_MIN = 8
 #: Vector registers of each instruction set (AVX-512: 32, else 16).
 REGISTERS = {16: 32, 8: 16, 4: 16}
 
@@ -228,7 +225,7 @@ def _ch(lanes: int, nv: int, rb: int) -> str:
             f"    og_pw_ch_run({tile}, {run});\n"
             f"    a = p1;\n  }}"
         )
-    transposed = _transposed_store(lanes, pp, tile) if lanes == 16 and tile >= TRANSPOSE_MIN else ""
+    transposed = _transposed_store(lanes, pp, tile) if lanes in TRANSPOSED_STORES else ""
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
 typedef int og_pwi __attribute__((vector_size({size})));
 /* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels j of
@@ -270,11 +267,39 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
 }}"""
 
 
+def _masked_stores(j: int, address: str, row: str) -> str:
+    """AVX-512: channel ``j``'s ``R`` pixels (lanes of ``row``) by one masked store."""
+    return f"      if ({j} < top)\n        __builtin_ia32_storeups512_mask({address}, {row}, mask);"
+
+
+def _split_stores(j: int, address: str, row: str) -> str:
+    """AVX2: channel ``j``'s ``R`` (4 to 7) pixels by a 16-byte store of the low half of
+    ``row`` and one of ``R - 4`` floats of the high half (``vmaskmovps`` avoided)."""
+    return f"""      if ({j} < top) {{
+        float* const yj = {address};
+        __builtin_memcpy(yj, &{row}, 16);
+        const og_pw4 hi = __builtin_ia32_vextractf128_ps256({row}, 1);
+        __builtin_memcpy(yj + 4, &hi, (R - 4) * 4);
+      }}"""
+
+
+#: Per lanes: the smallest tile whose write-back is transposed in registers (smaller tiles,
+#: a range's last pixels, store scalars), the C before the tile's passes and the stores of
+#: one channel's pixels (see :func:`_transposed_store`).
+TRANSPOSED_STORES: dict[int, tuple[int, str, Callable[[int, str, str], str]]] = {
+    16: (8, "    const unsigned short mask = (unsigned short)((1u << R) - 1u);\n", _masked_stores),
+    8: (4, "    typedef float og_pw4 __attribute__((vector_size(16)));\n", _split_stores),
+}
+
+
 def _transposed_store(lanes: int, pp: int, tile: int) -> str:
-    """AVX-512 write-back of a ``channels`` tile of at least :data:`TRANSPOSE_MIN` pixels:
-    each of its ``pp`` 16-channel vectors transposed in registers (rows past ``R`` zero), one
-    masked store of the ``R`` pixels per channel; instead of the tile's spill to ``t`` and
-    ``R`` scalar stores per channel."""
+    """The write-back of a ``channels`` tile of at least :data:`TRANSPOSED_STORES`' pixels:
+    each of its ``pp`` vectors of ``lanes`` channels transposed in registers (rows past ``R``
+    zero), then each channel's ``R`` pixels stored from one vector; instead of the tile's
+    spill to ``t`` and ``R`` scalar stores per channel."""
+    least, setup, store = TRANSPOSED_STORES[lanes]
+    if tile < least:
+        return ""
     rows = "\n".join(
         f"      const og_pwv m0_{r} = R > {r} ? acc[{r}][v] : zero;"
         if r < tile
@@ -284,15 +309,13 @@ def _transposed_store(lanes: int, pp: int, tile: int) -> str:
     stages = "\n".join(transpose(lanes, "m", "og_pwv", "og_pwi", "      "))
     out = transposed(lanes, "m")
     stores = "\n".join(
-        f"      if ({j} < top)\n        __builtin_ia32_storeups512_mask("
-        f"y + (h * {pp * lanes} + v * {lanes} + {j}) * ldy, {out}{j}, mask);"
+        store(j, f"y + (h * {pp * lanes} + v * {lanes} + {j}) * ldy", f"{out}{j}")
         for j in range(lanes)
     )
     return f"""
-  if (R >= {TRANSPOSE_MIN}) {{
+  if (R >= {least}) {{
     const og_pwv zero = {{0}};
-    const unsigned short mask = (unsigned short)((1u << R) - 1u);
-    for (int v = 0; v < {pp}; ++v) {{
+{setup}    for (int v = 0; v < {pp}; ++v) {{
       const long top = last - v * {lanes};
 {rows}
 {stages}
