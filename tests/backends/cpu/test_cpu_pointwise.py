@@ -277,13 +277,20 @@ def test_panel_prefetch_changes_no_value(monkeypatch, shape):
     np.testing.assert_array_equal(results[0], results[1])
 
 
-TRANSPOSE_CASES = {  # (n, c, o, size): channels layout; 8-, 12- and 13-pixel tiles, partial panels
+TRANSPOSE_CASES = {  # (n, c, o, size): channels layout; 4- to 13-pixel tiles, partial panels
     "14x14": (1, 256, 256, 14),
     "7x7, a panel of 8 channels": (1, 256, 104, 7),
     "20 pixels (12 + 8)": (5, 64, 64, 2),
     "7x7, a panel of 16 channels": (1, 160, 80, 7),
     "13x13": (1, 256, 64, 13),
     "batch of two, 7x7": (2, 128, 64, 7),
+    "40 pixels (AVX2: 6 x 6 + 4), a panel of 5 channels": (10, 512, 229, 2),
+}
+
+
+STORES = {
+    "native": "__builtin_ia32_storeups512_mask(",
+    "avx2": "__builtin_ia32_vextractf128_ps256(",
 }
 
 
@@ -291,20 +298,25 @@ TRANSPOSE_CASES = {  # (n, c, o, size): channels layout; 8-, 12- and 13-pixel ti
 @pytest.mark.parametrize("name", list(TRANSPOSE_CASES))
 @pytest.mark.parametrize("threads", [1, 3])
 def test_transposed_store_matches_scalar_stores(monkeypatch, name, threads, isa):
-    """AVX-512 ``channels`` tiles of ``TRANSPOSE_MIN`` pixels or more are transposed in
-    registers and stored by masked stores: bitwise the scalar stores' outputs (only the
-    stores differ), nothing written past the tile's pixels or valid channels, and INTERPRETER's
-    values. AVX2 builds compile the scalar stores either way (the AVX-512 branch is only text)."""
+    """``channels`` tiles of ``TRANSPOSED_STORES``' pixels or more (AVX-512: 8, by masked
+    stores; AVX2: 4, by a 16-byte store and one of the rest per channel) are transposed in
+    registers: bitwise the scalar stores' outputs (only the stores differ), nothing written
+    past the tile's pixels or valid channels, and INTERPRETER's values."""
     from opgraph.backends.cpu.codegen import pointwise_kernels
 
+    if not supports_isa(isa):
+        pytest.fail(f"this CPU cannot run {isa} code")
     n, c, o, size = TRANSPOSE_CASES[name]
     fn, args = graph(n, c, o, size, epilogue="bias residual")
     config = dataclasses.replace(default_config(), num_threads=threads, parallel_threshold=1)
     if isa == "avx2":
         config = dataclasses.replace(config, isa="avx2")
-    least = (pointwise_kernels.TRANSPOSE_MIN, pointwise_kernels.RB_MAX + 2)
-    results, sources = channels_builds(monkeypatch, fn, args, config, "TRANSPOSE_MIN", least)
-    assert "__builtin_ia32_storeups512_mask" in sources[0]
-    assert "__builtin_ia32_storeups512_mask" not in sources[1]
+    table = pointwise_kernels.TRANSPOSED_STORES
+    never = {lanes: (pointwise_kernels.RB_MAX + 2, *rest) for lanes, (_, *rest) in table.items()}
+    results, sources = channels_builds(
+        monkeypatch, fn, args, config, "TRANSPOSED_STORES", (table, never)
+    )
+    for isa_store in STORES.values():  # both branches are in every build's text
+        assert isa_store in sources[0] and isa_store not in sources[1]
     np.testing.assert_array_equal(results[0], results[1])
     assert_interpreter_values(fn, args, results[0])

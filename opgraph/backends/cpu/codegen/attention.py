@@ -22,7 +22,7 @@ from typing import Any
 
 from opgraph.backends.cpu.codegen import attention_exp, dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
-from opgraph.backends.cpu.codegen.pointwise_kernels import transpose_stage
+from opgraph.backends.cpu.codegen.register_transpose import transpose, transposed
 from opgraph.backends.fused.lowering.attention import (
     SCRATCH_HEADER,
     AttentionStep,
@@ -144,7 +144,7 @@ class AttentionEmitter:
 
     def _keys_by_blocks(self, stride: Dim) -> list[str]:
         """AVX-512: k's panels from blocks of 16 keys x 16 contiguous values, transposed in
-        registers (:func:`pointwise_kernels.transpose_stage`); the scalar loop after it
+        registers (:func:`register_transpose.transpose`); the scalar loop after it
         (``#else``) for other builds."""
         d, m = self.d, self.m
         rows = [
@@ -152,12 +152,9 @@ class AttentionEmitter:
             f"k0 + off[1] + (j0 + {r}) * {stride}L + cb, 64);"
             for r in range(16)
         ]
-        stages = [
-            transpose_stage(16, 1 << i, f"t{i}_", f"t{i + 1}_", "og_av", "og_ai", " " * 8)
-            for i in range(4)
-        ]
+        out = transposed(16, "t")
         stores = [
-            f"        __builtin_memcpy(kp + (p * {d}L + cb + {i}) * 32L + h * 16L, &t4_{i}, 64);"
+            f"        __builtin_memcpy(kp + (p * {d}L + cb + {i}) * 32L + h * 16L, &{out}{i}, 64);"
             for i in range(16)
         ]
         return [
@@ -171,7 +168,7 @@ class AttentionEmitter:
             f"      for (long cb = 0; cb < {d}L; cb += 16) {{",
             "        const long j0 = p * 32L + h * 16L;",
             *rows,
-            *(line for stage in stages for line in stage.split("\n")),
+            *transpose(16, "t", "og_av", "og_ai", " " * 8),
             *stores,
             "      }",
             "    }",

@@ -27,6 +27,7 @@ from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
+from opgraph.backends.cpu.codegen.register_transpose import transpose, transposed
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.convolution import CHANNEL_BLOCK, DirectPlan
 from opgraph.backends.fused.program import ConvStep
@@ -191,27 +192,18 @@ class BlockedDepthwiseEmitter:
         return flush_epilogue(self.name, f"(img * {o}L + c0) * {oh * ow}L", f"cnt * {oh * ow}L")
 
 
-def _transpose(names: list[str]) -> list[str]:
-    """C transposing the 16 x 16 block held in the vectors ``names`` (row ``c`` in
-    ``names[c]``) in place: four rounds of interleaving vector ``i`` with vector ``i + 8``."""
-    lo = ", ".join(f"{k}, {16 + k}" for k in range(8))
-    hi = ", ".join(f"{k}, {16 + k}" for k in range(8, 16))
-    lines = [f"const og_cbi lo_ = {{{lo}}}, hi_ = {{{hi}}};", "og_cbv t_[16];"]
-    for _ in range(4):
-        for i in range(8):
-            lines.append(f"t_[{2 * i}] = __builtin_shuffle({names[i]}, {names[i + 8]}, lo_);")
-            lines.append(f"t_[{2 * i + 1}] = __builtin_shuffle({names[i]}, {names[i + 8]}, hi_);")
-        lines += [f"{names[c]} = t_[{c}];" for c in range(16)]
-    return lines
+#: The names of a 16 x 16 block's rows as loaded (``ROW + str(c)``) and as transposed.
+ROW, COLUMN = "v0_", transposed(16, "v")
 
 
 def _block(loads: str, stores: str, indent: str) -> str:
-    """One 16 x 16 block: 16 vectors declared, loaded, transposed and stored."""
-    v = [f"v{c}" for c in range(16)]
-    transpose = "\n".join(indent + line for line in _transpose(v))
-    return f"""{indent}og_cbv {", ".join(v)};
+    """One 16 x 16 block: 16 vectors declared, loaded, transposed in registers
+    (:func:`register_transpose.transpose`) and stored."""
+    rows = ", ".join(f"{ROW}{c}" for c in range(16))
+    transpose_lines = "\n".join(transpose(16, "v", "og_cbv", "og_cbi", indent))
+    return f"""{indent}og_cbv {rows};
 {loads}
-{transpose}
+{transpose_lines}
 {stores}"""
 
 
@@ -242,34 +234,37 @@ def _short(loads: str, stores: str) -> str:
 @dialect.helper("dw_blocked")
 def _dw_blocked() -> str:
     loads_in = "\n".join(
-        f"      __builtin_memcpy(&v{c}, s + ({c} < cnt ? {c} : cnt - 1) * cs + p, 64);"
+        f"      __builtin_memcpy(&{ROW}{c}, s + ({c} < cnt ? {c} : cnt - 1) * cs + p, 64);"
         for c in range(16)
     )
     stores_in = "\n".join(
-        f"      {{ long q = p + {k}; og_cb_store(d + ((q / w) * pw + q % w) * 16, v{k}); }}"
+        f"      {{ long q = p + {k}; og_cb_store(d + ((q / w) * pw + q % w) * 16, {COLUMN}{k}); }}"
         for k in range(16)
     )
     loads_out = "\n".join(
-        f"      __builtin_memcpy(&v{k}, ob + (p + {k}) * 16, 64);" for k in range(16)
+        f"      __builtin_memcpy(&{ROW}{k}, ob + (p + {k}) * 16, 64);" for k in range(16)
     )
     stores_out = "\n".join(
-        f"      if ({c} < cnt) __builtin_memcpy(y + {c} * ys + p, &v{c}, 64);" for c in range(16)
+        f"      if ({c} < cnt) __builtin_memcpy(y + {c} * ys + p, &{COLUMN}{c}, 64);"
+        for c in range(16)
     )
     short_in = _short(
         "\n".join(
-            f"    v{c} = __builtin_ia32_loadups512_mask(s + ({c} < cnt ? {c} : cnt - 1) * cs, "
+            f"    {ROW}{c} = __builtin_ia32_loadups512_mask(s + ({c} < cnt ? {c} : cnt - 1) * cs, "
             "zero_, mask_);"
             for c in range(16)
         ),
         "\n".join(
-            f"    if ({k} < n) og_cb_store(d + (({k} / w) * pw + {k} % w) * 16, v{k});"
+            f"    if ({k} < n) og_cb_store(d + (({k} / w) * pw + {k} % w) * 16, {COLUMN}{k});"
             for k in range(16)
         ),
     )
     short_out = _short(
-        "\n".join(f"    v{k} = {k} < n ? og_cb_load(ob + {k} * 16) : zero_;" for k in range(16)),
         "\n".join(
-            f"    if ({c} < cnt) __builtin_ia32_storeups512_mask(y + {c} * ys, v{c}, mask_);"
+            f"    {ROW}{k} = {k} < n ? og_cb_load(ob + {k} * 16) : zero_;" for k in range(16)
+        ),
+        "\n".join(
+            f"    if ({c} < cnt) __builtin_ia32_storeups512_mask(y + {c} * ys, {COLUMN}{c}, mask_);"
             for c in range(16)
         ),
     )

@@ -11,8 +11,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
-  transposed into the (channel, pixel) output (AVX-512 tiles of :data:`TRANSPOSE_MIN` or
-  more pixels transposed in registers: :func:`_transposed_store`).
+  transposed into the (channel, pixel) output (tiles of :data:`TRANSPOSED_STORES`' pixels or
+  more transposed in registers: :func:`_transposed_store`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.register_transpose import transpose, transposed
 from opgraph.backends.fused.lowering.pointwise import PANEL, ROWS
 
 #: (preprocessor test, lanes, vectors of pixels per ``pixels`` tile, pixels per ``channels``
@@ -49,9 +50,6 @@ RB_MAX = max(rb for _, _, _, rb in BLOCKING)
 #: that layer 2.13 / 2.14 -> 1.95 / 2.00 ms; 2048 -> 512 and 512 -> 2048 at 7x7, 1024 -> 256
 #: and 256 -> 1024 at 14x14: 0.98-1.02x (docs/performance.md, H94).
 PANEL_PREFETCH = 16
-#: Pixels of the smallest ``channels`` tile whose AVX-512 write-back is transposed in registers
-#: (:func:`_transposed_store`); smaller tiles (a range's last pixels) store scalars.
-TRANSPOSE_MIN = 8
 #: Vector registers of each instruction set (AVX-512: 32, else 16).
 REGISTERS = {16: 32, 8: 16, 4: 16}
 
@@ -227,7 +225,7 @@ def _ch(lanes: int, nv: int, rb: int) -> str:
             f"    og_pw_ch_run({tile}, {run});\n"
             f"    a = p1;\n  }}"
         )
-    transposed = _transposed_store(lanes, pp, tile) if lanes == 16 and tile >= TRANSPOSE_MIN else ""
+    transposed = _transposed_store(lanes, pp, tile) if lanes in TRANSPOSED_STORES else ""
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
 typedef int og_pwi __attribute__((vector_size({size})));
 /* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels j of
@@ -269,58 +267,55 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
 }}"""
 
 
-def transpose_stage(
-    lanes: int,
-    bit: int,
-    src: str,
-    dst: str,
-    vec: str = "og_pwv",
-    index: str = "og_pwi",
-    indent: str = "      ",
-) -> str:
-    """One stage of a ``lanes`` x ``lanes`` in-register transpose: rows ``r`` and ``r ^ bit``
-    exchange the lanes whose bit ``bit`` differs from the row's (``log2(lanes)`` stages swap
-    every row bit with the lane bit; two-source shuffles, ``vpermt2ps`` and kin). ``vec`` and
-    ``index``: the C vector types of the rows and of the shuffles' indices; ``indent`` each
-    line's."""
-    low = ", ".join(str(j if not j & bit else lanes + (j & ~bit)) for j in range(lanes))
-    high = ", ".join(str(j | bit if not j & bit else lanes + j) for j in range(lanes))
-    lines = []
-    for r in range(lanes):
-        if r & bit:
-            pair = f"{src}{r & ~bit}, {src}{r}, ({index}){{{high}}}"
-        else:
-            pair = f"{src}{r}, {src}{r | bit}, ({index}){{{low}}}"
-        lines.append(f"{indent}const {vec} {dst}{r} = __builtin_shuffle({pair});")
-    return "\n".join(lines)
+def _masked_stores(j: int, address: str, row: str) -> str:
+    """AVX-512: channel ``j``'s ``R`` pixels (lanes of ``row``) by one masked store."""
+    return f"      if ({j} < top)\n        __builtin_ia32_storeups512_mask({address}, {row}, mask);"
+
+
+def _split_stores(j: int, address: str, row: str) -> str:
+    """AVX2: channel ``j``'s ``R`` (4 to 7) pixels by a 16-byte store of the low half of
+    ``row`` and one of ``R - 4`` floats of the high half (``vmaskmovps`` avoided)."""
+    return f"""      if ({j} < top) {{
+        float* const yj = {address};
+        __builtin_memcpy(yj, &{row}, 16);
+        const og_pw4 hi = __builtin_ia32_vextractf128_ps256({row}, 1);
+        __builtin_memcpy(yj + 4, &hi, (R - 4) * 4);
+      }}"""
+
+
+#: Per lanes: the smallest tile whose write-back is transposed in registers (smaller tiles,
+#: a range's last pixels, store scalars), the C before the tile's passes and the stores of
+#: one channel's pixels (see :func:`_transposed_store`).
+TRANSPOSED_STORES: dict[int, tuple[int, str, Callable[[int, str, str], str]]] = {
+    16: (8, "    const unsigned short mask = (unsigned short)((1u << R) - 1u);\n", _masked_stores),
+    8: (4, "    typedef float og_pw4 __attribute__((vector_size(16)));\n", _split_stores),
+}
 
 
 def _transposed_store(lanes: int, pp: int, tile: int) -> str:
-    """AVX-512 write-back of a ``channels`` tile of at least :data:`TRANSPOSE_MIN` pixels:
-    each of its ``pp`` 16-channel vectors transposed in registers (rows past ``R`` zero), one
-    masked store of the ``R`` pixels per channel; instead of the tile's spill to ``t`` and
-    ``R`` scalar stores per channel."""
+    """The write-back of a ``channels`` tile of at least :data:`TRANSPOSED_STORES`' pixels:
+    each of its ``pp`` vectors of ``lanes`` channels transposed in registers (rows past ``R``
+    zero), then each channel's ``R`` pixels stored from one vector; instead of the tile's
+    spill to ``t`` and ``R`` scalar stores per channel."""
+    least, setup, store = TRANSPOSED_STORES[lanes]
+    if tile < least:
+        return ""
     rows = "\n".join(
         f"      const og_pwv m0_{r} = R > {r} ? acc[{r}][v] : zero;"
         if r < tile
         else f"      const og_pwv m0_{r} = zero;"
         for r in range(lanes)
     )
-    bits = [1 << b for b in range(lanes.bit_length() - 1)]
-    stages = "\n".join(
-        transpose_stage(lanes, bit, f"m{i}_", f"m{i + 1}_") for i, bit in enumerate(bits)
-    )
-    out = f"m{len(bits)}_"
+    stages = "\n".join(transpose(lanes, "m", "og_pwv", "og_pwi", "      "))
+    out = transposed(lanes, "m")
     stores = "\n".join(
-        f"      if ({j} < top)\n        __builtin_ia32_storeups512_mask("
-        f"y + (h * {pp * lanes} + v * {lanes} + {j}) * ldy, {out}{j}, mask);"
+        store(j, f"y + (h * {pp * lanes} + v * {lanes} + {j}) * ldy", f"{out}{j}")
         for j in range(lanes)
     )
     return f"""
-  if (R >= {TRANSPOSE_MIN}) {{
+  if (R >= {least}) {{
     const og_pwv zero = {{0}};
-    const unsigned short mask = (unsigned short)((1u << R) - 1u);
-    for (int v = 0; v < {pp}; ++v) {{
+{setup}    for (int v = 0; v < {pp}; ++v) {{
       const long top = last - v * {lanes};
 {rows}
 {stages}
