@@ -214,17 +214,24 @@ def table(results: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def kernel_table(results: list[dict[str, object]]) -> str:
-    """Per case, the kernels OpenVINO ran (``--peer-isa``), and those not held to AVX2 (MLAS's,
-    which dispatch on CPUID: the widest this CPU has)."""
+def kernel_table(cases: list[tuple[str, dict[str, int]]]) -> str:
+    """Per case (name, kernels), the kernels OpenVINO ran (``--peer-isa``), and those not held
+    to AVX2 (MLAS's, which dispatch on CPUID: the widest this CPU has)."""
     lines = ["| case | OpenVINO kernels | of them not held to AVX2 |", "|---|---|---|"]
+    for name, kinds in cases:
+        listed = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+        free = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()) if "avx2" not in k)
+        lines.append(f"| {name} | {listed} | {free or 'none'} |")
+    return "\n".join(lines)
+
+
+def _kernels_of(results: list[dict[str, object]]) -> list[tuple[str, dict[str, int]]]:
+    cases = []
     for r in results:
         kinds, case = r["peer_kernels"], r["case"]
         assert isinstance(kinds, dict) and isinstance(case, Case)
-        listed = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
-        free = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()) if "avx2" not in k)
-        lines.append(f"| {case.name} | {listed} | {free or 'none'} |")
-    return "\n".join(lines)
+        cases.append((case.name, kinds))
+    return cases
 
 
 def compile_table(results: list[dict[str, object]]) -> str:
@@ -298,7 +305,8 @@ def main() -> None:
         f"end: {average}\n\n{table(results)}\n\n{compile_table(results)}\n"
     )
     if args.peer_isa != "native":
-        report += f"\nRatios against OpenVINO alone, its kernels:\n\n{kernel_table(results)}\n"
+        kernels = kernel_table(_kernels_of(results))
+        report += f"\nRatios against OpenVINO alone, its kernels:\n\n{kernels}\n"
     if args.load:
         loaded = [r["loaded"] for r in results]
         report += (

@@ -4,13 +4,16 @@ weights, exported by torch's dynamo exporter) on opgraph's CPU backend, onnxrunt
 OpenVINO (f32), the same threads each, calls interleaved (``bench/run.py``'s ``measure``).
 
     python bench/zoo.py [--models resnet50,bert_2l] [--rounds 3] [--block 0.3] [--small]
-                        [--report zoo.md]
+                        [--isa avx2] [--peer-isa avx2] [--report zoo.md]
 
 Before timing, each model's outputs on opgraph are checked against onnxruntime's: max |error|
 within 1e-4 of the output scale (max |onnxruntime output|). Reported per model: medians, the
 ratio of opgraph's median to the faster peer's, the error, the ops opgraph runs as reference
 fallbacks (``exe.fallback_ops()``) and compile times; then the geometric mean of the ratios.
 Exports are cached under ``bench/out/zoo`` (keyed by configuration and versions).
+``--isa`` and ``--peer-isa`` are ``bench/run.py``'s: opgraph's generated code for that
+instruction set, and OpenVINO's oneDNN kernels held to it (the ratio then against OpenVINO
+alone, each model's OpenVINO kernels listed, those not held named).
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ import numpy as np  # noqa: E402
 
 from bench import runners  # noqa: E402
 from bench.models import ZOO, ZOO_CACHE, zoo_case, zoo_error  # noqa: E402
-from bench.run import PEERS, fmt, measure  # noqa: E402
+from bench.run import ONEDNN_ISA, PEERS, fmt, kernel_table, measure, peers_of  # noqa: E402
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config  # noqa: E402
+from opgraph.backends.cpu.config import ISA_FLAGS  # noqa: E402
 
 TOLERANCE = 1e-4  # of the output scale
 
@@ -52,19 +56,21 @@ class Row:
     fallbacks: list[str]
     cold_compile: float
     import_seconds: float
+    peers: tuple[str, ...] = PEERS
+    peer_kernels: dict[str, int] | None = None
 
     @property
     def ratio(self) -> float:
-        return self.medians["opgraph"] / min(self.medians[p] for p in PEERS)
+        return self.medians["opgraph"] / min(self.medians[p] for p in self.peers)
 
     @property
     def ok(self) -> bool:
         return self.error <= TOLERANCE * self.scale
 
 
-def _fallbacks(case_function: object, cache: Path) -> list[str]:
+def _fallbacks(case_function: object, cache: Path, isa: str) -> list[str]:
     """The reference-fallback ops of the compiled model (a warm compile: same cache)."""
-    config = CpuConfig(cache, default_config().compiler, num_threads=THREADS)
+    config = CpuConfig(cache, default_config().compiler, num_threads=THREADS, isa=isa)
     return CpuBackend(config).compile(case_function).fallback_ops()  # type: ignore[arg-type]
 
 
@@ -73,8 +79,9 @@ def run_model(name: str, args: argparse.Namespace) -> Row:
     case = zoo_case(name, args.small, args.exports)
     imported = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="opgraph-zoo-cache-") as tmp:
-        prepared = {"opgraph": runners.opgraph_cpu(case, THREADS, Path(tmp))["opgraph"]}
-        fallbacks = _fallbacks(case.function, Path(tmp))
+        built = runners.opgraph_cpu(case, THREADS, Path(tmp), args.isa)
+        prepared = {"opgraph": built["opgraph"]}
+        fallbacks = _fallbacks(case.function, Path(tmp), args.isa)
         prepared["onnxruntime"] = runners.onnxruntime(case, THREADS)
         prepared["openvino"] = runners.openvino(case, THREADS)
         prepared["opgraph"].run()
@@ -82,6 +89,7 @@ def run_model(name: str, args: argparse.Namespace) -> Row:
         want = [np.asarray(w) for w in prepared["onnxruntime"].outputs()]
         error, scale = zoo_error(got, want)
         medians = measure(prepared, args.rounds, args.block)
+    held = args.peer_isa != "native"
     return Row(
         name,
         medians,
@@ -90,6 +98,8 @@ def run_model(name: str, args: argparse.Namespace) -> Row:
         fallbacks,
         prepared["opgraph"].extra["cold_compile_s"],
         imported,
+        peers_of(args),
+        dict(runners.openvino_kernels(case.onnx, THREADS)) if held else None,
     )
 
 
@@ -137,7 +147,12 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="the test-sized variants")
     parser.add_argument("--exports", type=Path, default=ZOO_CACHE, help="export cache folder")
     parser.add_argument("--report", type=Path, default=None, help="write markdown here")
+    parser.add_argument("--isa", default="native", choices=sorted(ISA_FLAGS))
+    parser.add_argument("--peer-isa", default="native", choices=["native", *ONEDNN_ISA])
     args = parser.parse_args()
+    if args.peer_isa != "native":
+        # Read by oneDNN when OpenVINO's CPU plugin first loads, which is below (compile_model).
+        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA[args.peer_isa]
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(ZOO))
     if unknown:
@@ -149,9 +164,13 @@ def main() -> None:
         gc.collect()
         print(table(rows[-1:]).splitlines()[2], flush=True)
     report = (
-        f"CPU: {cpu_name()}; threads: {THREADS}; rounds: {args.rounds}; "
-        f"load average before: {load_before}, after: {_load()}\n\n{table(rows)}\n"
+        f"CPU: {cpu_name()}; threads: {THREADS}; rounds: {args.rounds}; opgraph isa: "
+        f"{args.isa}; peers: {args.peer_isa}; load average before: {load_before}, after: "
+        f"{_load()}\n\n{table(rows)}\n"
     )
+    if args.peer_isa != "native":
+        kernels = [(r.name, r.peer_kernels or {}) for r in rows]
+        report += f"\nRatios against OpenVINO alone, its kernels:\n\n{kernel_table(kernels)}\n"
     print(report)
     if args.report:
         args.report.write_text(report)
