@@ -14,7 +14,7 @@ per-runtime medians, and the ratio of opgraph's median to the fastest of onnxrun
 kernels (``ONEDNN_MAX_CPU_ISA``, set before its CPU plugin loads: its convolutions). Its fully
 connected layers and all of onnxruntime run on MLAS, which picks its kernels from CPUID with no
 override, so with it the ratio is against OpenVINO alone, and each case lists the kernels
-OpenVINO chose (``runners.openvino_kernels``): a ratio is an AVX2-to-AVX2 comparison only
+OpenVINO chose (``runners.Prepared.kernels``): a ratio is an AVX2-to-AVX2 comparison only
 where every one of them is AVX2 (ResNet-18: its convolutions; its one small product is MLAS).
 
 ``--load N`` measures every case twice per session, quiet and then with N busy-looping
@@ -118,6 +118,31 @@ def fmt(seconds: float) -> str:
 COLUMNS = ("opgraph", "opgraph exe()", "onnxruntime", "openvino", "torch", "numpy", "INTERPRETER")
 
 
+def add_isa_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--isa`` (opgraph's generated code) and ``--peer-isa`` (OpenVINO's oneDNN kernels),
+    shared by ``bench/run.py`` and ``bench/zoo.py``."""
+    parser.add_argument(
+        "--isa",
+        default="native",
+        choices=sorted(ISA_FLAGS),
+        help="instruction set of opgraph's generated code (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--peer-isa",
+        default="native",
+        choices=["native", *ONEDNN_ISA],
+        help="restrict OpenVINO's oneDNN kernels to this ISA; the ratio is then against "
+        "OpenVINO alone (default: %(default)s)",
+    )
+
+
+def hold_peers(args: argparse.Namespace) -> None:
+    """Hold OpenVINO's oneDNN kernels to ``--peer-isa``: ``ONEDNN_MAX_CPU_ISA``, read when its
+    CPU plugin first loads (the first ``compile_model``, after this)."""
+    if args.peer_isa != "native":
+        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA[args.peer_isa]
+
+
 def peers_of(args: argparse.Namespace) -> tuple[str, ...]:
     """The runtimes a ratio is taken against: both peers, or OpenVINO alone when it is
     restricted to an instruction set (``--peer-isa``) that onnxruntime cannot be held to."""
@@ -142,7 +167,7 @@ def run_case(case: Case, args: argparse.Namespace) -> dict[str, object]:
     if loaded:
         result["loaded"] = summarize(case, loaded, prepared, error, peers)
     if args.peer_isa != "native":
-        result["peer_kernels"] = runners.openvino_kernels(case.onnx, THREADS)
+        result["peer_kernels"] = prepared["openvino"].kernels
     return result
 
 
@@ -265,19 +290,7 @@ def main() -> None:
     parser.add_argument("--block", type=float, default=None, help="seconds per block")
     parser.add_argument("--no-interpreter", action="store_true")
     parser.add_argument("--report", type=Path, default=None, help="write markdown here")
-    parser.add_argument(
-        "--isa",
-        default="native",
-        choices=sorted(ISA_FLAGS),
-        help="instruction set of opgraph's generated code (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--peer-isa",
-        default="native",
-        choices=["native", *ONEDNN_ISA],
-        help="restrict OpenVINO's oneDNN kernels to this ISA; the ratio is then against "
-        "OpenVINO alone (default: %(default)s)",
-    )
+    add_isa_arguments(parser)
     parser.add_argument(
         "--load",
         type=int,
@@ -288,9 +301,7 @@ def main() -> None:
     args = parser.parse_args()
     args.rounds = args.rounds or (3 if args.quick else 10)
     args.block = args.block or (0.02 if args.quick else 0.1)
-    if args.peer_isa != "native":
-        # Read by oneDNN when OpenVINO's CPU plugin first loads, which is below (compile_model).
-        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA[args.peer_isa]
+    hold_peers(args)
     results = []
     for case in build(args.workload):
         result = run_case(case, args)

@@ -8,7 +8,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,9 @@ class Prepared:
     outputs: Callable[[], list[np.ndarray]]
     compile_seconds: float
     extra: dict[str, float]
+    #: The kernels the runtime chose for its convolutions and products, with their counts,
+    #: where it reports them (OpenVINO: :func:`openvino_kernels`).
+    kernels: dict[str, int] = field(default_factory=dict)
 
 
 def opgraph_cpu(case: Case, threads: int, cache: Path, isa: str = "native") -> dict[str, Prepared]:
@@ -89,8 +92,11 @@ def onnxruntime(case: Case, threads: int) -> Prepared:
     return Prepared(lambda: session.run(None, feeds), lambda: session.run(None, feeds), seconds, {})
 
 
-def openvino(case: Case, threads: int, precision: str = "f32") -> Prepared:
-    """OpenVINO on the CPU; ``precision`` is its ``INFERENCE_PRECISION_HINT`` (f32 or bf16)."""
+def compile_openvino(
+    model: onnx.ModelProto, threads: int, precision: str = "f32"
+) -> tuple[ov.CompiledModel, float]:
+    """``model`` compiled by OpenVINO for the CPU (``precision``: its
+    ``INFERENCE_PRECISION_HINT``, f32 or bf16), and the seconds the compile took."""
     core = ov.Core()
     config = {
         "INFERENCE_NUM_THREADS": threads,
@@ -99,10 +105,15 @@ def openvino(case: Case, threads: int, precision: str = "f32") -> Prepared:
     }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
-        path.write_bytes(case.onnx.SerializeToString())
+        path.write_bytes(model.SerializeToString())
         started = time.perf_counter()
         compiled = core.compile_model(str(path), "CPU", config)
-        seconds = time.perf_counter() - started
+        return compiled, time.perf_counter() - started
+
+
+def openvino(case: Case, threads: int, precision: str = "f32") -> Prepared:
+    """OpenVINO on the CPU; ``precision`` is its ``INFERENCE_PRECISION_HINT`` (f32 or bf16)."""
+    compiled, seconds = compile_openvino(case.onnx, threads, precision)
     request = compiled.create_infer_request()
     feeds = {i: a.copy() for i, a in enumerate(case.inputs)}
 
@@ -113,25 +124,19 @@ def openvino(case: Case, threads: int, precision: str = "f32") -> Prepared:
         result = request.infer(feeds)
         return [np.array(result[o]) for o in compiled.outputs]
 
-    return Prepared(run, outputs, seconds, {})
+    return Prepared(run, outputs, seconds, {}, openvino_kernels(compiled))
 
 
-def openvino_kernels(model: onnx.ModelProto, threads: int) -> collections.Counter[str]:
-    """The kernels OpenVINO's CPU plugin chose for ``model``'s convolutions and products
+def openvino_kernels(compiled: ov.CompiledModel) -> dict[str, int]:
+    """The kernels OpenVINO's CPU plugin chose for a compiled model's convolutions and products
     (``primitiveType`` of its runtime model, e.g. ``brgconv_avx2_f32``, ``gemm_mlas_f32``), with
     their counts: which instruction set the peer really ran."""
-    core = ov.Core()
-    config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.onnx"
-        path.write_bytes(model.SerializeToString())
-        compiled = core.compile_model(str(path), "CPU", config)
     kinds: collections.Counter[str] = collections.Counter()
     for op in compiled.get_runtime_model().get_ordered_ops():
         info = op.get_rt_info()
         if info["layerType"].astype(str) in HEAVY_LAYERS:
             kinds[info["primitiveType"].astype(str)] += 1
-    return kinds
+    return dict(kinds)
 
 
 #: OpenVINO's layer types whose kernels :func:`openvino_kernels` lists.

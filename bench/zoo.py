@@ -38,9 +38,16 @@ import numpy as np  # noqa: E402
 
 from bench import runners  # noqa: E402
 from bench.models import ZOO, ZOO_CACHE, zoo_case, zoo_error  # noqa: E402
-from bench.run import ONEDNN_ISA, PEERS, fmt, kernel_table, measure, peers_of  # noqa: E402
+from bench.run import (  # noqa: E402
+    PEERS,
+    add_isa_arguments,
+    fmt,
+    hold_peers,
+    kernel_table,
+    measure,
+    peers_of,
+)
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config  # noqa: E402
-from opgraph.backends.cpu.config import ISA_FLAGS  # noqa: E402
 
 TOLERANCE = 1e-4  # of the output scale
 
@@ -99,7 +106,7 @@ def run_model(name: str, args: argparse.Namespace) -> Row:
         prepared["opgraph"].extra["cold_compile_s"],
         imported,
         peers_of(args),
-        dict(runners.openvino_kernels(case.onnx, THREADS)) if held else None,
+        prepared["openvino"].kernels if held else None,
     )
 
 
@@ -147,12 +154,9 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="the test-sized variants")
     parser.add_argument("--exports", type=Path, default=ZOO_CACHE, help="export cache folder")
     parser.add_argument("--report", type=Path, default=None, help="write markdown here")
-    parser.add_argument("--isa", default="native", choices=sorted(ISA_FLAGS))
-    parser.add_argument("--peer-isa", default="native", choices=["native", *ONEDNN_ISA])
+    add_isa_arguments(parser)
     args = parser.parse_args()
-    if args.peer_isa != "native":
-        # Read by oneDNN when OpenVINO's CPU plugin first loads, which is below (compile_model).
-        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA[args.peer_isa]
+    hold_peers(args)
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(ZOO))
     if unknown:

@@ -1,6 +1,6 @@
 """``bench/run.py --peer-isa avx2`` holds OpenVINO's oneDNN kernels to AVX2
 (``ONEDNN_MAX_CPU_ISA``, read when its CPU plugin loads: a fresh interpreter each) and says
-which kernels it ran (``runners.openvino_kernels``); with it, ratios are against OpenVINO alone,
+which kernels it ran (``runners.openvino_kernels``, ``Prepared.kernels``); with it, ratios are against OpenVINO alone,
 since onnxruntime's MLAS cannot be held to an instruction set."""
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import numpy as np
 if sys.argv[1] != "native":
     os.environ["ONEDNN_MAX_CPU_ISA"] = sys.argv[1]
 from bench.onnx_builder import OnnxGraph
-from bench.runners import openvino_kernels
+from bench.runners import compile_openvino, openvino_kernels
 g = OnnxGraph("conv")
 x = g.input("x", (1, 16, 16, 16))
 w = g.const(np.ones((16, 16, 3, 3), np.float32))
 g.output(g.op("Conv", x, w, pads=[1, 1, 1, 1]), (1, 16, 16, 16))
-print(dict(openvino_kernels(g.model(), 1)))
+print(openvino_kernels(compile_openvino(g.model(), 1)[0]))
 """
 
 
