@@ -22,7 +22,7 @@ from typing import Any
 
 from opgraph.backends.cpu.codegen import attention_exp, dialect
 from opgraph.backends.cpu.codegen.context import ModuleContext
-from opgraph.backends.cpu.codegen.register_transpose import transpose, transposed
+from opgraph.backends.cpu.codegen.register_transpose import loaded, transpose, transposed
 from opgraph.backends.fused.lowering.attention import (
     SCRATCH_HEADER,
     AttentionStep,
@@ -147,9 +147,10 @@ class AttentionEmitter:
         registers (:func:`register_transpose.transpose`); the scalar loop after it
         (``#else``) for other builds."""
         d, m = self.d, self.m
+        row = loaded("t")
         rows = [
-            f"        og_av t0_{r} = zero;\n        if (j0 + {r} < {m}L) __builtin_memcpy(&t0_{r}, "
-            f"k0 + off[1] + (j0 + {r}) * {stride}L + cb, 64);"
+            f"        og_av {row}{r} = zero;\n        if (j0 + {r} < {m}L) "
+            f"__builtin_memcpy(&{row}{r}, k0 + off[1] + (j0 + {r}) * {stride}L + cb, 64);"
             for r in range(16)
         ]
         out = transposed(16, "t")

@@ -27,7 +27,7 @@ from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
-from opgraph.backends.cpu.codegen.register_transpose import transpose, transposed
+from opgraph.backends.cpu.codegen.register_transpose import loaded, transpose, transposed
 from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.convolution import CHANNEL_BLOCK, DirectPlan
 from opgraph.backends.fused.program import ConvStep
@@ -193,7 +193,7 @@ class BlockedDepthwiseEmitter:
 
 
 #: The names of a 16 x 16 block's rows as loaded (``ROW + str(c)``) and as transposed.
-ROW, COLUMN = "v0_", transposed(16, "v")
+ROW, COLUMN = loaded("v"), transposed(16, "v")
 
 
 def _block(loads: str, stores: str, indent: str) -> str:

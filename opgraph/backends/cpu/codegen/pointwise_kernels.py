@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opgraph.backends.cpu.codegen import dialect
-from opgraph.backends.cpu.codegen.register_transpose import transpose, transposed
+from opgraph.backends.cpu.codegen.register_transpose import loaded, transpose, transposed
 from opgraph.backends.fused.lowering.pointwise import PANEL, ROWS
 
 #: (preprocessor test, lanes, vectors of pixels per ``pixels`` tile, pixels per ``channels``
@@ -300,10 +300,11 @@ def _transposed_store(lanes: int, pp: int, tile: int) -> str:
     least, setup, store = TRANSPOSED_STORES[lanes]
     if tile < least:
         return ""
+    row = loaded("m")
     rows = "\n".join(
-        f"      const og_pwv m0_{r} = R > {r} ? acc[{r}][v] : zero;"
+        f"      const og_pwv {row}{r} = R > {r} ? acc[{r}][v] : zero;"
         if r < tile
-        else f"      const og_pwv m0_{r} = zero;"
+        else f"      const og_pwv {row}{r} = zero;"
         for r in range(lanes)
     )
     stages = "\n".join(transpose(lanes, "m", "og_pwv", "og_pwi", "      "))

@@ -20,6 +20,11 @@ def stages(lanes: int) -> int:
     return lanes.bit_length() - 1
 
 
+def loaded(prefix: str) -> str:
+    """The prefix of the rows' names as the caller loads them (row ``r`` is ``{prefix}0_{r}``)."""
+    return f"{prefix}0_"
+
+
 def transposed(lanes: int, prefix: str) -> str:
     """The prefix of the transposed rows' names (row ``r`` is ``{prefix}{stages}_{r}``)."""
     return f"{prefix}{stages(lanes)}_"
