@@ -657,6 +657,18 @@ def _rows_loop(ahead: bool) -> str:
     )
 
 
+@dialect.helper("gemm_bf16_ahead")
+def _gemm_bf16_ahead() -> str:
+    """The prefetching forms of the row products (``og_bf16_chunkp``, ``og_gemm_bf16_rowsp``:
+    :func:`_chunk_loop`, :func:`_rows_loop`), only in the modules that call them (the Winograd
+    rows form), after ``gemm_bf16``, whose micro-kernels and blocking they use."""
+    return f"""#define OG_BMKP(R) \\
+  og_bf16_mkp##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0, pf, lines)
+{_chunk_loop(True)}
+{_rows_loop(True)}
+#undef OG_BMKP"""
+
+
 @dialect.helper("gemm_bf16")
 def _gemm_bf16() -> str:
     cases = switch_cases("OG_BMK")
@@ -701,9 +713,7 @@ static inline long og_bf16_tile(long m) {{
   return tiles > 0 ? (m + tiles - 1) / tiles : 1;
 }}
 #define OG_BMK(R) og_bf16_mk##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0)
-#define OG_BMKP(R) og_bf16_mkp##R(OG_A, OG_LDA, OG_B, kp, OG_C, ldc, valid, k0 > 0, pf, lines)
 {_chunk_loop(False)}
-{_chunk_loop(True)}
 /* The inner block of a K-deep bf16 product: equal even blocks of at most `most`. */
 static inline long og_bf16_depth(long K, long most) {{
   long blocks = K > most ? (K + most - 1) / most : 1;
@@ -732,7 +742,6 @@ static void og_gemm_bf16_panels(const float* restrict A, long lda, const uint16_
   }}
 }}
 {_rows_loop(False)}
-{_rows_loop(True)}
 /* sgemm(RowMajor, NoTrans, NoTrans, M, N, K, 1, A, lda, B, ldb, 0, C, ldc) with A in bf16
    (a constant: finite, and one readable element after its last row) and B in f32, rounded to
    bf16 pairs by blocks of {WIDE} panels of 32 columns and {DEPTH} rows (96 KiB, L2); each
@@ -781,8 +790,7 @@ static void og_sgemm_bf16(int order, int ta, int tb, int M, int N, int K, float 
     }}
   }}
 }}
-#undef OG_BMK
-#undef OG_BMKP"""
+#undef OG_BMK"""
 
 
 Emitted = tuple[str, str, tuple[Check, ...]]

@@ -129,6 +129,7 @@ class Bf16RowWinogradEmitter(Bf16PairWinogradEmitter):
 
     def emit(self) -> str:
         self.module.helper("gemm_bf16")
+        self.module.helper("gemm_bf16_ahead")  # og_gemm_bf16_rowsp, after what it uses
         s = self.step
         n = self.x.shape[0]
         c, h, w = static_all(self.x.shape[1:])
