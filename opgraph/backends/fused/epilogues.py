@@ -2,9 +2,7 @@
 inside that step, on each block right after the block is computed (while it is in cache).
 
 The kernel qualifies when it is pointwise, reads the product whole and nowhere else reads it,
-and everything else it reads is ready before the product. A row kernel qualifies through its
-elementwise head (:mod:`~opgraph.backends.fused.row_split`): the head becomes the epilogue and
-the reductions a step of their own right after the producer. When one of its results has the
+and everything else it reads is ready before the product. When one of its results has the
 product's type and shape, the product is written straight into that result's buffer and the
 kernel updates it in place, so the product needs no buffer of its own (bias, batch-norm
 scale and shift, activation, residual add: one pass over cache-hot data).
@@ -26,9 +24,7 @@ from opgraph.backends.fused.program import (
     Step,
     WinogradStep,
 )
-from opgraph.backends.fused.row_split import RowSplit, split_rows
 from opgraph.backends.fused.views import View
-from opgraph.core.node import Node
 
 Producer = GemmStep | ConvStep | WinogradStep
 
@@ -79,17 +75,6 @@ class _Index:
         later = [w for w in self.writers.get(buffer, {}).values() if self.key[id(w)] >= at]
         return min(later, key=lambda w: self.key[id(w)], default=None)
 
-    def split(self, step: LoopStep, parts: tuple[LoopStep, LoopStep]) -> None:
-        """``step`` is replaced by ``parts``, in order, at its place."""
-        steps = self.program.steps
-        at = steps.index(step)
-        after = self.key[id(steps[at + 1])] if at + 1 < len(steps) else self.key[id(step)] + 1.0
-        self.drop(step)
-        steps[at : at + 1] = parts
-        for k, part in enumerate(parts):
-            self.key[id(part)] = self.key[id(step)] + (after - self.key[id(step)]) * k / 2
-            self.add(part)
-
     def move_before(self, step: Step, anchor: Step) -> None:
         steps = self.program.steps
         steps.remove(step)
@@ -109,15 +94,11 @@ def fuse_epilogues(program: Program) -> None:
         if out is None or not _fusable_output(program, producer):
             continue
         consumer = _consumer(program, out.buffer, index)
-        split = _row_consumer(program, out.buffer, index) if consumer is None else None
-        consumer = consumer or (split and split[0])
         if consumer is None:
             continue
         _hoist_inputs(program, consumer, producer, index)
         if not _ready(program, consumer, out.buffer, producer, index):
             continue
-        if split is not None:
-            consumer = _split(split, index)
         kernel = consumer.kernels[0]
         _redirect(producer, kernel, out)
         producer.epilogue = kernel
@@ -196,53 +177,11 @@ def _fusable_output(program: Program, producer: Producer) -> bool:
 
 
 def _consumer(program: Program, buffer: int, index: _Index) -> LoopStep | None:
-    """The pointwise step that alone reads all of ``buffer`` at each element, or None."""
-    step = _reader(program, buffer, index)
-    return step if step is not None and not step.kernels[0].axes else None
-
-
-def _row_consumer(program: Program, buffer: int, index: _Index) -> tuple[LoopStep, RowSplit] | None:
-    """The row step that alone reads all of ``buffer`` at each element in an elementwise head
-    that stores what its reductions read (``row_split``), and its split; or None."""
-    step = _reader(program, buffer, index)
-    if step is None or not step.kernels[0].axes:
-        return None
-    split = split_rows(step.kernels[0], buffer)
-    return None if split is None else (step, split)
-
-
-def _split(found: tuple[LoopStep, RowSplit], index: _Index) -> LoopStep:
-    """Replace the row step by its head and its reductions; the head step, to fuse."""
-    step, split = found
-    heads = {n.source for n in split.head.nodes if n.source is not None}
-    head = tuple(n for n in step.nodes if n in heads)
-    rows = tuple(n for n in step.nodes if n not in heads)
-    parts = (
-        LoopStep(_label(step, head), head, (split.head,)),
-        LoopStep(_label(step, rows), rows, (split.rows,)),
-    )
-    index.split(step, parts)
-    return parts[0]
-
-
-def _label(step: LoopStep, nodes: tuple[Node, ...]) -> str:
-    """The part of ``step``'s label that describes ``nodes`` (the whole label when a node's
-    name holds the separator)."""
-    labels = step.label.split("; ")
-    if len(labels) != len(step.nodes):
-        return step.label
-    named = dict(zip(step.nodes, labels, strict=True))
-    return "; ".join(named[n] for n in nodes)
-
-
-def _reader(program: Program, buffer: int, index: _Index) -> LoopStep | None:
-    """The one-kernel loop step that alone reads ``buffer``, loading it once, whole, at the
-    kernel's full shape (no gather), or None."""
     readers = list(index.readers.get(buffer, {}).values())
     if len(readers) != 1 or not isinstance(readers[0], LoopStep):
         return None
     step = readers[0]
-    if len(step.kernels) != 1:
+    if len(step.kernels) != 1 or step.kernels[0].axes:
         return None
     if any(isinstance(n.table, View) and n.table.buffer == buffer for n in step.kernels[0].nodes):
         return None  # gathered at any position: the whole product must be ready first
