@@ -41,9 +41,11 @@ from opgraph.backends.fused.views import static_all
 #: The C condition of the builds that run the kernel (the others: the row-wise loops).
 BUILDS = "defined(__AVX512F__) || defined(__AVX2__)"
 #: Output vectors one group of rows accumulates in registers at most (each with a
-#: multiply-add per tap; with AVX-512 they and the filter vector fit the 32 registers, with
-#: AVX2 the 16).
+#: multiply-add per tap; with AVX-512 they and the filter vector fit the 32 registers).
 ACCUMULATORS = 14
+#: The same for AVX2's 16 registers: 7x7 planes one row at a time (two rows, 14
+#: accumulators, measured 1.15-1.3x slower: 5x5 960ch 7x7 33 -> 27 µs, 7x7 768ch 34.5 -> 30.5).
+ACCUMULATORS_AVX2 = 12
 #: Outputs a direct step's fused epilogue runs on at once, at least, here and in
 #: ``codegen/depthwise.py`` (small planes: one call per plane paid its setup, and its first
 #: loads waited on the stores just made).
@@ -110,7 +112,7 @@ class BlockedDepthwiseEmitter:
             " cnt);",
             f"    og_cb_in(wt, w0 + c0 * {kh * kw}L, {kh * kw}L, {kh * kw}L, {kh * kw}L,"
             f" {kh * kw}L, cnt);",
-            *["    " + line for line in self.rows_loop()],
+            *["    " + line for line in self.rows_loops()],
             f"    float* y = y0 + (img * {o}L + c0) * {oh * ow}L;",
             f"    og_cb_out(y, ob, {oh * ow}L, {oh * ow}L, cnt);",
             *self.epilogue(),
@@ -133,11 +135,20 @@ class BlockedDepthwiseEmitter:
             head.append(ep.emit())
         return head
 
-    def rows_loop(self) -> list[str]:
-        """The output rows in groups of ``together`` (as many whole rows as
-        :data:`ACCUMULATORS` vectors hold), then a last group of the rows left."""
+    def rows_loops(self) -> list[str]:
+        """:meth:`rows_loop` with AVX-512's :data:`ACCUMULATORS`, and AVX2's
+        :data:`ACCUMULATORS_AVX2` where they group the rows differently."""
         oh, ow = static_all(self.out.shape[2:])
-        together = max(1, min(oh, ACCUMULATORS // ow))
+        wide, narrow = (max(1, min(oh, a // ow)) for a in (ACCUMULATORS, ACCUMULATORS_AVX2))
+        if wide == narrow:
+            return self.rows_loop(wide)
+        avx512, avx2 = self.rows_loop(wide), self.rows_loop(narrow)
+        return ["#if defined(__AVX512F__)", *avx512, "#else", *avx2, "#endif"]
+
+    def rows_loop(self, together: int) -> list[str]:
+        """The output rows in groups of ``together`` (as many whole rows as the build's
+        accumulators hold), then a last group of the rows left."""
+        oh, ow = static_all(self.out.shape[2:])
         full = oh // together
         lines = [
             f"for (long i = 0; i < {full * together}L; i += {together}L) {{",
