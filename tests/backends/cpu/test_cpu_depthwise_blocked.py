@@ -2,10 +2,12 @@
 depthwise steps on planes narrower than a vector, 16 channels per vector) against
 INTERPRETER: strides 1 and 2, 3x3 (forced: by default they keep the row-wise loops), 5x5
 and 7x7 filters, symmetric, asymmetric, large and no padding, dilations, channel counts that
-are not a multiple of 16, fused epilogues, several threads, AVX2 and AVX-512 code (AVX2
-builds compile the row-wise form of the same step); and which steps take it."""
+are not a multiple of 16 (or of 8: AVX2 builds run a block as two 8-lane halves), planes of
+fewer than 8 positions, fused epilogues, several threads, AVX2 and AVX-512 code; and which
+steps take it."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
+from opgraph.backends.cpu.codegen.depthwise_blocked import BUILDS
 from opgraph.backends.fused.lowering import convolution
 from opgraph.backends.fused.lowering.convolution import CHANNEL_BLOCK, direct_plan
 from opgraph.backends.fused.program import ConvStep
@@ -59,6 +62,7 @@ CASES = {
     ),
     "7x5 filter, rows 2 vectors": dict(shape=(3, 9, 10, 3), kernel=(7, 5)),
     "5x5 on 3x3 planes": dict(shape=(1, 24, 3, 3), kernel=(5, 5)),
+    "5x5 on 2x2 planes, 12 channels": dict(shape=(2, 12, 2, 2), kernel=(5, 5), epilogue=True),
 }
 
 SMALL = {
@@ -70,7 +74,7 @@ SMALL = {
 
 def check(backend, fn, args):
     """Compile ``fn``, check that its one step ran channel-blocked and that it agrees with
-    INTERPRETER within f32 rounding of the sums."""
+    INTERPRETER within f32 rounding of the sums; its C."""
     exe = backend.compile(fn)
     steps = [s for s in exe.program.steps if isinstance(s, ConvStep)]
     assert len(steps) == 1 and steps[0].direct
@@ -80,6 +84,7 @@ def check(backend, fn, args):
     got = exe(*args)[0].astype(np.float64)
     scale = np.max(np.abs(want)) + 1
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * scale)
+    return exe.source()
 
 
 @pytest.fixture
@@ -99,24 +104,37 @@ def test_blocked_small_filters(name, small_filters, parallel_cpu):
     check(parallel_cpu, *depthwise(**SMALL[name]))
 
 
+#: The channel-blocked function's C under the builds that run it (the row-wise form's
+#: under ``#else``).
+BLOCKED_C = re.compile(re.escape(f"#if {BUILDS}") + r"\n/\* \w+: channel-blocked depthwise")
+
+
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
-@pytest.mark.parametrize(
-    "name",
-    [
-        "7x7 on 14x14, 20 channels, epilogue",
-        "5x5 stride 2, odd size 15",
-        "5x5 on 3x3 planes",
-        "7x7 on 7x7, 768 channels",  # parallel parts: each thread's scratch at its stride
-    ],
-)
+@pytest.mark.parametrize("name", list(CASES))
 def test_isa(isa, name):
-    """AVX-512 code runs the channel-blocked form; AVX2 code the row-wise loops of the same
-    step (its ``#else`` branch), within the blocked plan's per-thread scratch."""
+    """AVX-512 and AVX2 code run the channel-blocked form (AVX2: two 8-lane halves a block,
+    8 x 8 transposes), within the blocked plan's per-thread scratch."""
     try:
         backend = CpuBackend(dataclasses.replace(default_config(), isa=isa, num_threads=2))
-        check(backend, *depthwise(**CASES[name]))
+        source = check(backend, *depthwise(**CASES[name]))
     except CpuConfigError as e:
         pytest.skip(f"this CPU cannot run {isa} code: {e}")
+    assert BLOCKED_C.search(source)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_avx2_halves_match_avx512_bitwise(name):
+    """AVX2's two 8-lane halves and 8 x 8 transposes give each channel the AVX-512 form's
+    values: the same taps, in the same order, per output."""
+    fn, args = depthwise(**CASES[name])
+    got = []
+    for isa in ("avx2", "avx512"):
+        try:
+            backend = CpuBackend(dataclasses.replace(default_config(), isa=isa, num_threads=2))
+            got.append(backend.compile(fn)(*args)[0])
+        except CpuConfigError as e:
+            pytest.skip(f"this CPU cannot run {isa} code: {e}")
+    np.testing.assert_array_equal(got[0], got[1])
 
 
 def test_isa_small_filters(small_filters):

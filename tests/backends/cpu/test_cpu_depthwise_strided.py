@@ -1,10 +1,10 @@
 """3x3 and 5x5 stride-2 f32 depthwise steps straight from the input rows (``codegen/
-depthwise_strided.py``, AVX-512 builds) against INTERPRETER and bitwise against the
+depthwise_strided.py``, AVX-512 and AVX2 builds) against INTERPRETER and bitwise against the
 copy-in form they replace: widths that are and are not a multiple of the vector, odd
 heights (a last row whose third filter row is below the image), padding 0 or 1 above and
 to the left (PyTorch's and TensorFlow's "same"), an odd width without padding, fused epilogues, several
-images, one and three threads, the AVX2 build (which keeps the copy-in form); and the steps
-the form must not take."""
+images, one and three threads, the AVX2 build's 8-lane vectors; and the steps the form must
+not take."""
 
 import dataclasses
 
@@ -80,11 +80,17 @@ def test_rows_match_the_copy_in_form_bitwise(name, threads, monkeypatch):
     np.testing.assert_array_equal(got, old)
 
 
-@pytest.mark.parametrize("name", ["odd height", "5x5, TF same, 56 -> 28"])
-def test_avx2_build(name, avx2_cpu):
-    """The helper is AVX-512 only: the AVX2 build runs the copy-in form of the same step."""
+@pytest.mark.parametrize("name", list(CASES))
+def test_avx2_build_matches_the_copy_in_form_bitwise(name, avx2_cpu, monkeypatch):
+    """The AVX2 build runs the helper on 8-lane vectors (a row of 16 outputs: two vectors,
+    an odd width: a last vector overlapping), bitwise the copy-in form's outputs."""
     fn, args = depthwise(**CASES[name])
-    run(avx2_cpu, fn, args)
+    got, source = run(avx2_cpu, fn, args)
+    assert CALL in source
+    monkeypatch.setattr(depthwise_strided, "takes", lambda *a: False)
+    old, old_source = run(avx2_cpu, fn, args)
+    assert CALL not in old_source
+    np.testing.assert_array_equal(got, old)
 
 
 NOT_TAKEN = {

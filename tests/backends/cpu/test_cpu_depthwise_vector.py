@@ -1,10 +1,13 @@
 """The vector tap loops of the direct depthwise kernel (``codegen/depthwise_vector.py``: 5x5
 and larger f32 filters, one pass; AVX-512 builds shift each loaded pair of vectors with a
-permute, other builds load every shift) against INTERPRETER: rows in place and flat outputs,
+permute, other builds go weight by weight, loading every input vector where it is used)
+against INTERPRETER: rows in place and flat outputs,
 strides, dilations, channel multipliers, widths that are not a multiple of the vector,
 fused epilogues, several threads, the AVX2 build; and the scratch slack the pair of loads
 reads into. The narrow planes here would run channel-blocked (test_cpu_depthwise_blocked.py):
 every test switches that form off, to run the row-wise vector loops."""
+
+import re
 
 import numpy as np
 import pytest
@@ -79,11 +82,14 @@ def test_vector_taps(name, backend_name, request):
     assert "og_dw_shift(" in exe.source()  # the vector tap loops ran
 
 
-@pytest.mark.parametrize("name", ["7x7 rows in place, 20 wide (tail)", "5x5 flat, 7x7 planes"])
+@pytest.mark.parametrize("name", list(CASES))
 def test_avx2_build(name, avx2_cpu):
-    """The AVX2 branch: 8 lanes, a load per column shift instead of the permute."""
+    """The AVX2 branch: 8 lanes, the multiply-adds weight by weight, each input vector
+    loaded where it is used (no permutes)."""
     fn, args = depthwise(**CASES[name])
-    check(avx2_cpu, fn, args)
+    source = check(avx2_cpu, fn, args).source()
+    assert re.search(r"#else\n *\{ const float wv_ = ", source)
+    assert "wv_ * og_dw_load(p_ + " in source
 
 
 STRIDED = {

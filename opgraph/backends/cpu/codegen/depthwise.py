@@ -25,7 +25,7 @@ and the fused epilogue runs over several consecutive units at once
 (:data:`EPILOGUE_BATCH`).
 
 One-pass f32 depthwise steps on planes narrower than a vector run channel-blocked instead
-(``codegen/depthwise_blocked.py``, ``DirectPlan.blocked``).
+(``codegen/depthwise_blocked.py``, ``DirectPlan.blocked``) in AVX-512 and AVX2 builds.
 
 One-pass f32 steps with filters of :data:`VECTOR_TAPS` taps or more (5x5, 7x7) run their
 tap loops as register-blocked GCC vector code instead (``codegen/depthwise_vector.py``:
@@ -45,6 +45,7 @@ from opgraph.backends.cpu.codegen import depthwise_strided, dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.depthwise_blocked import (
+    BUILDS,
     BlockedDepthwiseEmitter,
     dispatch,
     flush_epilogue,
@@ -88,7 +89,7 @@ class DirectConvEmitter:
         assert plan.rows == step.block_rows
         self.stride = plan.per_thread  # scratch elements per thread
         self.blocked: BlockedDepthwiseEmitter | None = None
-        if plan.blocked:  # narrow planes: codegen/depthwise_blocked.py with AVX-512
+        if plan.blocked:  # narrow planes: codegen/depthwise_blocked.py with AVX-512 / AVX2
             self.blocked = BlockedDepthwiseEmitter(step, name, module, plan, self.checks)
             plan = direct_plan(step, threads, blocked=False)  # else the row-wise loops
         self.plan = plan
@@ -109,7 +110,7 @@ class DirectConvEmitter:
         )
         if self.vector:
             module.helper("dw_vector")
-        # 3x3 and 5x5 stride 2: straight from the input rows with AVX-512 (depthwise_strided)
+        # 3x3 and 5x5 stride 2: straight from the input rows with AVX-512 / AVX2 (depthwise_strided)
         self.strided = depthwise_strided.takes(step, self.ctype, self.rowwise)
         if self.strided:
             module.helper("dws2")
@@ -122,13 +123,11 @@ class DirectConvEmitter:
 
     def emit(self) -> str:
         """The step's C: channel-blocked steps have it twice, the row-wise form for builds
-        without AVX-512 (the blocked form's transposes and 16-lane accumulators measured
-        0.4-1.1x of the row-wise loops with AVX2)."""
+        without AVX-512 or AVX2."""
         if self.blocked is None:
             return self.emit_rows()
-        return "\n".join(
-            ["#if defined(__AVX512F__)", self.blocked.emit(), "#else", self.emit_rows(), "#endif"]
-        )
+        lines = [f"#if {BUILDS}", self.blocked.emit(), "#else", self.emit_rows()]
+        return "\n".join([*lines, "#endif"])
 
     def emit_rows(self) -> str:
         s, p, ct = self.step, self.plan, self.ctype
@@ -152,7 +151,7 @@ class DirectConvEmitter:
             _pointer(self.module, self.out, "y0", False),
             _pointer(self.module, self.scratch, "scratch", False),
             f"  {ct}* buf = scratch + {worker} * {self.stride}L;",
-            *self.avx512_rows([], self.zero_phases()),
+            *self.strided_rows([], self.zero_phases()),
             *[
                 f"  {ct}* ext{b}_{row} = buf + {self.ext_offset(b, row)}L;"
                 for b in range(p.block)
@@ -160,13 +159,13 @@ class DirectConvEmitter:
             ],
             f"  long first = lo * {total}L / {parts}L, last = hi * {total}L / {parts}L;",
             *(["  long pending = -1;"] if self.batched else []),
-            *self.avx512_rows([], self.pipeline_start(chunks, blocks)),
+            *self.strided_rows([], self.pipeline_start(chunks, blocks)),
             "  for (long u = first; u < last; ++u) {",
             *self.decode("u", "", chunks, blocks),
             f"    long r1 = r0 + {p.rows}L < {oh}L ? r0 + {p.rows}L : {oh}L;",
             f"    const {ct}* w = w0 + oc0 * {self.w.shape[1]}L;",
-            *self.avx512_rows([], self.pipeline_next(chunks, blocks)),
-            *self.avx512_rows(depthwise_strided.call(s), self.passes()),
+            *self.strided_rows([], self.pipeline_next(chunks, blocks)),
+            *self.strided_rows(depthwise_strided.call(s), self.passes()),
             *self.copy_out(),
             "  }",
             "  return err;",
@@ -177,12 +176,12 @@ class DirectConvEmitter:
         ]
         return "\n".join(head + body)
 
-    def avx512_rows(self, strided: list[str], phases: list[str]) -> list[str]:
+    def strided_rows(self, strided: list[str], phases: list[str]) -> list[str]:
         """``phases`` (the copy-in form's lines), or for steps taken by
-        ``depthwise_strided`` ``strided`` with AVX-512 and ``phases`` without."""
+        ``depthwise_strided`` ``strided`` with AVX-512 or AVX2 and ``phases`` without."""
         if not self.strided:
             return phases
-        return ["#if defined(__AVX512F__)", *strided, "#else", *phases, "#endif"]
+        return [f"#if {BUILDS}", *strided, "#else", *phases, "#endif"]
 
     def decode(self, unit: str, sfx: str, chunks: int, blocks: int) -> list[str]:
         """Image, first output channel and first row of unit ``unit``, and where its

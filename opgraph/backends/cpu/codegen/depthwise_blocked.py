@@ -16,9 +16,14 @@ NCHW planes (``og_cb_out``), and the fused epilogue runs on them as before. A la
 fewer than 16 channels reads its last channel again in the missing lanes and stores only
 its own channels.
 
-Only AVX-512 builds run it (``DirectConvEmitter.emit`` puts the row-wise form in the
-``#else`` branch): with AVX2 the 16-lane accumulators spill and the transposes are scalar
-(0.4-1.1x of the row-wise loops, one thread, Zen 4). The helpers still compile there.
+AVX-512 and AVX2 builds run it (:data:`BUILDS`; ``DirectConvEmitter.emit`` puts the row-wise
+form in the ``#else`` branch). With AVX2 each 16-channel block is two 8-lane vectors: the
+tap loops run once per half (``h_``, :func:`lanes`) and the transposes are 8 x 8 in
+registers (two per 8 positions, ``og_cb_in`` stepping each position's frame offset instead
+of dividing by the width). Under ``isa="avx2"``, one thread, Zen 5: MobileNetV3's 7x7-plane
+5x5 steps 96 / 86 / 86 -> 45 / 43 / 43 µs (OpenVINO's AVX2 kernel 43 / 57 / 56),
+EfficientNet-B0's 14x14 5x5 steps 120 / 167 -> 55 / 78 µs (the 16-lane form on AVX2, before
+these, measured 0.4-1.1x of the row-wise loops: scalar transposes, spilled accumulators).
 """
 
 from __future__ import annotations
@@ -33,9 +38,14 @@ from opgraph.backends.fused.lowering.convolution import CHANNEL_BLOCK, DirectPla
 from opgraph.backends.fused.program import ConvStep
 from opgraph.backends.fused.views import static_all
 
+#: The C condition of the builds that run the kernel (the others: the row-wise loops).
+BUILDS = "defined(__AVX512F__) || defined(__AVX2__)"
 #: Output vectors one group of rows accumulates in registers at most (each with a
 #: multiply-add per tap; with AVX-512 they and the filter vector fit the 32 registers).
 ACCUMULATORS = 14
+#: The same for AVX2's 16 registers: 7x7 planes one row at a time (two rows, 14
+#: accumulators, measured 1.15-1.3x slower: 5x5 960ch 7x7 33 -> 27 µs, 7x7 768ch 34.5 -> 30.5).
+ACCUMULATORS_AVX2 = 12
 #: Outputs a direct step's fused epilogue runs on at once, at least, here and in
 #: ``codegen/depthwise.py`` (small planes: one call per plane paid its setup, and its first
 #: loads waited on the stores just made).
@@ -102,7 +112,7 @@ class BlockedDepthwiseEmitter:
             " cnt);",
             f"    og_cb_in(wt, w0 + c0 * {kh * kw}L, {kh * kw}L, {kh * kw}L, {kh * kw}L,"
             f" {kh * kw}L, cnt);",
-            *["    " + line for line in self.rows_loop()],
+            *["    " + line for line in self.rows_loops()],
             f"    float* y = y0 + (img * {o}L + c0) * {oh * ow}L;",
             f"    og_cb_out(y, ob, {oh * ow}L, {oh * ow}L, cnt);",
             *self.epilogue(),
@@ -125,11 +135,20 @@ class BlockedDepthwiseEmitter:
             head.append(ep.emit())
         return head
 
-    def rows_loop(self) -> list[str]:
-        """The output rows in groups of ``together`` (as many whole rows as
-        :data:`ACCUMULATORS` vectors hold), then a last group of the rows left."""
+    def rows_loops(self) -> list[str]:
+        """:meth:`rows_loop` with AVX-512's :data:`ACCUMULATORS`, and AVX2's
+        :data:`ACCUMULATORS_AVX2` where they group the rows differently."""
         oh, ow = static_all(self.out.shape[2:])
-        together = max(1, min(oh, ACCUMULATORS // ow))
+        wide, narrow = (max(1, min(oh, a // ow)) for a in (ACCUMULATORS, ACCUMULATORS_AVX2))
+        if wide == narrow:
+            return self.rows_loop(wide)
+        avx512, avx2 = self.rows_loop(wide), self.rows_loop(narrow)
+        return ["#if defined(__AVX512F__)", *avx512, "#else", *avx2, "#endif"]
+
+    def rows_loop(self, together: int) -> list[str]:
+        """The output rows in groups of ``together`` (as many whole rows as the build's
+        accumulators hold), then a last group of the rows left."""
+        oh, ow = static_all(self.out.shape[2:])
         full = oh // together
         lines = [
             f"for (long i = 0; i < {full * together}L; i += {together}L) {{",
@@ -157,14 +176,14 @@ class BlockedDepthwiseEmitter:
         outs = [(r, j) for r in range(count) for j in range(ow)]
         names = [f"a{r}_{j}" for r, j in outs]
         lines = [
-            f"const float* s_ = buf + i * {sh * cols * v}L;",
-            f"og_cbv {', '.join(n + ' = {0}' for n in names)};",
+            f"const float* s_ = buf + i * {sh * cols * v}L + h_;",
+            f"og_cbw {', '.join(n + ' = {0}' for n in names)};",
             f"long lo_ = {pt}L - (i + {count - 1}L) * {sh}L, hi_ = {h - 1 + pt}L - i * {sh}L;",
             f"lo_ = lo_ > 0 ? (lo_ + {dh - 1}L) / {dh}L : 0;",
             f"hi_ = hi_ < 0 ? 0 : hi_ / {dh}L + 1 < {kh}L ? hi_ / {dh}L + 1 : {kh}L;",
             "for (long a = lo_; a < hi_; ++a) {",
             f"  const float* sa = s_ + a * {dh * cols * v}L;",
-            f"  const float* wa = wt + a * {kw * v}L;",
+            f"  const float* wa = wt + a * {kw * v}L + h_;",
         ]
         for b in range(kw):
             terms = [
@@ -174,13 +193,13 @@ class BlockedDepthwiseEmitter:
             ]
             if not terms:
                 continue
-            lines.append(f"  {{ const og_cbv f_ = og_cb_load(wa + {b * v}L);")
-            lines += [f"    {name} += f_ * og_cb_load(sa + {at}L);" for name, at in terms]
+            lines.append(f"  {{ const og_cbw f_ = og_cbw_load(wa + {b * v}L);")
+            lines += [f"    {name} += f_ * og_cbw_load(sa + {at}L);" for name, at in terms]
             lines.append("  }")
         lines.append("}")
         for (r, j), name in zip(outs, names, strict=True):
-            lines.append(f"og_cb_store(ob + (i * {ow}L + {r * ow + j}L) * {v}L, {name});")
-        return lines
+            lines.append(f"og_cbw_store(ob + (i * {ow}L + {r * ow + j}L) * {v}L + h_, {name});")
+        return lanes(lines)
 
     def epilogue(self) -> list[str]:
         """The unit's outputs join the pending range (units in order cover consecutive
@@ -194,6 +213,18 @@ class BlockedDepthwiseEmitter:
 
 #: The names of a 16 x 16 block's rows as loaded (``ROW + str(c)``) and as transposed.
 ROW, COLUMN = loaded("v"), transposed(16, "v")
+#: The same for an 8 x 8 block (AVX2).
+ROW8, COLUMN8 = loaded("u"), transposed(8, "u")
+
+
+def lanes(lines: list[str]) -> list[str]:
+    """``lines`` (indexing the channel vectors at ``+ h_``) once per vector of the build's
+    lanes in a block of 16 channels: once with AVX-512 (``h_`` is 0), twice with AVX2."""
+    return [
+        f"for (long h_ = 0; h_ < {CHANNEL_BLOCK}L; h_ += OG_CB_LANES) {{",
+        *["  " + line for line in lines],
+        "}",
+    ]
 
 
 def _block(loads: str, stores: str, indent: str) -> str:
@@ -229,6 +260,77 @@ def _short(loads: str, stores: str) -> str:
 {_block(loads, stores, "    ")}
     return;
   }}"""
+
+
+def _block8(at: str, half: str) -> str:
+    """One 8 x 8 block of ``og_cb_in`` (``at`` is ``"in"``) or ``og_cb_out`` with AVX2: the
+    channels ``half .. half + 8`` of the 8 positions from ``p``."""
+    rows = ", ".join(f"{ROW8}{c}" for c in range(8))
+    if at == "in":
+        loads = [
+            f"__builtin_memcpy(&{ROW8}{c}, s + ({half} + {c} < cnt ? {half} + {c} : cnt - 1) * cs"
+            " + p, 32);"
+            for c in range(8)
+        ]
+        stores = [f"__builtin_memcpy(d + o{k} * 16 + {half}, &{COLUMN8}{k}, 32);" for k in range(8)]
+    else:
+        loads = [
+            f"__builtin_memcpy(&{ROW8}{k}, ob + (p + {k}) * 16 + {half}, 32);" for k in range(8)
+        ]
+        stores = [
+            f"if ({half} + {c} < cnt) "
+            f"__builtin_memcpy(y + ({half} + {c}) * ys + p, &{COLUMN8}{c}, 32);"
+            for c in range(8)
+        ]
+    inner = "        "
+    return "\n".join(
+        [
+            "      {",
+            f"{inner}og_cb8 {rows};",
+            *[inner + line for line in loads],
+            *transpose(8, "u", "og_cb8", "og_cb8i", inner),
+            *[inner + line for line in stores],
+            "      }",
+        ]
+    )
+
+
+def _blocks8(at: str) -> str:
+    """The AVX2 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 8 positions (the last moved
+    back to end at ``n``), each as two 8 x 8 blocks (channels 0-7 and 8-15). ``og_cb_in``
+    steps each position's frame offset on (``o<k>``) instead of dividing by ``w``."""
+    offsets = (
+        [
+            "      long c_ = p % w, at_ = (p / w) * pw + c_;",
+            *[
+                f"      const long o{k} = at_; ++at_; if (++c_ == w) {{ c_ = 0; at_ += pw - w; }}"
+                for k in range(8)
+            ],
+        ]
+        if at == "in"
+        else []
+    )
+    return f"""  if (n >= 8) {{
+    for (long p0 = 0; p0 < n; p0 += 8) {{
+      long p = p0 + 8 <= n ? p0 : n - 8;
+{chr(10).join(offsets)}
+{_block8(at, "0")}
+{_block8(at, "8")}
+    }}
+    return;
+  }}"""
+
+
+def _load_store(vec: str, prefix: str) -> str:
+    """``<prefix>_load`` / ``<prefix>_store``: a vector of type ``vec`` from / to floats."""
+    return f"""static inline __attribute__((always_inline)) {vec} {prefix}_load(const float* p) {{
+  {vec} v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}}
+static inline __attribute__((always_inline)) void {prefix}_store(float* p, {vec} v) {{
+  __builtin_memcpy(p, &v, sizeof v);
+}}"""
 
 
 @dialect.helper("dw_blocked")
@@ -270,14 +372,18 @@ def _dw_blocked() -> str:
     )
     return f"""typedef float og_cbv __attribute__((vector_size(64)));
 typedef int og_cbi __attribute__((vector_size(64)));
-static inline __attribute__((always_inline)) og_cbv og_cb_load(const float* p) {{
-  og_cbv v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}}
-static inline __attribute__((always_inline)) void og_cb_store(float* p, og_cbv v) {{
-  __builtin_memcpy(p, &v, sizeof v);
-}}
+typedef float og_cb8 __attribute__((vector_size(32)));
+typedef int og_cb8i __attribute__((vector_size(32)));
+/* The kernel's vectors: the build's lanes of a block of 16 channels. */
+#if defined(__AVX512F__)
+#define OG_CB_LANES 16L
+typedef og_cbv og_cbw;
+#else
+#define OG_CB_LANES 8L
+typedef og_cb8 og_cbw;
+#endif
+{_load_store("og_cbw", "og_cbw")}
+{_load_store("og_cbv", "og_cb")}
 /* Channel vectors from planes: d[((q / w) * pw + q % w) * 16 + c] = s[c * cs + q] for the
    n positions q of 16 channels (channels from cnt on read channel cnt - 1 again). */
 static inline __attribute__((always_inline)) void og_cb_in(
@@ -285,6 +391,8 @@ static inline __attribute__((always_inline)) void og_cb_in(
 #if defined(__AVX512F__)
 {_blocks(loads_in, stores_in)}
 {short_in}
+#elif defined(__AVX2__)
+{_blocks8("in")}
 #endif
   for (long c = 0; c < 16; ++c) {{
     const float* r = s + (c < cnt ? c : cnt - 1) * cs;
@@ -298,6 +406,8 @@ static inline __attribute__((always_inline)) void og_cb_out(
 #if defined(__AVX512F__)
 {_blocks(loads_out, stores_out)}
 {short_out}
+#elif defined(__AVX2__)
+{_blocks8("out")}
 #endif
   for (long c = 0; c < cnt; ++c)
     for (long q = 0; q < n; ++q) y[c * ys + q] = ob[q * 16 + c];
