@@ -57,7 +57,7 @@ def check(backend, fn, args):
 
 SHAPES = {  # (n, c, o, size, stride): the layout each takes
     "pixels, whole vectors": ((1, 24, 40, 28, 1), False),
-    "pixels, tail columns": ((1, 40, 80, 14, 1), False),
+    "pixels, tail columns": ((1, 40, 40, 14, 1), False),  # (40 -> 80: channels on AVX2)
     "pixels, a partial panel of rows": ((1, 17, 13, 12, 1), False),
     "pixels, many blocks of pixels": ((1, 16, 24, 112, 1), False),
     "channels, 7x7": ((1, 192, 64, 7, 1), True),
@@ -141,20 +141,55 @@ def test_one_dimensional_1x1_convolution(cpu):
 
 
 @pytest.mark.parametrize(
-    ("pixels", "channels", "inner", "channels_first"),
+    ("pixels", "channels", "inner", "lanes", "channels_first"),
     [
-        (49, 192, 1152, True),
-        (196, 256, 1024, True),
-        (196, 480, 80, True),  # EfficientNet-B0's 80 -> 480 (in registers: cheap stores)
-        (196, 480, 40, False),  # few input channels: the transposed stores cost more
-        (196, 112, 672, False),
-        (784, 96, 24, False),
-        (3136, 256, 64, False),
+        (49, 192, 1152, 16, True),
+        (196, 256, 1024, 16, True),
+        (196, 480, 80, 16, True),  # EfficientNet-B0's 80 -> 480 (in registers: cheap stores)
+        (196, 480, 40, 16, False),  # few input channels: the transposed stores cost more
+        (196, 112, 672, 16, False),  # a half panel of 32 channels
+        (784, 96, 24, 16, False),
+        (3136, 256, 64, 16, False),
+        # AVX2 (8 lanes): 16-channel passes, cheaper transposed stores than its pixel tiles
+        (196, 112, 672, 8, True),  # MobileNetV3's 672 -> 112: no padded pass
+        (196, 80, 240, 8, True),
+        (196, 184, 80, 8, True),  # 4 % padded passes
+        (196, 40, 120, 8, False),  # 20 % padded passes
+        (49, 160, 960, 8, True),
+        (784, 128, 512, 8, False),  # ResNet-50's 512 -> 128 at 28x28: whole pixel vectors
+        (784, 240, 40, 8, False),
+        (3136, 24, 72, 8, False),
     ],
 )
-def test_layout_choice(pixels, channels, inner, channels_first):
-    along_pixels, along_channels = layout_waste(pixels, channels, inner)
+def test_layout_choice(pixels, channels, inner, lanes, channels_first):
+    along_pixels, along_channels = layout_waste(pixels, channels, inner, lanes)
     assert (along_channels < along_pixels) is channels_first
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.parametrize(
+    "shape", [(1, 672, 112, 14), (1, 40, 80, 14), (1, 184, 80, 14), (2, 96, 112, 13)]
+)
+@pytest.mark.parametrize("epilogue", ["bias hard-swish", "bias residual"])
+def test_avx2_layout_matches_the_pixels_layout(monkeypatch, shape, epilogue):
+    """AVX2 builds run 14x14 planes into 80-184 channels in the ``channels`` layout
+    (``TRANSPOSE_COST[8]``; AVX-512 builds run them in ``pixels``): outputs bitwise those
+    of the ``pixels`` layout (each output the same multiply-adds in the same order), and
+    INTERPRETER's."""
+    from opgraph.backends.fused.lowering import pointwise as lowering
+
+    fn, args = graph(*shape, epilogue=epilogue)
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+    results = []
+    for forced in (None, (1.0, 2.0)):  # the AVX2 choice, then pixels
+        if forced is not None:
+            monkeypatch.setattr(lowering, "layout_waste", lambda *a, f=forced: f)
+        exe = backend.compile(fn)
+        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
+        assert step.channels_first is (forced is None)
+        results.append(exe(*args)[0])
+    np.testing.assert_array_equal(results[0], results[1])
+    assert_interpreter_values(fn, args, results[0])
 
 
 @pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
