@@ -193,6 +193,23 @@ def test_avx2_layout_matches_the_pixels_layout(monkeypatch, shape, epilogue):
 
 
 @pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+def test_avx2_patch_convolutions_keep_the_wide_costs():
+    """A patch convolution (Whisper's k3 stride-2 Conv1d: 1500 positions, 384 patch rows)
+    keeps AVX-512's layout costs on AVX2 (the ``channels`` layout would write its whole
+    patch matrix first): ``pixels``, its patches built per unit; INTERPRETER's values."""
+    x = og.parameter(og.f32, (1, 128, 3000))
+    w = og.constant((RNG.standard_normal((64, 128, 3)) / np.sqrt(384)).astype(np.float32))
+    fn = og.Function([ops.relu(ops.convolution(x, w, (2,), None, (1,), (1,)))], [x])
+    args = [RNG.standard_normal((1, 128, 3000)).astype(np.float32)]
+    along_pixels, along_channels = layout_waste(1500, 64, 384, 8)
+    assert along_channels < along_pixels  # what a 1x1 product of this size would take
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+    (step,) = check(backend, fn, args)
+    assert type(step) is PointwiseConvStep
+    assert not step.channels_first and step.unit_patches
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_pointwise_with_avx2_blocking(name):
     """``isa="avx2"``: the AVX2 branch of the kernels (8 lanes: pixel tiles of three vectors

@@ -240,8 +240,14 @@ def _packed_step(
     n, o, oh, ow = (int(d) for d in out.shape)
     c = int(np.prod(filters.shape[1:]))
     pixels = oh * ow
-    lanes = 8 if builder.features.panel_halves else 16  # the AVX2 build (TargetFeatures)
-    along_pixels, along_channels = layout_waste(pixels, o, c, lanes)
+    kernel, strides, dilations, padding = windows
+    # AVX2's costs (TargetFeatures.panel_halves) for 1x1 products only: a patch convolution
+    # in the channels layout writes its whole patch matrix first, where the pixels layout
+    # builds each unit's patches in L2 (Whisper's k3 stride-2 Conv1d, 1152 -> 384 at 1500
+    # positions: 10.6-10.7 ms in pixels, 10.7-11.9 in channels, one thread)
+    patches = kernel != (1, 1) or padding != (0, 0)
+    narrow = builder.features.panel_halves and not patches
+    along_pixels, along_channels = layout_waste(pixels, o, c, 8 if narrow else 16)
     channels_first = along_channels < along_pixels
     width = PANEL if channels_first else ROWS
     value = filters.value
@@ -249,16 +255,10 @@ def _packed_step(
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
-    kernel, strides, dilations, padding = windows
     blocks, per = pixel_blocks(pixels, c, o)
     # patches built per unit, in the thread's L2 (no patch matrix written to memory and read
     # back: the 7x7 stem's is 7.4 MB) when every unit has its own pixels (one channel block)
-    unit_patches = (
-        compact
-        and (kernel != (1, 1) or padding != (0, 0))
-        and not channels_first
-        and n * blocks >= 2 * builder.threads
-    )
+    unit_patches = compact and patches and not channels_first and n * blocks >= 2 * builder.threads
     rows = cols = at = 0
     if unit_patches:
         size = at = builder.threads * c * per
