@@ -314,6 +314,46 @@ def test_wide_tail_only_where_the_accumulators_fit():
     }
 
 
+ONE_PIXEL_CASES = {  # (n, c, o, size): channels layout, one-pixel tiles
+    "squeeze-excite 1x1, a partial panel": (1, 240, 120, 1),
+    "7x7 (8 x 6 + 1)": (1, 160, 96, 7),
+    "batch of two 1x1, one partial panel": (2, 72, 24, 1),
+}
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.parametrize("epilogue", ["bias hard-swish", "bias residual"])
+@pytest.mark.parametrize("name", list(ONE_PIXEL_CASES))
+def test_one_pixel_pass_matches_the_two_vector_passes(monkeypatch, name, epilogue):
+    """AVX2 runs a one-pixel tile over its whole panel in one pass (``og_pw_ch_one``, four
+    accumulators) instead of two passes of two: the same multiply-adds per channel in the
+    same order. Within a rounding of the passes (GCC leaves some modules' second pass
+    uncontracted: 2 x 72 -> 24 at 1x1, 14 of 48 outputs one rounding apart; the zoo models'
+    outputs are bitwise), and INTERPRETER's values."""
+    from opgraph.backends.cpu.codegen.pointwise_kernels import one_pass_pixel
+
+    n, c, o, size = ONE_PIXEL_CASES[name]
+    fn, args = graph(n, c, o, size, epilogue=epilogue)
+    config = dataclasses.replace(default_config(), isa="avx2", num_threads=2)
+    values = [one_pass_pixel, lambda lanes: False]
+    results, sources = channels_builds(monkeypatch, fn, args, config, "one_pass_pixel", values)
+    assert "og_pw_ch_one(wt" in sources[0] and "og_pw_ch_one(" not in sources[1]
+    scale = float(np.max(np.abs(results[1])))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-6 * scale)
+    assert_interpreter_values(fn, args, results[0])
+
+
+def test_one_pixel_pass_only_where_the_panel_takes_passes():
+    from opgraph.backends.cpu.codegen.pointwise_kernels import BLOCKING, one_pass_pixel
+
+    # AVX-512 covers a panel in one pass already; SSE's 8 + 8 + 1 registers would not fit
+    assert {lanes: one_pass_pixel(lanes) for _, lanes, _, _ in BLOCKING} == {
+        16: False,
+        8: True,
+        4: False,
+    }
+
+
 @pytest.mark.parametrize("shape", [(1, 160, 96, 7), (1, 256, 256, 14)])
 def test_panel_prefetch_changes_no_value(monkeypatch, shape):
     """``PANEL_PREFETCH`` only adds prefetches of the filter panel's rows ahead (past its end
