@@ -57,7 +57,7 @@ def check(backend, fn, args):
 
 SHAPES = {  # (n, c, o, size, stride): the layout each takes
     "pixels, whole vectors": ((1, 24, 40, 28, 1), False),
-    "pixels, tail columns": ((1, 40, 80, 14, 1), False),
+    "pixels, tail columns": ((1, 40, 40, 14, 1), False),  # (40 -> 80: channels on AVX2)
     "pixels, a partial panel of rows": ((1, 17, 13, 12, 1), False),
     "pixels, many blocks of pixels": ((1, 16, 24, 112, 1), False),
     "channels, 7x7": ((1, 192, 64, 7, 1), True),
@@ -141,20 +141,72 @@ def test_one_dimensional_1x1_convolution(cpu):
 
 
 @pytest.mark.parametrize(
-    ("pixels", "channels", "inner", "channels_first"),
+    ("pixels", "channels", "inner", "lanes", "channels_first"),
     [
-        (49, 192, 1152, True),
-        (196, 256, 1024, True),
-        (196, 480, 80, True),  # EfficientNet-B0's 80 -> 480 (in registers: cheap stores)
-        (196, 480, 40, False),  # few input channels: the transposed stores cost more
-        (196, 112, 672, False),
-        (784, 96, 24, False),
-        (3136, 256, 64, False),
+        (49, 192, 1152, 16, True),
+        (196, 256, 1024, 16, True),
+        (196, 480, 80, 16, True),  # EfficientNet-B0's 80 -> 480 (in registers: cheap stores)
+        (196, 480, 40, 16, False),  # few input channels: the transposed stores cost more
+        (196, 112, 672, 16, False),  # a half panel of 32 channels
+        (784, 96, 24, 16, False),
+        (3136, 256, 64, 16, False),
+        # AVX2 (8 lanes): 16-channel passes, cheaper transposed stores than its pixel tiles
+        (196, 112, 672, 8, True),  # MobileNetV3's 672 -> 112: no padded pass
+        (196, 80, 240, 8, True),
+        (196, 184, 80, 8, True),  # 4 % padded passes
+        (196, 40, 120, 8, False),  # 20 % padded passes
+        (49, 160, 960, 8, True),
+        (784, 128, 512, 8, False),  # ResNet-50's 512 -> 128 at 28x28: whole pixel vectors
+        (784, 240, 40, 8, False),
+        (3136, 24, 72, 8, False),
     ],
 )
-def test_layout_choice(pixels, channels, inner, channels_first):
-    along_pixels, along_channels = layout_waste(pixels, channels, inner)
+def test_layout_choice(pixels, channels, inner, lanes, channels_first):
+    along_pixels, along_channels = layout_waste(pixels, channels, inner, lanes)
     assert (along_channels < along_pixels) is channels_first
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.parametrize(
+    "shape", [(1, 672, 112, 14), (1, 40, 80, 14), (1, 184, 80, 14), (2, 96, 112, 13)]
+)
+@pytest.mark.parametrize("epilogue", ["bias hard-swish", "bias residual"])
+def test_avx2_layout_matches_the_pixels_layout(monkeypatch, shape, epilogue):
+    """AVX2 builds run 14x14 planes into 80-184 channels in the ``channels`` layout
+    (``TRANSPOSE_COST[8]``; AVX-512 builds run them in ``pixels``): outputs bitwise those
+    of the ``pixels`` layout (each output the same multiply-adds in the same order), and
+    INTERPRETER's."""
+    from opgraph.backends.fused.lowering import pointwise as lowering
+
+    fn, args = graph(*shape, epilogue=epilogue)
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+    results = []
+    for forced in (None, (1.0, 2.0)):  # the AVX2 choice, then pixels
+        if forced is not None:
+            monkeypatch.setattr(lowering, "layout_waste", lambda *a, f=forced: f)
+        exe = backend.compile(fn)
+        (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
+        assert step.channels_first is (forced is None)
+        results.append(exe(*args)[0])
+    np.testing.assert_array_equal(results[0], results[1])
+    assert_interpreter_values(fn, args, results[0])
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+def test_avx2_patch_convolutions_keep_the_wide_costs():
+    """A patch convolution (Whisper's k3 stride-2 Conv1d: 1500 positions, 384 patch rows)
+    keeps AVX-512's layout costs on AVX2 (the ``channels`` layout would write its whole
+    patch matrix first): ``pixels``, its patches built per unit; INTERPRETER's values."""
+    x = og.parameter(og.f32, (1, 128, 3000))
+    w = og.constant((RNG.standard_normal((64, 128, 3)) / np.sqrt(384)).astype(np.float32))
+    fn = og.Function([ops.relu(ops.convolution(x, w, (2,), None, (1,), (1,)))], [x])
+    args = [RNG.standard_normal((1, 128, 3000)).astype(np.float32)]
+    along_pixels, along_channels = layout_waste(1500, 64, 384, 8)
+    assert along_channels < along_pixels  # what a 1x1 product of this size would take
+    backend = CpuBackend(dataclasses.replace(default_config(), isa="avx2", num_threads=2))
+    (step,) = check(backend, fn, args)
+    assert type(step) is PointwiseConvStep
+    assert not step.channels_first and step.unit_patches
 
 
 @pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
@@ -258,6 +310,46 @@ def test_wide_tail_only_where_the_accumulators_fit():
     assert {lanes: wide_tail(lanes, rb) for _, lanes, _, rb in BLOCKING} == {
         16: True,
         8: False,
+        4: False,
+    }
+
+
+ONE_PIXEL_CASES = {  # (n, c, o, size): channels layout, one-pixel tiles
+    "squeeze-excite 1x1, a partial panel": (1, 240, 120, 1),
+    "7x7 (8 x 6 + 1)": (1, 160, 96, 7),
+    "batch of two 1x1, one partial panel": (2, 72, 24, 1),
+}
+
+
+@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.parametrize("epilogue", ["bias hard-swish", "bias residual"])
+@pytest.mark.parametrize("name", list(ONE_PIXEL_CASES))
+def test_one_pixel_pass_matches_the_two_vector_passes(monkeypatch, name, epilogue):
+    """AVX2 runs a one-pixel tile over its whole panel in one pass (``og_pw_ch_one``, four
+    accumulators) instead of two passes of two: the same multiply-adds per channel in the
+    same order. Within a rounding of the passes (GCC leaves some modules' second pass
+    uncontracted: 2 x 72 -> 24 at 1x1, 14 of 48 outputs one rounding apart; the zoo models'
+    outputs are bitwise), and INTERPRETER's values."""
+    from opgraph.backends.cpu.codegen.pointwise_kernels import one_pass_pixel
+
+    n, c, o, size = ONE_PIXEL_CASES[name]
+    fn, args = graph(n, c, o, size, epilogue=epilogue)
+    config = dataclasses.replace(default_config(), isa="avx2", num_threads=2)
+    values = [one_pass_pixel, lambda lanes: False]
+    results, sources = channels_builds(monkeypatch, fn, args, config, "one_pass_pixel", values)
+    assert "og_pw_ch_one(wt" in sources[0] and "og_pw_ch_one(" not in sources[1]
+    scale = float(np.max(np.abs(results[1])))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-6 * scale)
+    assert_interpreter_values(fn, args, results[0])
+
+
+def test_one_pixel_pass_only_where_the_panel_takes_passes():
+    from opgraph.backends.cpu.codegen.pointwise_kernels import BLOCKING, one_pass_pixel
+
+    # AVX-512 covers a panel in one pass already; SSE's 8 + 8 + 1 registers would not fit
+    assert {lanes: one_pass_pixel(lanes) for _, lanes, _, _ in BLOCKING} == {
+        16: False,
+        8: True,
         4: False,
     }
 

@@ -12,7 +12,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   :func:`wide_tail`), the panel in passes of two vectors; per input
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
   transposed into the (channel, pixel) output (tiles of :data:`TRANSPOSED_STORES`' pixels or
-  more transposed in registers: :func:`_transposed_store`).
+  more transposed in registers: :func:`_transposed_store`); with AVX2 a one-pixel tile takes
+  the whole panel in one pass (``og_pw_ch_one``: :func:`one_pass_pixel`).
 """
 
 from __future__ import annotations
@@ -201,11 +202,12 @@ def _ch(lanes: int, nv: int, rb: int) -> str:
     pp = min(2, PANEL // lanes)  # vectors of one pass over a panel
     wp = pp * lanes  # channels of one pass
     chunks = [c for c in (8, 4, 2, 1) if c < rb]  # the rest of a range, as in binary
-    rest = "\n".join(
-        f"  if (r & {c}) {{\n    og_pw_ch_run({c}, wt, x + a, ldx, K, y + a, ldy, valid);\n"
-        f"    a += {c};\n  }}"
-        for c in chunks
-    )
+    one = one_pass_pixel(lanes)
+    runs = {c: f"og_pw_ch_run({c}, wt, x + a, ldx, K, y + a, ldy, valid)" for c in chunks}
+    one_kernel = _one_pixel(lanes) + "\n" if one else ""
+    if one:
+        runs[1] = "og_pw_ch_one(wt, x + a, ldx, K, y + a, ldy, valid)"
+    rest = "\n".join(f"  if (r & {c}) {{\n    {runs[c]};\n    a += {c};\n  }}" for c in chunks)
     wide = wide_tail(lanes, rb)
     tile = rb + 1 if wide else rb  # the largest tile
     last = f" (the last {tile} as one tile)" if wide else ""
@@ -254,7 +256,7 @@ static inline __attribute__((always_inline)) void og_pw_ch_mk(
 }}
 #define og_pw_ch_run(R, wt, x, ldx, K, y, ldy, valid) \
   for (long h = 0; h * {wp} < (valid); ++h) og_pw_ch_mk(R, h, wt, x, ldx, K, y, ldy, valid)
-/* Pixels p0 .. p1 of one {PANEL}-channel panel wt (its valid channels): tiles of {rb}
+{one_kernel}/* Pixels p0 .. p1 of one {PANEL}-channel panel wt (its valid channels): tiles of {rb}
    pixels{last}, then the rest in power-of-two tiles (one instantiation of the tile per size,
    not one per pixel count: GCC took 1.8 s for all twelve), each in passes of {wp} channels. */
 __attribute__((noinline, noclone)) static void og_pw_ch(
@@ -264,6 +266,43 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
 {tiles}
   long r = p1 - a;
 {rest}
+}}"""
+
+
+def one_pass_pixel(lanes: int) -> bool:
+    """Whether ``og_pw_ch`` runs a one-pixel tile over its whole panel in one pass
+    (``og_pw_ch_one``: ``PANEL / lanes`` accumulators) instead of passes of two vectors: where
+    the panel takes more than one pass and its accumulators, vectors and the broadcast fit the
+    registers (AVX2: 4 + 4 + 1 of 16). A one-pixel tile's multiply-adds wait on each other
+    (Zen 5: 4 cycles), so two chains run at a quarter of the peak and four at half: the
+    squeeze-excite convolutions of 1x1 planes and the last pixel of 7x7 planes (49 = 8 x 6
+    + 1). Each channel's multiply-adds are the same in the same order (sequential FMAs; GCC
+    left some modules' second pass of two vectors uncontracted, one rounding apart)."""
+    vectors = PANEL // lanes
+    return vectors > min(2, vectors) and 2 * vectors + 1 <= REGISTERS[lanes]
+
+
+def _one_pixel(lanes: int) -> str:
+    """``og_pw_ch_one``: one pixel of a panel over all of its channels in one pass."""
+    vectors, size = PANEL // lanes, 4 * lanes
+    return f"""/* y[j * ldy] = sum_k wt[k * {PANEL} + j] * x[k * ldx], j < valid: one pixel, the
+   whole panel in one pass ({vectors} accumulators). */
+static inline __attribute__((always_inline)) void og_pw_ch_one(
+    const float* restrict wt, const float* restrict x, long ldx, long K, float* restrict y,
+    long ldy, long valid) {{
+  og_pwv acc[{vectors}];
+  for (int v = 0; v < {vectors}; ++v) acc[v] = (og_pwv){{0}};
+  for (long k = 0; k < K; ++k) {{
+    const float s = x[k * ldx];
+    for (int v = 0; v < {vectors}; ++v) {{
+      og_pwv b;
+      __builtin_memcpy(&b, wt + k * {PANEL} + v * {lanes}, {size});
+      acc[v] += s * b;
+    }}
+  }}
+  float t[{PANEL}];
+  for (int v = 0; v < {vectors}; ++v) __builtin_memcpy(t + v * {lanes}, &acc[v], {size});
+  for (long j = 0; j < valid; ++j) y[j * ldy] = t[j];
 }}"""
 
 

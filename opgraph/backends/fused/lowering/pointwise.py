@@ -134,22 +134,32 @@ def phase_planes(
 
 
 #: The ``channels`` layout's transposed stores cost about this many multiply-adds per
-#: input channel. 8 with scalar stores (C harness, AVX-512, Zen 4, one thread: 480 <- 80
+#: input channel, per f32 lanes of the target's vectors (16: AVX-512; 8: the CPU's AVX2
+#: builds). AVX-512: 8 with scalar stores (C harness, Zen 4, one thread: 480 <- 80
 #: channels at 14x14 ran 4 % slower than the ``pixels`` layout, which computes 6 % padding
-#: lanes there; 256 <- 1024 ran 5 % faster); 4 since AVX-512 tiles are transposed in
+#: lanes there; 256 <- 1024 ran 5 % faster); 4 since its tiles are transposed in
 #: registers (H107, Zen 5, ``bench/pointwise.py --cpu-time``: EfficientNet-B0's 80 -> 480
 #: and 112 -> 672 at 14x14 1.12-1.25x onnxruntime in ``pixels``, 1.02-1.09x in ``channels``;
-#: any value under 4.9 moves those layers, 14x14 with 80 or more input channels).
-TRANSPOSE_COST = 4.0
+#: any value under 4.9 moves those layers, 14x14 with 80 or more input channels). AVX2: 1
+#: (H118, Zen 5, one thread, thread CPU per call): its ``pixels`` tile (4 rows x 3 vectors,
+#: partial tiles of 4 accumulators) lost to ``channels`` on every 14x14 and 7x7 layer of
+#: MobileNetV3 and EfficientNet-B0 (80 -> 184: 63 against 56 us, 672 -> 112: 287 against
+#: 235, 1152 -> 192 at 7x7: 352 against 186) and won at 28x28 and up (40 -> 240: 194
+#: against 232; ResNet-50's 512 -> 128: 808 against 872); 80 -> 184 and 80 -> 200 at 14x14,
+#: whose 16-channel passes pad 4 %, take ``channels`` below 1.37.
+TRANSPOSE_COST = {16: 4.0, 8: 1.0}
 
 
-def layout_waste(pixels: int, channels: int, inner: int) -> tuple[float, float]:
+def layout_waste(pixels: int, channels: int, inner: int, lanes: int = 16) -> tuple[float, float]:
     """Relative costs of the ``pixels`` layout (computed lanes per useful output, vectors
-    of 16 along the pixels) and of the ``channels`` layout (32-channel panels, and its
-    transposed stores amortized over ``inner`` input channels)."""
-    along_pixels = -(-pixels // 16) * 16 / pixels
-    along_channels = -(-channels // PANEL) * PANEL / channels * (1 + TRANSPOSE_COST / inner)
-    return along_pixels, along_channels
+    of 16 along the pixels: a plane's last pixels run from the 16-column tail copy on
+    either width) and of the ``channels`` layout (passes of two vectors of ``lanes``
+    channels over each 32-channel panel, and its transposed stores amortized over
+    ``inner`` input channels)."""
+    along_pixels = -(-pixels // TAIL) * TAIL / pixels
+    width = min(PANEL, 2 * lanes)  # the channels of one pass (og_pw_ch)
+    waste = -(-channels // width) * width / channels
+    return along_pixels, waste * (1 + TRANSPOSE_COST[lanes] / inner)
 
 
 def pointwise_conv_step(
@@ -230,7 +240,14 @@ def _packed_step(
     n, o, oh, ow = (int(d) for d in out.shape)
     c = int(np.prod(filters.shape[1:]))
     pixels = oh * ow
-    along_pixels, along_channels = layout_waste(pixels, o, c)
+    kernel, strides, dilations, padding = windows
+    # AVX2's costs (TargetFeatures.panel_halves) for 1x1 products only: a patch convolution
+    # in the channels layout writes its whole patch matrix first, where the pixels layout
+    # builds each unit's patches in L2 (Whisper's k3 stride-2 Conv1d, 1152 -> 384 at 1500
+    # positions: 10.6-10.7 ms in pixels, 10.7-11.9 in channels, one thread)
+    patches = kernel != (1, 1) or padding != (0, 0)
+    narrow = builder.features.panel_halves and not patches
+    along_pixels, along_channels = layout_waste(pixels, o, c, 8 if narrow else 16)
     channels_first = along_channels < along_pixels
     width = PANEL if channels_first else ROWS
     value = filters.value
@@ -238,16 +255,10 @@ def _packed_step(
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
-    kernel, strides, dilations, padding = windows
     blocks, per = pixel_blocks(pixels, c, o)
     # patches built per unit, in the thread's L2 (no patch matrix written to memory and read
     # back: the 7x7 stem's is 7.4 MB) when every unit has its own pixels (one channel block)
-    unit_patches = (
-        compact
-        and (kernel != (1, 1) or padding != (0, 0))
-        and not channels_first
-        and n * blocks >= 2 * builder.threads
-    )
+    unit_patches = compact and patches and not channels_first and n * blocks >= 2 * builder.threads
     rows = cols = at = 0
     if unit_patches:
         size = at = builder.threads * c * per
