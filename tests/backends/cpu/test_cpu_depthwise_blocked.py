@@ -63,6 +63,10 @@ CASES = {
     "7x5 filter, rows 2 vectors": dict(shape=(3, 9, 10, 3), kernel=(7, 5)),
     "5x5 on 3x3 planes": dict(shape=(1, 24, 3, 3), kernel=(5, 5)),
     "5x5 on 2x2 planes, 12 channels": dict(shape=(2, 12, 2, 2), kernel=(5, 5), epilogue=True),
+    # og_cb_in steps each position's frame offset: rows that end inside a block, every
+    # position a row of its own
+    "5x5 on 19x5 planes, 20 channels": dict(shape=(1, 20, 19, 5), kernel=(5, 5)),
+    "5x5 on 17x1 planes": dict(shape=(1, 16, 17, 1), kernel=(5, 5)),
 }
 
 SMALL = {

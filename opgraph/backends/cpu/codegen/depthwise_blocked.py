@@ -7,7 +7,8 @@ With row-wise vectors a 7-wide row fills under half of a 16-lane vector. Here a 
 :data:`CHANNEL_BLOCK` consecutive channels of one image, whole planes, laid out as channel
 vectors (NCHW16c, as onnxruntime and OpenVINO do): the unit transposes its 16 input planes
 into a zero-padded frame of vectors in this thread's scratch (``og_cb_in``: 16x16 blocks
-transposed in registers, two-source permutes with AVX-512), its filters the same way, then
+transposed in registers, two-source permutes with AVX-512; each position's frame offset
+stepped on from the last, not divided out: :func:`_offsets`), its filters the same way, then
 every tap of every output is one full-vector multiply-add: an output row's columns (and a
 few rows together, up to :data:`ACCUMULATORS` vectors) accumulate in registers, each tap's
 filter vector loaded once for all of them and every input vector read at a constant offset
@@ -238,12 +239,24 @@ def _block(loads: str, stores: str, indent: str) -> str:
 {stores}"""
 
 
-def _blocks(loads: str, stores: str) -> str:
+def _offsets(count: int) -> str:
+    """``og_cb_in``'s frame offsets ``o0 .. o<count - 1>`` of the positions from ``p``, each
+    stepped on from the last (a division by ``w`` per block, not per position)."""
+    steps = [
+        f"      const long o{k} = at_; ++at_; if (++c_ == w) {{ c_ = 0; at_ += pw - w; }}"
+        for k in range(count)
+    ]
+    return "\n".join(["      long c_ = p % w, at_ = (p / w) * pw + c_;", *steps])
+
+
+def _blocks(loads: str, stores: str, offsets: str = "") -> str:
     """The AVX-512 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 16 positions (the last
-    moved back to end at ``n``), each 16 vectors loaded, transposed and stored."""
+    moved back to end at ``n``), each 16 vectors loaded, transposed and stored (``offsets``:
+    C before the block, :func:`_offsets` for ``og_cb_in``)."""
     return f"""  if (n >= 16) {{
     for (long p0 = 0; p0 < n; p0 += 16) {{
       long p = p0 + 16 <= n ? p0 : n - 16;
+{offsets}
 {_block(loads, stores, "      ")}
     }}
     return;
@@ -299,21 +312,10 @@ def _blocks8(at: str) -> str:
     """The AVX2 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 8 positions (the last moved
     back to end at ``n``), each as two 8 x 8 blocks (channels 0-7 and 8-15). ``og_cb_in``
     steps each position's frame offset on (``o<k>``) instead of dividing by ``w``."""
-    offsets = (
-        [
-            "      long c_ = p % w, at_ = (p / w) * pw + c_;",
-            *[
-                f"      const long o{k} = at_; ++at_; if (++c_ == w) {{ c_ = 0; at_ += pw - w; }}"
-                for k in range(8)
-            ],
-        ]
-        if at == "in"
-        else []
-    )
     return f"""  if (n >= 8) {{
     for (long p0 = 0; p0 < n; p0 += 8) {{
       long p = p0 + 8 <= n ? p0 : n - 8;
-{chr(10).join(offsets)}
+{_offsets(8) if at == "in" else ""}
 {_block8(at, "0")}
 {_block8(at, "8")}
     }}
@@ -339,10 +341,7 @@ def _dw_blocked() -> str:
         f"      __builtin_memcpy(&{ROW}{c}, s + ({c} < cnt ? {c} : cnt - 1) * cs + p, 64);"
         for c in range(16)
     )
-    stores_in = "\n".join(
-        f"      {{ long q = p + {k}; og_cb_store(d + ((q / w) * pw + q % w) * 16, {COLUMN}{k}); }}"
-        for k in range(16)
-    )
+    stores_in = "\n".join(f"      og_cb_store(d + o{k} * 16, {COLUMN}{k});" for k in range(16))
     loads_out = "\n".join(
         f"      __builtin_memcpy(&{ROW}{k}, ob + (p + {k}) * 16, 64);" for k in range(16)
     )
@@ -389,7 +388,7 @@ typedef og_cb8 og_cbw;
 static inline __attribute__((always_inline)) void og_cb_in(
     float* d, const float* s, long cs, long n, long w, long pw, long cnt) {{
 #if defined(__AVX512F__)
-{_blocks(loads_in, stores_in)}
+{_blocks(loads_in, stores_in, _offsets(16))}
 {short_in}
 #elif defined(__AVX2__)
 {_blocks8("in")}
