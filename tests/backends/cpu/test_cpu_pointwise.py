@@ -293,7 +293,12 @@ WIDE_TAIL_CASES = {  # (n, c, o, size): channels layout, pixels = 1 mod 12 (13-p
 def test_wide_tail_tile_matches_the_narrow_tiles(monkeypatch, name, epilogue, threads):
     """With AVX-512 a ``channels`` range that ends 13 pixels before its end runs them as one
     13-pixel tile (``wide_tail``) instead of 12 + 1: the same products per element, so the
-    outputs are bitwise those of the narrow tiles, and match INTERPRETER."""
+    outputs are bitwise those of the narrow tiles (their one-pixel tile held to the passes of
+    two vectors: ``og_pw_ch_one`` sums even and odd input channels apart), and match
+    INTERPRETER."""
+    from opgraph.backends.cpu.codegen import pointwise_kernels
+
+    monkeypatch.setattr(pointwise_kernels, "one_pass_pixel", lambda lanes: False)
     n, c, o, size = WIDE_TAIL_CASES[name]
     fn, args = graph(n, c, o, size, epilogue=epilogue)
     config = dataclasses.replace(default_config(), num_threads=threads, parallel_threshold=1)
@@ -316,41 +321,60 @@ def test_wide_tail_only_where_the_accumulators_fit():
 
 ONE_PIXEL_CASES = {  # (n, c, o, size): channels layout, one-pixel tiles
     "squeeze-excite 1x1, a partial panel": (1, 240, 120, 1),
-    "7x7 (8 x 6 + 1)": (1, 160, 96, 7),
+    "7x7 (AVX2: 8 x 6 + 1; AVX-512 takes 3 x 12 + 13)": (1, 160, 96, 7),
     "batch of two 1x1, one partial panel": (2, 72, 24, 1),
+    "3x3 (8 + 1; AVX2 6 + 2 + 1), odd K": (1, 157, 40, 3),
+}
+#: The builds that run one-pixel tiles in one pass, and the cases that have such a tile there.
+ONE_PIXEL_ISAS = {
+    "avx2": list(ONE_PIXEL_CASES),
+    "avx512": [name for name in ONE_PIXEL_CASES if not name.startswith("7x7")],
 }
 
 
-@pytest.mark.skipif(not supports_isa("avx2"), reason="this CPU cannot run AVX2 code")
 @pytest.mark.parametrize("epilogue", ["bias hard-swish", "bias residual"])
-@pytest.mark.parametrize("name", list(ONE_PIXEL_CASES))
-def test_one_pixel_pass_matches_the_two_vector_passes(monkeypatch, name, epilogue):
-    """AVX2 runs a one-pixel tile over its whole panel in one pass (``og_pw_ch_one``, four
-    accumulators) instead of two passes of two: the same multiply-adds per channel in the
-    same order. Within a rounding of the passes (GCC leaves some modules' second pass
+@pytest.mark.parametrize(
+    ("isa", "name"),
+    [
+        pytest.param(isa, name, marks=pytest.mark.skipif(not supports_isa(isa), reason=isa))
+        for isa, names in ONE_PIXEL_ISAS.items()
+        for name in names
+    ],
+)
+def test_one_pixel_pass_matches_the_two_vector_passes(monkeypatch, isa, name, epilogue):
+    """A one-pixel tile runs over its whole panel in one pass (``og_pw_ch_one``, four
+    accumulators) instead of passes of two vectors. AVX2: the same multiply-adds per channel
+    in the same order, within a rounding of the passes (GCC leaves some modules' second pass
     uncontracted: 2 x 72 -> 24 at 1x1, 14 of 48 outputs one rounding apart; the zoo models'
-    outputs are bitwise), and INTERPRETER's values."""
+    outputs are bitwise). AVX-512: even and odd input channels summed apart, then added, so a
+    few roundings apart (the tolerance below); and INTERPRETER's values."""
     from opgraph.backends.cpu.codegen.pointwise_kernels import one_pass_pixel
 
     n, c, o, size = ONE_PIXEL_CASES[name]
     fn, args = graph(n, c, o, size, epilogue=epilogue)
-    config = dataclasses.replace(default_config(), isa="avx2", num_threads=2)
+    config = dataclasses.replace(default_config(), isa=isa, num_threads=2)
     values = [one_pass_pixel, lambda lanes: False]
     results, sources = channels_builds(monkeypatch, fn, args, config, "one_pass_pixel", values)
     assert "og_pw_ch_one(wt" in sources[0] and "og_pw_ch_one(" not in sources[1]
     scale = float(np.max(np.abs(results[1])))
-    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-6 * scale)
+    tolerance = 1e-6 if isa == "avx2" else 1e-5
+    np.testing.assert_allclose(results[0], results[1], rtol=tolerance, atol=tolerance * scale)
     assert_interpreter_values(fn, args, results[0])
 
 
-def test_one_pixel_pass_only_where_the_panel_takes_passes():
-    from opgraph.backends.cpu.codegen.pointwise_kernels import BLOCKING, one_pass_pixel
+def test_one_pixel_pass_where_it_gives_more_chains():
+    from opgraph.backends.cpu.codegen.pointwise_kernels import (
+        BLOCKING,
+        one_pass_pixel,
+        pixel_splits,
+    )
 
-    # AVX-512 covers a panel in one pass already; SSE's 8 + 8 + 1 registers would not fit
-    assert {lanes: one_pass_pixel(lanes) for _, lanes, _, _ in BLOCKING} == {
-        16: False,
-        8: True,
-        4: False,
+    # AVX-512 covers a panel in one pass of two vectors already, and splits k in two for
+    # four chains; SSE's 8 + 8 + 1 registers would not fit
+    assert {lanes: (one_pass_pixel(lanes), pixel_splits(lanes)) for _, lanes, _, _ in BLOCKING} == {
+        16: (True, 2),
+        8: (True, 1),
+        4: (False, 1),
     }
 
 

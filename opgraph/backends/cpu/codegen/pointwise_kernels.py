@@ -211,12 +211,7 @@ def _ch(lanes: int, nv: int, rb: int) -> str:
     wide = wide_tail(lanes, rb)
     tile = rb + 1 if wide else rb  # the largest tile
     last = f" (the last {tile} as one tile)" if wide else ""
-    ahead = PANEL_PREFETCH * PANEL if lanes == 16 else 0  # floats ahead (AVX-512 only)
-    prefetch = "".join(
-        f"\n    __builtin_prefetch(wt + k * {PANEL} + {ahead + line});"
-        for line in range(0, PANEL, 16)
-        if ahead
-    )
+    prefetch = _prefetch(lanes, "k", "\n    ")
     run = "wt, x + a, ldx, K, y + a, ldy, valid"
     tiles = f"  for (; a + {rb} <= p1; a += {rb}) og_pw_ch_run({rb}, {run});"
     if wide:  # the last rb + 1 pixels as one tile (see wide_tail)
@@ -269,39 +264,85 @@ __attribute__((noinline, noclone)) static void og_pw_ch(
 }}"""
 
 
+#: Multiply-add chains a one-pixel tile runs at least (``og_pw_ch_one``): Zen 5's latency of 4
+#: cycles and 2 multiply-adds a cycle, so 4 chains run at half the peak, 2 at a quarter.
+PIXEL_CHAINS = 4
+
+
+def pixel_splits(lanes: int) -> int:
+    """The interleaved sums over ``k`` of ``og_pw_ch_one``: 1 where the panel's vectors give
+    :data:`PIXEL_CHAINS` chains (AVX2: 4), else enough for them (AVX-512: 2 vectors x 2, even
+    and odd ``k`` summed apart and added at the end)."""
+    return max(1, PIXEL_CHAINS // (PANEL // lanes))
+
+
 def one_pass_pixel(lanes: int) -> bool:
     """Whether ``og_pw_ch`` runs a one-pixel tile over its whole panel in one pass
-    (``og_pw_ch_one``: ``PANEL / lanes`` accumulators) instead of passes of two vectors: where
-    the panel takes more than one pass and its accumulators, vectors and the broadcast fit the
-    registers (AVX2: 4 + 4 + 1 of 16). A one-pixel tile's multiply-adds wait on each other
-    (Zen 5: 4 cycles), so two chains run at a quarter of the peak and four at half: the
-    squeeze-excite convolutions of 1x1 planes and the last pixel of 7x7 planes (49 = 8 x 6
-    + 1). Each channel's multiply-adds are the same in the same order (sequential FMAs; GCC
-    left some modules' second pass of two vectors uncontracted, one rounding apart)."""
+    (``og_pw_ch_one``: ``PANEL / lanes`` x :func:`pixel_splits` accumulators) instead of
+    passes of two vectors: where that gives more than two chains and its accumulators,
+    vectors and the broadcast fit the registers (AVX2: 4 + 4 + 1 of 16, AVX-512 2 x 2 + 2 + 1
+    of 32). A one-pixel tile's multiply-adds wait on each other (Zen 5: 4 cycles), so two
+    chains run at a quarter of the peak and four at half: the squeeze-excite convolutions of
+    1x1 planes and the last pixel of 7x7 planes (49 = 8 x 6 + 1). With one sum over ``k``
+    (AVX2) each channel's multiply-adds are the same in the same order (sequential FMAs; GCC
+    left some modules' second pass of two vectors uncontracted, one rounding apart); with two
+    (AVX-512) the order changes (a rounding or so apart)."""
     vectors = PANEL // lanes
-    return vectors > min(2, vectors) and 2 * vectors + 1 <= REGISTERS[lanes]
+    accumulators = vectors * pixel_splits(lanes)
+    return accumulators > min(2, vectors) and accumulators + vectors + 1 <= REGISTERS[lanes]
+
+
+def _prefetch(lanes: int, row: str, indent: str) -> str:
+    """The prefetches of the filter panel's row :data:`PANEL_PREFETCH` rows ahead of row
+    ``row`` (AVX-512 only; each line after ``indent``)."""
+    ahead = PANEL_PREFETCH * PANEL if lanes == 16 else 0  # floats ahead
+    return "".join(
+        f"{indent}__builtin_prefetch(wt + {row} * {PANEL} + {ahead + line});"
+        for line in range(0, PANEL, 16)
+        if ahead
+    )
 
 
 def _one_pixel(lanes: int) -> str:
-    """``og_pw_ch_one``: one pixel of a panel over all of its channels in one pass."""
-    vectors, size = PANEL // lanes, 4 * lanes
-    return f"""/* y[j * ldy] = sum_k wt[k * {PANEL} + j] * x[k * ldx], j < valid: one pixel, the
-   whole panel in one pass ({vectors} accumulators). */
-static inline __attribute__((always_inline)) void og_pw_ch_one(
-    const float* restrict wt, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long valid) {{
-  og_pwv acc[{vectors}];
-  for (int v = 0; v < {vectors}; ++v) acc[v] = (og_pwv){{0}};
-  for (long k = 0; k < K; ++k) {{
+    """``og_pw_ch_one``: one pixel of a panel over all of its channels in one pass, in
+    :func:`pixel_splits` interleaved sums over ``k``."""
+    vectors, size, splits = PANEL // lanes, 4 * lanes, pixel_splits(lanes)
+    rest = (
+        f"""
+  for (; k < K; ++k) {{
     const float s = x[k * ldx];
     for (int v = 0; v < {vectors}; ++v) {{
       og_pwv b;
       __builtin_memcpy(&b, wt + k * {PANEL} + v * {lanes}, {size});
-      acc[v] += s * b;
+      acc[0][v] += s * b;
     }}
   }}
+  for (int c = 1; c < {splits}; ++c)
+    for (int v = 0; v < {vectors}; ++v) acc[0][v] += acc[c][v];"""
+        if splits > 1
+        else ""
+    )
+    apart = f" x {splits}, k mod {splits} apart" if splits > 1 else ""
+    return f"""/* y[j * ldy] = sum_k wt[k * {PANEL} + j] * x[k * ldx], j < valid: one pixel, the
+   whole panel in one pass ({vectors}{apart} accumulators). */
+static inline __attribute__((always_inline)) void og_pw_ch_one(
+    const float* restrict wt, const float* restrict x, long ldx, long K, float* restrict y,
+    long ldy, long valid) {{
+  og_pwv acc[{splits}][{vectors}];
+  for (int c = 0; c < {splits}; ++c)
+    for (int v = 0; v < {vectors}; ++v) acc[c][v] = (og_pwv){{0}};
+  long k = 0;
+  for (; k + {splits} <= K; k += {splits})
+    for (int c = 0; c < {splits}; ++c) {{
+      const float s = x[(k + c) * ldx];{_prefetch(lanes, "(k + c)", chr(10) + "      ")}
+      for (int v = 0; v < {vectors}; ++v) {{
+        og_pwv b;
+        __builtin_memcpy(&b, wt + (k + c) * {PANEL} + v * {lanes}, {size});
+        acc[c][v] += s * b;
+      }}
+    }}{rest}
   float t[{PANEL}];
-  for (int v = 0; v < {vectors}; ++v) __builtin_memcpy(t + v * {lanes}, &acc[v], {size});
+  for (int v = 0; v < {vectors}; ++v) __builtin_memcpy(t + v * {lanes}, &acc[0][v], {size});
   for (long j = 0; j < valid; ++j) y[j * ldy] = t[j];
 }}"""
 
