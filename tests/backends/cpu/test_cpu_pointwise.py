@@ -336,7 +336,13 @@ ONE_PIXEL_ISAS = {
 @pytest.mark.parametrize(
     ("isa", "name"),
     [
-        pytest.param(isa, name, marks=pytest.mark.skipif(not supports_isa(isa), reason=isa))
+        pytest.param(
+            isa,
+            name,
+            marks=pytest.mark.skipif(
+                not supports_isa(isa), reason=f"this CPU cannot run {isa} code"
+            ),
+        )
         for isa, names in ONE_PIXEL_ISAS.items()
         for name in names
     ],
