@@ -323,25 +323,13 @@ def _blocks8(at: str) -> str:
   }}"""
 
 
-def _load_store(vec: str, prefix: str) -> str:
-    """``<prefix>_load`` / ``<prefix>_store``: a vector of type ``vec`` from / to floats."""
-    return f"""static inline __attribute__((always_inline)) {vec} {prefix}_load(const float* p) {{
-  {vec} v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}}
-static inline __attribute__((always_inline)) void {prefix}_store(float* p, {vec} v) {{
-  __builtin_memcpy(p, &v, sizeof v);
-}}"""
-
-
 @dialect.helper("dw_blocked")
 def _dw_blocked() -> str:
     loads_in = "\n".join(
         f"      __builtin_memcpy(&{ROW}{c}, s + ({c} < cnt ? {c} : cnt - 1) * cs + p, 64);"
         for c in range(16)
     )
-    stores_in = "\n".join(f"      og_cb_store(d + o{k} * 16, {COLUMN}{k});" for k in range(16))
+    stores_in = "\n".join(f"      og_cbw_store(d + o{k} * 16, {COLUMN}{k});" for k in range(16))
     loads_out = "\n".join(
         f"      __builtin_memcpy(&{ROW}{k}, ob + (p + {k}) * 16, 64);" for k in range(16)
     )
@@ -356,13 +344,13 @@ def _dw_blocked() -> str:
             for c in range(16)
         ),
         "\n".join(
-            f"    if ({k} < n) og_cb_store(d + (({k} / w) * pw + {k} % w) * 16, {COLUMN}{k});"
+            f"    if ({k} < n) og_cbw_store(d + (({k} / w) * pw + {k} % w) * 16, {COLUMN}{k});"
             for k in range(16)
         ),
     )
     short_out = _short(
         "\n".join(
-            f"    {ROW}{k} = {k} < n ? og_cb_load(ob + {k} * 16) : zero_;" for k in range(16)
+            f"    {ROW}{k} = {k} < n ? og_cbw_load(ob + {k} * 16) : zero_;" for k in range(16)
         ),
         "\n".join(
             f"    if ({c} < cnt) __builtin_ia32_storeups512_mask(y + {c} * ys, {COLUMN}{c}, mask_);"
@@ -381,8 +369,14 @@ typedef og_cbv og_cbw;
 #define OG_CB_LANES 8L
 typedef og_cb8 og_cbw;
 #endif
-{_load_store("og_cbw", "og_cbw")}
-{_load_store("og_cbv", "og_cb")}
+static inline __attribute__((always_inline)) og_cbw og_cbw_load(const float* p) {{
+  og_cbw v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}}
+static inline __attribute__((always_inline)) void og_cbw_store(float* p, og_cbw v) {{
+  __builtin_memcpy(p, &v, sizeof v);
+}}
 /* Channel vectors from planes: d[((q / w) * pw + q % w) * 16 + c] = s[c * cs + q] for the
    n positions q of 16 channels (channels from cnt on read channel cnt - 1 again). */
 static inline __attribute__((always_inline)) void og_cb_in(
