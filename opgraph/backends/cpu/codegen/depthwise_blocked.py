@@ -249,18 +249,23 @@ def _offsets(count: int) -> str:
     return "\n".join(["      long c_ = p % w, at_ = (p / w) * pw + c_;", *steps])
 
 
-def _blocks(loads: str, stores: str, offsets: str = "") -> str:
-    """The AVX-512 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 16 positions (the last
-    moved back to end at ``n``), each 16 vectors loaded, transposed and stored (``offsets``:
-    C before the block, :func:`_offsets` for ``og_cb_in``)."""
-    return f"""  if (n >= 16) {{
-    for (long p0 = 0; p0 < n; p0 += 16) {{
-      long p = p0 + 16 <= n ? p0 : n - 16;
-{offsets}
-{_block(loads, stores, "      ")}
+def _positions(lanes: int, block: str) -> str:
+    """The loop of ``og_cb_in`` / ``og_cb_out`` over blocks of ``lanes`` positions (the last
+    moved back to end at ``n``), ``block`` the C of one block at ``p``."""
+    return f"""  if (n >= {lanes}) {{
+    for (long p0 = 0; p0 < n; p0 += {lanes}) {{
+      long p = p0 + {lanes} <= n ? p0 : n - {lanes};
+{block}
     }}
     return;
   }}"""
+
+
+def _blocks(loads: str, stores: str, offsets: str = "") -> str:
+    """The AVX-512 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 16 positions, each 16
+    vectors loaded, transposed and stored (``offsets``: C before the block, :func:`_offsets`
+    for ``og_cb_in``)."""
+    return _positions(16, f"{offsets}\n{_block(loads, stores, '      ')}")
 
 
 def _short(loads: str, stores: str) -> str:
@@ -309,18 +314,11 @@ def _block8(at: str, half: str) -> str:
 
 
 def _blocks8(at: str) -> str:
-    """The AVX2 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 8 positions (the last moved
-    back to end at ``n``), each as two 8 x 8 blocks (channels 0-7 and 8-15). ``og_cb_in``
-    steps each position's frame offset on (``o<k>``) instead of dividing by ``w``."""
-    return f"""  if (n >= 8) {{
-    for (long p0 = 0; p0 < n; p0 += 8) {{
-      long p = p0 + 8 <= n ? p0 : n - 8;
-{_offsets(8) if at == "in" else ""}
-{_block8(at, "0")}
-{_block8(at, "8")}
-    }}
-    return;
-  }}"""
+    """The AVX2 loop of ``og_cb_in`` / ``og_cb_out``: blocks of 8 positions, each as two 8 x 8
+    blocks (channels 0-7 and 8-15). ``og_cb_in`` steps each position's frame offset on
+    (``o<k>``) instead of dividing by ``w``."""
+    offsets = _offsets(8) if at == "in" else ""
+    return _positions(8, f"{offsets}\n{_block8(at, '0')}\n{_block8(at, '8')}")
 
 
 @dialect.helper("dw_blocked")
