@@ -130,9 +130,12 @@ class CpuBackend(Backend):
 
     def _features(self) -> TargetFeatures:
         """The f32 lowering's target features: AVX2's half panels, whose 6-row tile reads
-        rows 4 KiB apart without the padded copy (``lowering/row_padding.py``)."""
+        rows 4 KiB apart without the padded copy (``lowering/row_padding.py``), and the
+        vectors' lanes."""
         halves = self.config.panel_halves()
-        return TargetFeatures(panel_halves=halves, padded_rows=not halves)
+        return TargetFeatures(
+            panel_halves=halves, padded_rows=not halves, vector_lanes=self.config.vector_lanes()
+        )
 
     def _rewritten(self, function: Function) -> Function:
         """``function`` with the CPU's own rewrites (``cpu/rewrites.py``) when optimizing."""

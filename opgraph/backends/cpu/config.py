@@ -153,6 +153,12 @@ class CpuConfig:
             return "avx2" in flags and "fma" in flags and "avx512f" not in flags
         return self.isa == "avx2"
 
+    def vector_lanes(self) -> int:
+        """The f32 lanes of the generated kernels' vectors (``TargetFeatures.vector_lanes``):
+        8 where they are AVX2's (:meth:`panel_halves`), else 16 (AVX-512, and the portable
+        build's 64-byte vector types)."""
+        return 8 if self.panel_halves() else 16
+
 
 @functools.cache
 def cpu_flags() -> frozenset[str]:

@@ -65,6 +65,10 @@ class TargetFeatures:
             32, ``PanelConvStep``) are stored as two 16-column halves, ``K x 16`` each, one
             after the other (the CPU's AVX2 tile: ``CpuConfig.panel_halves()``); else
             ``K x 32``.
+        vector_lanes: the f32 lanes of the vectors the target's kernels compute with (the
+            CPU: 8 for AVX2 builds, 16 for AVX-512 and the portable build,
+            ``CpuConfig.vector_lanes()``): layout costs that count vector passes read it
+            (``lowering/pointwise.py``).
     """
 
     panels: bool = True
@@ -73,6 +77,7 @@ class TargetFeatures:
     padded_rows: bool = True
     patches: bool = True
     panel_halves: bool = False
+    vector_lanes: int = 16
 
 
 class ProgramBuilder:

@@ -61,6 +61,9 @@ def test_panel_halves_follow_the_generated_isa(monkeypatch, isa, flags, halves):
     monkeypatch.setattr(cpu_config, "cpu_flags", lambda: frozenset(flags))
     config = dataclasses.replace(default_config(), isa=isa)
     assert config.panel_halves() is halves
+    assert config.vector_lanes() == (8 if halves else 16)
+    features = CpuBackend(config)._features()
+    assert (features.panel_halves, features.vector_lanes) == (halves, config.vector_lanes())
 
 
 def _product(rows, inner, cols):

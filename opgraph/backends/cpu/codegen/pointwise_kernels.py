@@ -303,19 +303,27 @@ def _prefetch(lanes: int, row: str, indent: str) -> str:
     )
 
 
+def _pixel_k(lanes: int, k: str, c: str, pad: str, prefetch: bool = False) -> str:
+    """``og_pw_ch_one``'s multiply-adds of input channel ``k`` into sum ``c`` (its main loop
+    with the filter prefetch, and its odd-``K`` tail), each line indented by ``pad``."""
+    vectors, size = PANEL // lanes, 4 * lanes
+    ahead = _prefetch(lanes, k, "\n" + pad) if prefetch else ""
+    return f"""
+{pad}const float s = x[{k} * ldx];{ahead}
+{pad}for (int v = 0; v < {vectors}; ++v) {{
+{pad}  og_pwv b;
+{pad}  __builtin_memcpy(&b, wt + {k} * {PANEL} + v * {lanes}, {size});
+{pad}  acc[{c}][v] += s * b;
+{pad}}}"""
+
+
 def _one_pixel(lanes: int) -> str:
     """``og_pw_ch_one``: one pixel of a panel over all of its channels in one pass, in
     :func:`pixel_splits` interleaved sums over ``k``."""
     vectors, size, splits = PANEL // lanes, 4 * lanes, pixel_splits(lanes)
     rest = (
         f"""
-  for (; k < K; ++k) {{
-    const float s = x[k * ldx];
-    for (int v = 0; v < {vectors}; ++v) {{
-      og_pwv b;
-      __builtin_memcpy(&b, wt + k * {PANEL} + v * {lanes}, {size});
-      acc[0][v] += s * b;
-    }}
+  for (; k < K; ++k) {{{_pixel_k(lanes, "k", "0", "    ")}
   }}
   for (int c = 1; c < {splits}; ++c)
     for (int v = 0; v < {vectors}; ++v) acc[0][v] += acc[c][v];"""
@@ -333,13 +341,7 @@ static inline __attribute__((always_inline)) void og_pw_ch_one(
     for (int v = 0; v < {vectors}; ++v) acc[c][v] = (og_pwv){{0}};
   long k = 0;
   for (; k + {splits} <= K; k += {splits})
-    for (int c = 0; c < {splits}; ++c) {{
-      const float s = x[(k + c) * ldx];{_prefetch(lanes, "(k + c)", chr(10) + "      ")}
-      for (int v = 0; v < {vectors}; ++v) {{
-        og_pwv b;
-        __builtin_memcpy(&b, wt + (k + c) * {PANEL} + v * {lanes}, {size});
-        acc[c][v] += s * b;
-      }}
+    for (int c = 0; c < {splits}; ++c) {{{_pixel_k(lanes, "(k + c)", "c", "      ", True)}
     }}{rest}
   float t[{PANEL}];
   for (int v = 0; v < {vectors}; ++v) __builtin_memcpy(t + v * {lanes}, &acc[0][v], {size});

@@ -241,13 +241,13 @@ def _packed_step(
     c = int(np.prod(filters.shape[1:]))
     pixels = oh * ow
     kernel, strides, dilations, padding = windows
-    # AVX2's costs (TargetFeatures.panel_halves) for 1x1 products only: a patch convolution
-    # in the channels layout writes its whole patch matrix first, where the pixels layout
-    # builds each unit's patches in L2 (Whisper's k3 stride-2 Conv1d, 1152 -> 384 at 1500
-    # positions: 10.6-10.7 ms in pixels, 10.7-11.9 in channels, one thread)
+    # the target's lanes (TargetFeatures.vector_lanes) for 1x1 products only, 16's costs for
+    # patch convolutions: one in the channels layout writes its whole patch matrix first,
+    # where the pixels layout builds each unit's patches in L2 (Whisper's k3 stride-2 Conv1d
+    # on AVX2, 1152 -> 384 at 1500 positions: 10.6-10.7 ms in pixels, 10.7-11.9 in channels)
     patches = kernel != (1, 1) or padding != (0, 0)
-    narrow = builder.features.panel_halves and not patches
-    along_pixels, along_channels = layout_waste(pixels, o, c, 8 if narrow else 16)
+    lanes = 16 if patches else builder.features.vector_lanes
+    along_pixels, along_channels = layout_waste(pixels, o, c, lanes)
     channels_first = along_channels < along_pixels
     width = PANEL if channels_first else ROWS
     value = filters.value
