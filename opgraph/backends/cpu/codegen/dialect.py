@@ -471,7 +471,8 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
           const float* p = P + nb * K * {pw} + j0;
           float* c = C + nb * {pw} + j0;
 {ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
-          switch (tile == tiles - 2 ? even : M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
+          long r_ = tile == tiles - 2 ? even : M - m < {rows} ? M - m : {rows};
+          switch (r_) {{ {cases} default: break; }}
 #undef OG_MK
         }}
       }}
