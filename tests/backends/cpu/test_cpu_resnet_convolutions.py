@@ -67,7 +67,10 @@ def test_winograd_matches_interpreter(name, backend_name, request):
 
 def test_f4_layout_folds_images_and_splits_channels():
     """F(4x4) units aim for F4_BLOCK tiles: whole images when a plane has fewer."""
-    assert winograd_layout(1, 64, 56, 56, 2, tile=4) == (4, 1, 1)  # 4 units of 56 tiles
+    assert winograd_layout(1, 64, 56, 56, 2, tile=4) == (7, 1, 1)  # 2 units of 98 tiles
+    assert winograd_layout(1, 64, 56, 56, 4, tile=4) == (4, 1, 1)  # one a thread
+    assert winograd_layout(1, 64, 56, 56, 1, tile=4) == (5, 1, 1)  # F4_BLOCK tiles
+    assert winograd_layout(1, 128, 28, 28, 2) == (4, 1, 1)  # F(2x2): two units a thread
     assert winograd_layout(1, 256, 28, 28, 2, tile=4) == (7, 1, 4)
     assert winograd_layout(8, 64, 16, 16, 2, tile=4) == (4, 4, 1)
     assert winograd_layout(1, 64, 14, 14, 2, tile=4) is None  # 16 tiles: too few

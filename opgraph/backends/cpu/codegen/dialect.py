@@ -339,8 +339,8 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
     if lanes != BROADCAST_LANES:
         return f"""    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
       for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
-        long nb = first + (rows_outer ? inner : outer);
-        long m = {rows} * (rows_outer ? outer : inner);
+        long nb = first + (rows_outer ? inner : outer), tile = rows_outer ? outer : inner;
+        long m = {rows} * tile - (tile == tiles - 1 && tiles > 1 ? {rows} - even : 0);
 """
     slice_bytes = f"((k1 - k0) * {4 * pw}L)"
     return f"""    long group = rows_outer ? panels : {PANEL_GROUP_BYTES}L / {slice_bytes};
@@ -348,8 +348,8 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
     for (long g0 = 0; g0 < panels; g0 += group)
     for (long outer = 0; outer < tiles; ++outer)
       for (long inner = g0; inner < (g0 + group < panels ? g0 + group : panels); ++inner) {{
-        long nb = first + inner;
-        long m = {rows} * outer;
+        long nb = first + inner, tile = outer;
+        long m = {rows} * tile - (tile == tiles - 1 && tiles > 1 ? {rows} - even : 0);
 """
 
 
@@ -461,14 +461,18 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
   long blocks = (K + {depth - 1}) / {depth};
   for (long kb = 0; kb < blocks; ++kb) {{
     long k0 = K * kb / blocks, k1 = K * (kb + 1) / blocks;
-    long tiles = (M + {rows - 1}) / {rows};
+    long tiles = (M + {rows - 1}) / {rows}, tail = M - {rows} * (tiles - 1);
+    /* a last tile of under a third of the rows waits on its few multiply-add chains: it
+       and the tile before share their rows evenly (49 = 3 x 12 + 7 + 6, not 4 x 12 + 1) */
+    long even = tiles > 1 && 3 * tail < {rows} ? ({rows} + tail + 1) / 2 : {rows};
 {_tile_order(lanes, rows, pw)}        long valid = n1 - nb * {pw} < {pw} ? n1 - nb * {pw} : {pw};
         for (long j0 = 0; j0 < valid; j0 += {width}) {{
           long nvalid = valid - j0 < {width} ? valid - j0 : {width};
           const float* p = P + nb * K * {pw} + j0;
           float* c = C + nb * {pw} + j0;
 {ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
-          switch (M - m < {rows} ? M - m : {rows}) {{ {cases} default: break; }}
+          long r_ = tile == tiles - 2 ? even : M - m < {rows} ? M - m : {rows};
+          switch (r_) {{ {cases} default: break; }}
 #undef OG_MK
         }}
       }}

@@ -7,7 +7,8 @@ compile time (a constant of shape (16, O, C)). A unit is one block of tile rows 
 or all tile rows of a few images (small planes: the batch folds into the products' columns),
 and one block of output channels (``WinogradStep.channel_blocks``):
 
-1. input transform of the block's tiles into this thread's scratch, ``V[ξ][c][tile]``;
+1. input transform of the block's tiles into this thread's scratch, ``V[ξ][c][tile]`` (the
+   planes ``V[ξ]`` and ``M[ξ]`` ``winograd_tiles.plane_stride`` apart, not packed);
 2. 16 GEMMs ``M[ξ] = U[ξ] (O' x C) · V[ξ] (C x tiles)`` (OpenBLAS) for the unit's O' channels;
 3. output transform ``Aᵀ M A`` into the output rows, then the epilogue on them.
 
@@ -26,6 +27,7 @@ from opgraph.backends.cpu.codegen.windows import _pointer
 from opgraph.backends.fused.lowering.winograd_tiles import (
     FLIPPED_POINTS,
     padded_row,
+    plane_stride,
     scratch_per_thread,
 )
 from opgraph.backends.fused.program import WinogradStep
@@ -130,7 +132,8 @@ class WinogradEmitter:
             f"    long tr0 = {th}L * blk / {blocks}L, tr1 = {th}L * (blk + 1) / {blocks}L;",
             f"    long tb = (img1 - img0) * (tr1 - tr0) * {tw}L, op = o1 - o0;",
             f"    float* V = scratch + (long)og_worker_index() * {per_thread}L;",
-            f"    float* M = V + {taps * c}L * tb;",
+            f"    long vs = {plane_stride(f'{c}L * tb')}, ms = {plane_stride('op * tb')};",
+            f"    float* M = V + {taps}L * vs;",
             f"    float* P = V + {per_thread - self.t * row}L;  /* padded input rows */",
             *self.transformed_tiles(c, h, w, tw, row, per_thread),
             *self.products(o, c, taps),
@@ -141,7 +144,7 @@ class WinogradEmitter:
     def products(self, o: int, c: int, taps: int) -> list[str]:
         """The unit's ``taps`` products ``M[xi] = U[xi] · V[xi]`` (its ``op`` output
         channels from ``o0``); a flipped step reads ``U[xi]`` as ``u[flip(xi)]ᵀ``."""
-        v = f"V + xi * {c}L * tb, (int)tb, 0, M + xi * op * tb, (int)tb);"
+        v = "V + xi * vs, (int)tb, 0, M + xi * ms, (int)tb);"
         if not self.step.flipped:
             return [
                 f"    for (int xi = 0; xi < {taps}; ++xi)",
@@ -247,6 +250,7 @@ class WinogradEmitter:
             *self.shared_head(
                 c, [f"    long c0 = {c}L * chunk / {chunks}L, c1 = {c}L * (chunk + 1) / {chunks}L;"]
             ),
+            f"    long vs = {plane_stride(f'{c}L * tb')};",
             f"    float* V = {self.shared_row('rest')};",
             f"    float* P = scratch + (long)og_worker_index() * {per_thread}L + "
             f"{per_thread - self.t * row}L;",
@@ -288,9 +292,7 @@ class WinogradEmitter:
         if (lo > 0 or hi < tw) and xs[3] == 1:
             return self.padded_input_transform(c, h, w, tw, row)
         store = [
-            f"V[({a * t + b} * {c}L + ch) * tb + col] = v{a}{b};"
-            for a in range(t)
-            for b in range(t)
+            f"V[{a * t + b}L * vs + ch * tb + col] = v{a}{b};" for a in range(t) for b in range(t)
         ]
         interior_loads = [
             f"const float d{a}{b} = r{a}[({m} * tc - {pl}L + {b}) * {xs[3]}L];"
@@ -351,7 +353,7 @@ class WinogradEmitter:
             "      for (long tr = tr0; tr < tr1; ++tr) {",
             *rows,
             f"        long base = base0 + (tr - tr0) * {tw}L;",
-            f"        og_wino4_in(r, V + ch * tb + base, {c}L * tb, {tw}L);",
+            f"        og_wino4_in(r, V + ch * tb + base, vs, {tw}L);",
             "      }",
             "    }",
         ]
@@ -365,9 +367,7 @@ class WinogradEmitter:
         m, t = self.m, self.t
         loads = [f"const float d{a}{b} = p{a}[{m} * tc + {b}];" for a in range(t) for b in range(t)]
         store = [
-            f"V[({a * t + b} * {c}L + ch) * tb + col] = v{a}{b};"
-            for a in range(t)
-            for b in range(t)
+            f"V[{a * t + b}L * vs + ch * tb + col] = v{a}{b};" for a in range(t) for b in range(t)
         ]
         transform = _transform("v", "d") if m == 2 else winograd_f4.input_transform("v", "d")
         copies = [
@@ -405,7 +405,7 @@ class WinogradEmitter:
             "      float* y[4];",
             "      for (long tr = tr0; tr < tr1; ++tr) {",
             f"        for (int i = 0; i < 4; ++i) y[i] = yc + (4 * tr + i) * {ys[2]}L;",
-            f"        og_wino4_out(mb + base0 + (tr - tr0) * {tw}L, op * tb, y, {tw}L, "
+            f"        og_wino4_out(mb + base0 + (tr - tr0) * {tw}L, ms, y, {tw}L, "
             f"{ow}L, {oh}L - 4 * tr);",
             "      }",
             "    }",
@@ -446,7 +446,7 @@ class WinogradEmitter:
             "    for (long oc = o0; oc < o1; ++oc) {",
             f"      float* yc = y0 + img * {ys[0]}L + oc * {ys[1]}L;",
             "      const float* mb = M + (oc - o0) * tb;",
-            "      const long ss = op * tb;",
+            "      const long ss = ms;",
             "      for (long tr = tr0; tr < tr1; ++tr) {",
             f"        long base = base0 + (tr - tr0) * {tw}L;",
             *[f"        float* y_{i} = yc + ({m} * tr + {i}) * {ys[2]}L;" for i in range(m)],

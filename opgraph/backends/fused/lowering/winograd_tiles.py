@@ -99,8 +99,24 @@ def padded_row(w: int, left: int, ow: int, tile: int) -> int:
     return max(left + w, tile * -(-ow // tile) + 2)
 
 
+#: Floats a transformed plane's stride adds at most to its count (:func:`plane_stride`).
+PLANE_PAD = 31
+
+
+def plane_stride(count: str) -> str:
+    """C: the stride between a Winograd unit's transformed planes (its 16 or 36 tile points)
+    of ``count`` floats each: whole 64-byte lines, an odd number of them. With a stride of an
+    even number of lines the transforms' 16 or 36 loads (stores) of one tile fall into a few
+    of L1's 64 sets and evict each other: 64 channels of 56 tiles (a plane of 14,336 bytes,
+    3.5 x 4 KiB) put the 36 points into two sets, and that F(4x4) unit ran 2.8x slower per
+    tile than one of 42 tiles (8 sets) on the Zen 5; an odd number of lines puts every
+    point into a set of its own."""
+    return f"((({count}) + 15L) & ~15L) | 16L"
+
+
 def scratch_per_thread(c: int, part: int, tiles: int, tile: int, row: int) -> int:
     """f32 elements of one thread's Winograd scratch: the transformed tiles of ``c`` input
-    channels and the products of ``part`` output channels for ``tiles`` tiles, then
-    ``tile + 2`` padded input rows of ``row`` elements (:func:`padded_row`)."""
-    return (tile + 2) ** 2 * (c + part) * tiles + (tile + 2) * row
+    channels and the products of ``part`` output channels for ``tiles`` tiles (each of the
+    two a ``(tile + 2)²`` planes :func:`plane_stride` apart), then ``tile + 2`` padded input
+    rows of ``row`` elements (:func:`padded_row`)."""
+    return (tile + 2) ** 2 * ((c + part) * tiles + 2 * PLANE_PAD) + (tile + 2) * row
