@@ -6,7 +6,9 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
 
 * ``og_pw_px`` (``pixels`` layout): 8 output channels (a packed panel, zero-padded) x up to
   ``OG_PW_TILE`` output pixels; per input channel it loads the vectors of one input row and
-  broadcasts the 8 filter values (AVX-512: 24 accumulators).
+  broadcasts the 8 filter values (AVX-512: 24 accumulators). ``og_pw_pxb`` is the same with
+  each row's bias added to its accumulators (then ReLU or not) before they are stored: a
+  ``channel_bias`` epilogue without its pass over the output.
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
@@ -84,7 +86,8 @@ def _tile(lanes: int, nv: int, rb: int) -> str:
 #: ``og_pw_px``'s variant that adds a bias per row (then ReLU or not) to the products in
 #: registers (``og_pw_pxb``): its extra parameters and arguments. ``og_pw_px`` is left
 #: as it was: the bias in the same function slowed EfficientNet-B0's 16 -> 96 SiLU
-#: convolution at 112x112, which has no bias to add, by 3 % (AVX-512, more spills).
+#: convolution at 112x112, which has no bias to add, by 3-4 % per step (AVX-512: 189 ->
+#: 281 stack references in the kernel's assembly; docs/performance.md, h121).
 _BIAS_PARAMS = ", const float* restrict bias, int relu"
 
 
