@@ -161,8 +161,10 @@ class KernelScalarContext:
         output: ElementType,
         node: Node | None,
         emit: Callable[[str], None],
+        constants: tuple[bool | int | float | None, ...] = (),
     ) -> None:
         self.dialect = dialect
+        self._constants = constants
         self.uses = uses
         self._checks = checks
         self._limit = check_limit
@@ -190,6 +192,9 @@ class KernelScalarContext:
 
     def literal(self, value: bool | int | float, t: ElementType | None = None) -> str:
         return self.dialect.literal(value, t or self._output)
+
+    def constant(self, i: int) -> bool | int | float | None:
+        return self._constants[i] if i < len(self._constants) else None
 
     def ctype(self, t: ElementType | None = None) -> str:
         return self.dialect.compute_type(t or self._output)
@@ -364,10 +369,20 @@ class LoopEmitter:
             node.element_type,
             node.source,
             self.pending.append,
+            tuple(self.constant_of(a) for a in node.args),
         )
         expr = SCALAR_OPS[type(node.op)](node.op, args, ctx)
         self.cost += 1 + EXPENSIVE * ctx.calls
         return self.dialect.round_to(node.element_type, expr)
+
+    def constant_of(self, k: int) -> bool | int | float | None:
+        """The value of node ``k`` where it loads a literal (through aliases), else None."""
+        node = self.kernel.nodes[k]
+        while node.kind is KKind.ALIAS:
+            node = self.kernel.nodes[node.args[0]]
+        if node.kind is KKind.LOAD and isinstance(node.operand, Literal):
+            return node.operand.value
+        return None
 
     def store_value(self, slot: int) -> str:
         """The stored element of store ``slot``."""

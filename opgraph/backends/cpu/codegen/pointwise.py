@@ -7,9 +7,11 @@ the units around them.
 
 Units are (image, block of output channels, block of pixels), sized so that a unit's input
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
-computing them. With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its
-panels of 8 output channels one after the other, each over all of its pixels and followed by
-its epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
+computing them, but for a per-channel bias (then ReLU or not) in the ``pixels`` layout,
+which ``og_pw_pxb`` adds to the accumulators before it stores them (``channel_bias``).
+With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its panels of 8
+output channels one after the other, each over all of its pixels and followed by its
+epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from opgraph.backends.fused.lowering.pointwise import (
     TAIL,
     UNIT_FLOATS,
     PointwiseConvStep,
+    channel_bias,
     pixel_blocks,
 )
 from opgraph.backends.fused.program import Buffer, BufferKind, ConvStep, Step
@@ -78,13 +81,17 @@ class PointwiseConvEmitter:
         self.threads = module.num_threads
         self.parallel = self.n * self.o * self.c * self.pixels >= PARALLEL_MACS
         self.per = BLOCK_STEP
+        # the ``pixels`` kernel adds a bias (and ReLU) in registers: no epilogue pass
+        self.bias = None if step.channels_first else channel_bias(step)
 
     def emit(self) -> str:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
             self.module.helper(helper)
+        if self.bias is not None:
+            self.module.helper("pw_pxb")  # after pw_px: its vector type
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
-        if s.epilogue is not None:
+        if s.epilogue is not None and self.bias is None:
             label = "epilogue of " + self.name
             ep = CLoopEmitter(s.epilogue, f"{self.name}_ep", self.module, label, self.checks)
             # no streaming stores: the epilogue runs on a unit's outputs while they are in
@@ -146,6 +153,8 @@ class PointwiseConvEmitter:
             _pointer(self.module, self.w, "w0", True),
             _pointer(self.module, self.scratch, "scratch", False),
         ]
+        if self.bias is not None:
+            lines.append(_pointer(self.module, self.bias.bias, "b0", True))
         if self.step.compact:
             at = self.module.num_threads * c * TAIL
             lines.append(f"  const float* xd = scratch + {at}L;")
@@ -183,7 +192,7 @@ class PointwiseConvEmitter:
         return [*lines, "  }", "#undef OG_IMAGE", "  return err;", "}"]
 
     def epilogue(self, first: str, last: str, p0: str, p1: str) -> list[str]:
-        if self.step.epilogue is None:
+        if self.step.epilogue is None or self.bias is not None:
             return []
         o, p = self.o, self.pixels
         return [
@@ -192,6 +201,13 @@ class PointwiseConvEmitter:
             f"      err |= {self.name}_ep(T, A, at + {p0}, at + {p1});",
             "    }",
         ]
+
+    def px_call(self, args: str) -> str:
+        """The ``pixels`` kernel's call on ``args`` for panel ``q``: ``og_pw_pxb`` with the
+        panel's rows' bias and the ReLU flag where the epilogue is one (``channel_bias``)."""
+        if self.bias is None:
+            return f"og_pw_px({args});"
+        return f"og_pw_pxb({args}, b0 + q * {ROWS}L, {int(self.bias.relu)});"
 
     def pixel_body(self, pixel_blocks: int, worker: str) -> list[str]:
         c, o, p = self.c, self.o, self.pixels
@@ -237,14 +253,14 @@ class PointwiseConvEmitter:
             f"        float* yq = y + q * {ROWS * p}L;",
             f"        for (long jj = {j}; jj < {full}; jj += OG_PW_TILE) {{",
             f"          long cols = {full} - jj < OG_PW_TILE ? {full} - jj : OG_PW_TILE;",
-            f"          og_pw_px(wp, x + jj, ldx, {c}L, yq + jj, {p}L, rows, cols);",
+            "          " + self.px_call(f"wp, x + jj, ldx, {c}L, yq + jj, {p}L, rows, cols"),
             "        }",
         ]
         if whole < p:
             lines += [
                 f"        if ({je} > {whole}L)",
-                f"          og_pw_px(wp, tail, {TAIL}L, {c}L, yq + {whole}L, {p}L, rows, "
-                f"{p - whole}L);",
+                "          "
+                + self.px_call(f"wp, tail, {TAIL}L, {c}L, yq + {whole}L, {p}L, rows, {p - whole}L"),
             ]
         return lines
 
@@ -284,6 +300,7 @@ class PointwiseConvEmitter:
         """The products and epilogue of a ``unit_patches`` unit from its block ``xb``."""
         c, o, p, per = self.c, self.o, self.pixels, self.per
         last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
+        patch_args = f"wp, xb + (jj - p0), {per}L, {c}L, yq + jj, {p}L, rows, cols"
         if c <= PATCH_PANEL_OUTER:
             q_last = f"(q * {ROWS}L + {ROWS}L < {o}L ? q * {ROWS}L + {ROWS}L : {o}L)"
             return [
@@ -293,7 +310,7 @@ class PointwiseConvEmitter:
                 f"      float* yq = y + q * {ROWS * p}L;",
                 "      for (long jj = p0; jj < p1; jj += OG_PW_TILE) {",
                 "        long cols = p1 - jj < OG_PW_TILE ? p1 - jj : OG_PW_TILE;",
-                f"        og_pw_px(wp, xb + (jj - p0), {per}L, {c}L, yq + jj, {p}L, rows, cols);",
+                "        " + self.px_call(patch_args),
                 "      }",
                 *self.epilogue(f"q * {ROWS}L", q_last, "p0", "p1"),
                 "    }",
@@ -307,7 +324,7 @@ class PointwiseConvEmitter:
             f"        float* yq = y + q * {ROWS * p}L;",
             "        for (long jj = j; jj < je; jj += OG_PW_TILE) {",
             "          long cols = je - jj < OG_PW_TILE ? je - jj : OG_PW_TILE;",
-            f"          og_pw_px(wp, xb + (jj - p0), {per}L, {c}L, yq + jj, {p}L, rows, cols);",
+            "          " + self.px_call(patch_args),
             "        }",
             "      }",
             "    }",

@@ -6,7 +6,9 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
 
 * ``og_pw_px`` (``pixels`` layout): 8 output channels (a packed panel, zero-padded) x up to
   ``OG_PW_TILE`` output pixels; per input channel it loads the vectors of one input row and
-  broadcasts the 8 filter values (AVX-512: 24 accumulators).
+  broadcasts the 8 filter values (AVX-512: 24 accumulators). ``og_pw_pxb`` is the same with
+  each row's bias added to its accumulators (then ReLU or not) before they are stored: a
+  ``channel_bias`` epilogue without its pass over the output.
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
@@ -81,14 +83,35 @@ def _tile(lanes: int, nv: int, rb: int) -> str:
     return f"#define OG_PW_TILE {nv * lanes}"
 
 
-def _px_driver(lanes: int, nv: int, cases: str) -> str:
-    """``og_pw_px``: the panel's pixels in whole tiles of ``nv`` vectors, then the rest, each
-    by the ``switch`` ``cases`` over its vector count."""
+#: ``og_pw_px``'s variant that adds a bias per row (then ReLU or not) to the products in
+#: registers (``og_pw_pxb``): its extra parameters and arguments. ``og_pw_px`` is left
+#: as it was: the bias in the same function slowed EfficientNet-B0's 16 -> 96 SiLU
+#: convolution at 112x112, which has no bias to add, by 3-4 % per step (AVX-512: 189 ->
+#: 281 stack references in the kernel's assembly; docs/performance.md, h121).
+_BIAS_PARAMS = ", const float* restrict bias, int relu"
+
+
+def _variant(biased: bool) -> tuple[str, str, str]:
+    """(name suffix, extra parameters, extra arguments) of ``og_pw_px`` or ``og_pw_pxb``."""
+    return ("b", _BIAS_PARAMS, ", bias, relu") if biased else ("", "", "")
+
+
+def _px_driver(lanes: int, nv: int, make: Callable[[int, str], str], biased: bool) -> str:
+    """``og_pw_px`` (``og_pw_pxb``): the panel's pixels in whole tiles of ``nv`` vectors,
+    then the rest, each by a ``switch`` over its vector count of ``make(vectors, args)``."""
+    suffix, params, args = _variant(biased)
+    cases = " ".join(f"case {v}: {make(v, args)}; break;" for v in range(nv, 0, -1))
+    note = (
+        "; row r's outputs are bias[r] plus the products (then, with relu, negatives\n   "
+        "made +0), added in registers (og_pw_bias)"
+        if biased
+        else ""
+    )
     return f"""/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
-   {nv * lanes}, then what is left. */
-__attribute__((noinline, noclone)) static void og_pw_px(
+   {nv * lanes}, then what is left{note}. */
+__attribute__((noinline, noclone)) static void og_pw_px{suffix}(
     const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long R, long cols) {{
+    long ldy, long R, long cols{params}) {{
   for (long o = 0; o < cols; o += {nv * lanes}) {{
     long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
     switch ((c + {lanes - 1}) / {lanes}) {{ {cases} default: break; }}
@@ -96,21 +119,72 @@ __attribute__((noinline, noclone)) static void og_pw_px(
 }}"""
 
 
-def _px(lanes: int, nv: int, rb: int) -> str:
-    if ROWS * nv + nv + 1 > (32 if lanes == 16 else 16):
-        return _px_grouped(lanes, nv)
+def _bias(lanes: int) -> str:
+    """``og_pw_bias``: a vector of products plus its row's bias, then, with ``relu``,
+    ``v < 0 ? +0 : v`` lane by lane (the epilogue's ``Add`` and ``Relu``: NaN and -0 kept)
+    by a mask of the comparison."""
     size = 4 * lanes
-    cases = " ".join(
-        f"case {v}: og_pw_px_mk({v}, wp, x + o, ldx, K, y + o, ldy, R, c); break;"
-        for v in range(nv, 0, -1)
+    return f"""typedef int og_pwi __attribute__((vector_size({size})));
+static inline __attribute__((always_inline)) og_pwv og_pw_bias(
+    og_pwv v, const float* restrict bias, long r, int relu) {{
+  v += bias[r];
+  if (relu) v = (og_pwv)((og_pwi)v & ~(og_pwi)(v < (og_pwv){{0}}));
+  return v;
+}}"""
+
+
+def _grouped(lanes: int, nv: int) -> bool:
+    """Whether the ``pixels`` tile's accumulators need :data:`ROW_GROUP`-row groups."""
+    return ROWS * nv + nv + 1 > (32 if lanes == 16 else 16)
+
+
+def _px(lanes: int, nv: int, rb: int) -> str:
+    if _grouped(lanes, nv):
+        return _px_grouped(lanes, nv, False)
+    return f"typedef float og_pwv __attribute__((vector_size({4 * lanes})));\n" + _px_one(
+        lanes, nv, False
     )
-    return f"""typedef float og_pwv __attribute__((vector_size({size})));
-/* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R (the panel's {ROWS}
+
+
+def _pxb(lanes: int, nv: int, rb: int) -> str:
+    """``og_pw_pxb`` (after ``og_pw_px``, whose vector type it shares)."""
+    body = _px_grouped(lanes, nv, True) if _grouped(lanes, nv) else _px_one(lanes, nv, True)
+    return _bias(lanes) + "\n" + body
+
+
+def _px_one(lanes: int, nv: int, biased: bool) -> str:
+    """``og_pw_px`` (``og_pw_pxb``) with one tile of all :data:`ROWS` rows."""
+    suffix, params, _ = _variant(biased)
+    return "\n".join(
+        [
+            _px_mk(lanes, nv, suffix, params, biased),
+            _px_driver(
+                lanes,
+                nv,
+                lambda v, a: f"og_pw_px{suffix}_mk({v}, wp, x + o, ldx, K, y + o, ldy, R, c{a})",
+                biased,
+            ),
+        ]
+    )
+
+
+def _px_mk(lanes: int, nv: int, suffix: str, params: str, biased: bool) -> str:
+    """``og_pw_px_mk`` (``og_pw_pxb_mk``): one tile of up to ``nv`` vectors."""
+    size = 4 * lanes
+    bias = (
+        f"""
+  for (int r = 0; r < {ROWS}; ++r)
+    for (int v = 0; v < nv; ++v) acc[r][v] = og_pw_bias(acc[r][v], bias, r < R ? r : 0, relu);"""
+        if biased
+        else ""
+    )
+    head = f"/* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R (the panel's"
+    return f"""{head} {ROWS}
    rows are computed: padding rows are zero), j < cols <= nv * {lanes}; x is readable for
    whole vectors. */
-static inline __attribute__((always_inline)) void og_pw_px_mk(
+static inline __attribute__((always_inline)) void og_pw_px{suffix}_mk(
     const int nv, const float* restrict wp, const float* restrict x, long ldx, long K,
-    float* restrict y, long ldy, long R, long cols) {{
+    float* restrict y, long ldy, long R, long cols{params}) {{
   og_pwv acc[{ROWS}][{nv}];
   for (int r = 0; r < {ROWS}; ++r)
     for (int v = 0; v < nv; ++v) acc[r][v] = (og_pwv){{0}};
@@ -121,7 +195,7 @@ static inline __attribute__((always_inline)) void og_pw_px_mk(
       const float s = wp[k * {ROWS} + r];
       for (int v = 0; v < nv; ++v) acc[r][v] += s * xv[v];
     }}
-  }}
+  }}{bias}
   if (R == {ROWS} && cols == nv * {lanes}) {{
     for (int r = 0; r < {ROWS}; ++r)
       for (int v = 0; v < nv; ++v) __builtin_memcpy(y + r * ldy + v * {lanes}, &acc[r][v], {size});
@@ -132,13 +206,14 @@ static inline __attribute__((always_inline)) void og_pw_px_mk(
     for (int v = 0; v < nv; ++v) __builtin_memcpy(t + v * {lanes}, &acc[r][v], {size});
     for (long j = 0; j < cols; ++j) y[r * ldy + j] = t[j];
   }}
-}}
-{_px_driver(lanes, nv, cases)}"""
+}}"""
 
 
-def _px_grouped_mk(lanes: int, nv: int) -> str:
-    """``og_pw_px_mk<nv>``: the panel's rows in groups of :data:`ROW_GROUP`, ``nv`` vectors."""
+def _px_grouped_mk(lanes: int, nv: int, biased: bool) -> str:
+    """``og_pw_px_mk<nv>`` (``og_pw_pxb_mk<nv>``): the panel's rows in groups of
+    :data:`ROW_GROUP`, ``nv`` vectors."""
     size, g = 4 * lanes, ROW_GROUP
+    suffix, params, _ = _variant(biased)
     pairs = [(r, v) for r in range(g) for v in range(nv)]
     zero = " ".join(f"og_pwv c{r}{v} = {{0}};" for r, v in pairs)
     # each input vector loaded once, into a register (the empty asm): with -mtune=native
@@ -159,9 +234,13 @@ def _px_grouped_mk(lanes: int, nv: int) -> str:
         f"__builtin_memcpy(yg + {r} * ldy + {v * lanes}, &c{r}{v}, {size});" for r, v in pairs
     )
     spill = " ".join(f"__builtin_memcpy(t[{r}] + {v * lanes}, &c{r}{v}, {size});" for r, v in pairs)
-    return f"""static inline __attribute__((always_inline)) void og_pw_px_mk{nv}(
+    biasing = " ".join(
+        f"c{r}{v} = og_pw_bias(c{r}{v}, bias, g + {r} < R ? g + {r} : 0, relu);" for r, v in pairs
+    )
+    bias = f"\n    {biasing}" if biased else ""
+    return f"""static inline __attribute__((always_inline)) void og_pw_px{suffix}_mk{nv}(
     const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long R, long cols) {{
+    long ldy, long R, long cols{params}) {{
   for (long g = 0; g < R; g += {g}) {{
     const float* restrict wg = wp + g;
     float* restrict yg = y + g * ldy;
@@ -169,7 +248,7 @@ def _px_grouped_mk(lanes: int, nv: int) -> str:
     for (long k = 0; k < K; ++k) {{
       {loads}
 {fmas}
-    }}
+    }}{bias}
     if (R - g >= {g} && cols == {nv * lanes}) {{
       {whole}
       continue;
@@ -182,19 +261,24 @@ def _px_grouped_mk(lanes: int, nv: int) -> str:
 }}"""
 
 
-def _px_grouped(lanes: int, nv: int) -> str:
-    """``og_pw_px`` with :data:`ROW_GROUP`-row groups (see there)."""
-    kernels = "\n".join(_px_grouped_mk(lanes, v) for v in range(1, nv + 1))
-    cases = " ".join(
-        f"case {v}: og_pw_px_mk{v}(wp, x + o, ldx, K, y + o, ldy, R, c); break;"
-        for v in range(nv, 0, -1)
+def _px_grouped(lanes: int, nv: int, biased: bool) -> str:
+    """``og_pw_px`` (``og_pw_pxb``) with :data:`ROW_GROUP`-row groups (see there)."""
+    suffix = _variant(biased)[0]
+    kernels = "\n".join(_px_grouped_mk(lanes, v, biased) for v in range(1, nv + 1))
+    driver = _px_driver(
+        lanes,
+        nv,
+        lambda v, a: f"og_pw_px{suffix}_mk{v}(wp, x + o, ldx, K, y + o, ldy, R, c{a})",
+        biased,
     )
+    if biased:
+        return f"{kernels}\n{driver}"
     return f"""typedef float og_pwv __attribute__((vector_size({4 * lanes})));
 /* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R, j < cols <= nv *
    {lanes}, in groups of {ROW_GROUP} rows (the groups at or past R are skipped; rows of a group
    past R are computed from the zero padding, not stored); x is readable for whole vectors. */
 {kernels}
-{_px_driver(lanes, nv, cases)}"""
+{driver}"""
 
 
 def _ch(lanes: int, nv: int, rb: int) -> str:
@@ -416,6 +500,11 @@ def _pw_tile() -> str:
 @dialect.helper("pw_px")
 def _pw_px() -> str:
     return _branches(_px)
+
+
+@dialect.helper("pw_pxb")
+def _pw_pxb() -> str:
+    return _branches(_pxb)
 
 
 @dialect.helper("pw_ch")

@@ -40,11 +40,12 @@ import numpy as np
 
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import packed_filters
-from opgraph.backends.fused.program import BufferKind, ConvStep
+from opgraph.backends.fused.program import BufferKind, ConvStep, KKind
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 from opgraph.core.literals import Constant
 from opgraph.core.node import Node
+from opgraph.ops import elementwise as ew
 from opgraph.ops.convolution import Convolution
 
 if TYPE_CHECKING:
@@ -77,6 +78,41 @@ class PointwiseConvStep(ConvStep):
     plane_rows: int = 0  # rows of each padded phase plane (0: patches read the input)
     plane_cols: int = 0  # columns of each padded phase plane
     planes_at: int = 0  # where the planes start in the scratch (floats)
+
+
+@dataclass(frozen=True)
+class ChannelBias:
+    """An epilogue the ``pixels`` kernel applies to its accumulators before it stores them:
+    ``y + bias[o]`` (``bias`` a view of one value per output channel), then ``relu`` or
+    not; the same operations on the same values as the epilogue's pass, without the pass."""
+
+    bias: View
+    relu: bool
+
+
+def channel_bias(step: PointwiseConvStep) -> ChannelBias | None:
+    """The step's epilogue as a :class:`ChannelBias` where it is exactly ``Add(out, bias)``
+    (either order) or ``Relu`` of that, stored back into ``out``; else None."""
+    e = step.epilogue
+    if e is None or e.axes or len(e.stores) != 1 or e.stores[0][1] != step.out:
+        return None
+    top = e.nodes[e.stores[0][0]]
+    relu = top.kind is KKind.OP and type(top.op) is ew.Relu
+    add = e.nodes[top.args[0]] if relu else top
+    if add.kind is not KKind.OP or type(add.op) is not ew.Add or len(e.nodes) != 3 + relu:
+        return None
+    loads = [e.nodes[a] for a in add.args]
+    if not all(n.kind is KKind.LOAD and isinstance(n.operand, View) for n in loads):
+        return None
+    views = [n.operand for n in loads]
+    if step.out not in views:
+        return None
+    bias = views[1] if views[0] == step.out else views[0]
+    assert isinstance(bias, View) and step.out is not None
+    per_channel = tuple(1 if axis == 1 else 0 for axis in range(len(step.out.shape)))
+    if bias.element_type != et.f32 or bias.strides != per_channel or bias.shape != step.out.shape:
+        return None
+    return ChannelBias(bias, relu)
 
 
 #: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,

@@ -49,6 +49,10 @@ class ScalarContext(Protocol):
     def literal(self, value: bool | int | float, t: ElementType | None = None) -> str:
         """An exact literal (default type: the output's)."""
 
+    def constant(self, i: int) -> bool | int | float | None:
+        """The value of argument ``i`` where it is a uniform constant known when the code is
+        generated (a literal operand), else None."""
+
     def ctype(self, t: ElementType | None = None) -> str:
         """The compute type of ``t`` (default: the output's)."""
 
