@@ -39,6 +39,11 @@ ROW_SPLIT = 512
 #: Rows per block are a multiple of this (whole tiles of the panel GEMM: 12 rows on
 #: AVX-512, 6 on AVX2 and without).
 ROW_TILE = 12
+#: A panel product under ``ROW_SPLIT`` rows with at most this many columns per row of ``a``
+#: and at least ``BAND_ROWS`` rows per thread is split into one band of rows per thread, each
+#: band into column blocks (``GemmEmitter.band_split``).
+BAND_COLUMNS_PER_ROW = 2
+BAND_ROWS = 64
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
@@ -95,6 +100,7 @@ class GemmEmitter:
         self.cb = dialect.storage_type(self.b.element_type)  # bf16 panels in bf16 mode
         self.checks: list[Check] = checks if checks is not None else []
         self.blocks = 1
+        self.bands = 1  # bands of rows, each split into column blocks (band_split)
 
     def work(self) -> int:
         return self.rows * self.cols * self.inner * len(self.step.batch)
@@ -109,6 +115,9 @@ class GemmEmitter:
             self.split_columns = False
             extent = self.rows
             blocks = min(self.blocks_per_thread() * threads, -(-extent // ROW_TILE))
+        elif parallel and len(batch) < threads and self.band_split(threads):
+            self.bands = threads
+            blocks = threads * min(self.blocks_per_thread(), -(-extent // self.step.panel))
         elif parallel and len(batch) < threads and extent >= 2 * BLOCK:
             blocks = min(self.blocks_per_thread() * threads, -(-extent // BLOCK))
         self.blocks = blocks  # for the calls that split() returned
@@ -126,9 +135,7 @@ class GemmEmitter:
             f"    const {self.c}* a = a0 + {self.name}_batch[i_][0];",
             f"    const {self.cb}* b = b0 + {self.name}_batch[i_][1];",
             f"    {self.c}* c = c0 + {self.name}_batch[i_][2];",
-            f"    long first = {extent}L * k_ / {blocks}L;",
-            f"    long last = {extent}L * (k_ + 1) / {blocks}L;",
-            *self.aligned(blocks),
+            *self.block_range(extent, blocks),
             "    if (first >= last) continue;",
             f"    {call('first', '(int)(last - first)')}",
             *self.epilogue_calls(),
@@ -166,6 +173,48 @@ class GemmEmitter:
         whole = self.rows * self.inner if self.split_columns else self.cols * self.inner
         return 1 if whole * self.out.element_type.itemsize > (1 << 18) else 2
 
+    def block_range(self, extent: int, blocks: int) -> list[str]:
+        """C lines that set the unit's ``first`` and ``last`` along the split dimension from
+        ``k_``; with bands, ``k_`` becomes the column block within band ``band_``, whose rows
+        are ``r0_`` to ``r1_``."""
+        per = blocks // self.bands
+        lines = []
+        if self.bands > 1:
+            lines = [
+                f"    long band_ = k_ / {per}L;",
+                f"    long r0_ = {self.rows}L * band_ / {self.bands}L;",
+                f"    long r1_ = {self.rows}L * (band_ + 1) / {self.bands}L;",
+                f"    k_ %= {per}L;",
+            ]
+        return [
+            *lines,
+            f"    long first = {extent}L * k_ / {per}L;",
+            f"    long last = {extent}L * (k_ + 1) / {per}L;",
+            *self.aligned(per),
+        ]
+
+    def f32_panels(self) -> bool:
+        """Whether this is the f32 panel GEMM (of ``GemmEmitter``, not a variant's)."""
+        return self.row_blocks and self.step.panel == 32 and self.t is et.f32
+
+    def band_split(self, threads: int) -> bool:
+        """Whether the blocks are column blocks within one band of rows per thread (the f32
+        panel product of an ``a`` under ``ROW_SPLIT`` rows with few columns per row).
+
+        Column blocks over every row each read all of ``a`` again (the W3 MLP's 256 x 784,
+        784 KiB, beside a 1 MiB L2, for each of a thread's four blocks); in bands a thread
+        reads its rows' share of ``a`` for each of its column blocks, and all the panels
+        once. That pays where the panels are small beside ``a``: few columns per row.
+        Units run band by band, so each thread's home is its band. AVX2's half panels keep
+        column blocks (their 6-row tiles over a band's blocks of 4 panels, measured slower)."""
+        return (
+            self.f32_panels()
+            and not self.module.panel_halves
+            and self.rows < ROW_SPLIT
+            and self.rows >= BAND_ROWS * threads
+            and self.cols <= BAND_COLUMNS_PER_ROW * self.rows
+        )
+
     def row_split(self) -> bool:
         """Whether the blocks are rows of ``a`` (the f32 panel product of a tall ``a``).
 
@@ -173,12 +222,7 @@ class GemmEmitter:
         block, both threads streaming it from L3); row blocks read their own rows once and
         the packed panels, which both threads share. ``_panel_rows`` calls the panel GEMM on
         a block of rows, the epilogue runs on those rows."""
-        return (
-            self.row_blocks
-            and self.step.panel == 32
-            and self.t is et.f32
-            and self.rows >= ROW_SPLIT
-        )
+        return self.f32_panels() and self.rows >= ROW_SPLIT
 
     def epilogue_function(self) -> list[str]:
         if self.step.epilogue is None:
@@ -195,8 +239,9 @@ class GemmEmitter:
             return []
         ep, base, cols = f"{self.name}_ep", f"{self.name}_batch[i_][2]", self.cols
         if self.split_columns:
+            rows = ("r0_", "r1_") if self.bands > 1 else ("0", f"{self.rows}L")
             return [
-                f"    for (long r_ = 0; r_ < {self.rows}L; ++r_)",
+                f"    for (long r_ = {rows[0]}; r_ < {rows[1]}; ++r_)",
                 f"      err |= {ep}(T, A, {base} + r_ * {cols}L + first, "
                 f"{base} + r_ * {cols}L + last);",
             ]
@@ -268,6 +313,11 @@ class GemmEmitter:
                 return (
                     f"og_gemm_panels(a + {first} * {lda}L, {lda}L, b, c + {first} * "
                     f"{ldc}L, {ldc}L, {count}, {self.inner}L, 0, {self.cols}L);"
+                )
+            if self.bands > 1:  # columns of a band of rows (band_split)
+                return (
+                    f"og_gemm_panels(a + r0_ * {lda}L, {lda}L, b, c + r0_ * {ldc}L, {ldc}L, "
+                    f"r1_ - r0_, {self.inner}L, {first}, {first} + {count});"
                 )
             return (
                 f"og_gemm_panels(a, {lda}L, b, c, {ldc}L, {self.rows}L, {self.inner}L, "
