@@ -50,6 +50,7 @@ CASES = {  # name: (rows, inner, cols)
     "rows not a multiple of the tile, columns not of the panel": (203, 70, 45),
     "as many columns as the rule allows": (200, 16, 2 * 200),
     "the tallest banded product": (blas.ROW_SPLIT - 1, 33, 96),
+    "bands of BAND_BYTES, rows of a 4 KiB apart": (256, blas.BAND_BYTES // (4 * 128), 256),
 }
 
 
@@ -71,16 +72,21 @@ def test_bands_match_the_interpreter_and_one_thread(name, threads):
     np.testing.assert_array_equal(got, _backend(1).compile(fn)(data)[0])
 
 
+#: A band of 128 rows one float per row over BAND_BYTES (ConvNeXt's 196 x 1536 -> 384).
+WIDE_INNER = blas.BAND_BYTES // (4 * 128) + 1
+
+
 @pytest.mark.parametrize(
-    ("rows", "cols", "why"),
+    ("rows", "inner", "cols", "why"),
     [
-        (128, 768, "more columns per row than BAND_COLUMNS_PER_ROW (BERT's products)"),
-        (200, 2 * 200 + 32, "one panel more than the rule allows"),
-        (2 * blas.BAND_ROWS - 1, 64, "too few rows for a band per thread"),
+        (128, 24, 768, "more columns per row than BAND_COLUMNS_PER_ROW (BERT's products)"),
+        (200, 24, 2 * 200 + 32, "one panel more than the rule allows"),
+        (2 * blas.BAND_ROWS - 1, 24, 64, "too few rows for a band per thread"),
+        (256, WIDE_INNER, 256, "a band of a over BAND_BYTES"),
     ],
 )
-def test_other_products_keep_column_blocks(rows, cols, why):
-    fn, data = _layer(rows, 24, cols)
+def test_other_products_keep_column_blocks(rows, inner, cols, why):
+    fn, data = _layer(rows, inner, cols)
     exe = _backend(2).compile(fn)
     source = _source(exe)
     assert "band_" not in source, why

@@ -39,11 +39,14 @@ ROW_SPLIT = 512
 #: Rows per block are a multiple of this (whole tiles of the panel GEMM: 12 rows on
 #: AVX-512, 6 on AVX2 and without).
 ROW_TILE = 12
-#: A panel product under ``ROW_SPLIT`` rows with at most this many columns per row of ``a``
-#: and at least ``BAND_ROWS`` rows per thread is split into one band of rows per thread, each
-#: band into column blocks (``GemmEmitter.band_split``).
+#: A panel product under ``ROW_SPLIT`` rows with at most this many columns per row of ``a``,
+#: at least ``BAND_ROWS`` rows per thread and at most ``BAND_BYTES`` of ``a`` per thread is
+#: split into one band of rows per thread, each band into column blocks
+#: (``GemmEmitter.band_split``). ``BAND_BYTES``: a band of ``a`` beside a panel group
+#: (``dialect.PANEL_GROUP_BYTES``, 384 KiB) within a 1 MiB L2.
 BAND_COLUMNS_PER_ROW = 2
 BAND_ROWS = 64
+BAND_BYTES = 512 << 10
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
@@ -204,15 +207,18 @@ class GemmEmitter:
         Column blocks over every row each read all of ``a`` again (the W3 MLP's 256 x 784,
         784 KiB, beside a 1 MiB L2, for each of a thread's four blocks); in bands a thread
         reads its rows' share of ``a`` for each of its column blocks, and all the panels
-        once. That pays where the panels are small beside ``a``: few columns per row.
-        Units run band by band, so each thread's home is its band. AVX2's half panels keep
-        column blocks (their 6-row tiles over a band's blocks of 4 panels, measured slower)."""
+        once. That pays where the panels are small beside ``a`` (few columns per row) and a
+        band stays in L2 beside the panels (ConvNeXt's 196 x 1536 -> 384, 602 KiB a band,
+        measured no faster in bands). Units run band by band, so each thread's home is its
+        band. AVX2's half panels keep column blocks (their 6-row tiles over a band's blocks of
+        4 panels, measured slower)."""
         return (
             self.f32_panels()
             and not self.module.panel_halves
             and self.rows < ROW_SPLIT
             and self.rows >= BAND_ROWS * threads
             and self.cols <= BAND_COLUMNS_PER_ROW * self.rows
+            and -(-self.rows // threads) * self.inner * self.t.itemsize <= BAND_BYTES
         )
 
     def row_split(self) -> bool:
