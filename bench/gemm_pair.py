@@ -16,9 +16,9 @@ block alone and side by side, and their ratio (shared L3 and memory traffic, fal
 and the last round's largest error against a double-precision product, and the pairs' mean
 span (first start to last end, wall clock) against half the one-thread time.
 
-``--bands``: the pairs run as ``blas.band_split`` shares a product (docs/design.md §10, h123):
-each thread the blocks of ``--block`` columns over its half of the rows (``--block 128``: the
-W3 MLP's four blocks a band); the rounds alone keep column blocks over every row.
+``--bands``: in the pairs each thread runs the blocks of ``--block`` columns over its half of
+the rows (``--block 512`` for 512 columns: one block a band, as ``blas.band_split`` shares a
+product, docs/design.md §10, h123); the rounds alone keep column blocks over every row.
 
 The rounds cycle ``--copies`` copies of the weights (1: from L3 after the first round; 16:
 even the 2.4 MB of BERT's output projection come from memory, as in a model whose weights
@@ -75,7 +75,7 @@ static volatile int quit;
 static void run(part* p) {
   double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
   p->w0 = clock_s(CLOCK_MONOTONIC);
-  long r0 = p->first ? M / 2 : 0, r1 = p->first ? M : M / 2;  /* the thread's band */
+  long r0 = p == &parts[1] ? M / 2 : 0, r1 = r0 ? M : M / 2; /* the thread's band */
   if (BANDS && pair)
     for (int b = 0; b < BLOCKS; ++b)
       og_gemm_panels(A + r0 * LDA, LDA, P, C + r0 * N, N, r1 - r0, K, (long)BLOCK * b,
@@ -179,8 +179,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.copies < 1:
         sys.exit(f"--copies must be at least 1, not {args.copies}")
-    if args.block % 32 or args.cols % (2 * args.block):
-        sys.exit("--block must be whole panels and --cols an even number of blocks")
+    if args.block % 32 or args.cols % (args.block if args.bands else 2 * args.block):
+        sys.exit(
+            "--block must be whole panels and --cols an even number of blocks (any with --bands)"
+        )
     with tempfile.TemporaryDirectory(prefix="opgraph-gemm-pair-") as tmp:
         exe = build(Path(tmp), args)
         out = subprocess.run([str(exe), str(args.rounds)], check=True, capture_output=True)

@@ -1,7 +1,8 @@
 """Panel products under ``blas.ROW_SPLIT`` rows with few columns per row (the W3 MLP's 256 x
-784 -> 512) are shared between threads as one band of rows per thread, each band cut into
-column blocks, with the fused epilogue on each block's rows of the band: exact against
-INTERPRETER and bitwise the same on any thread count; wider products, and AVX2's half panels,
+784 -> 512) are shared between threads as one band of rows per thread (split evenly, not in
+whole row tiles), every column in each, with the fused epilogue on the band's rows: exact
+against INTERPRETER and bitwise the same on any thread count; wider products, and AVX2's half
+panels,
 keep column blocks over every row (no timing). The banded cases band on a CPU whose native
 build reads whole panels (AVX-512); on an AVX2-only CPU they must keep column blocks, checked
 against INTERPRETER the same way."""
@@ -39,10 +40,11 @@ def _layer(rows: int, inner: int, cols: int):
     return og.Function([y], [x]), data
 
 
-def _source(exe) -> str:
+def _source(exe) -> tuple[str, str]:
+    """The module's C and the product step's function name."""
     (step,) = [s for s in exe.program.steps if isinstance(s, GemmStep)]
     assert step.panel == 32 and step.epilogue is not None
-    return exe.source()
+    return exe.source(), f"g{exe.program.steps.index(step)}"
 
 
 CASES = {  # name: (rows, inner, cols)
@@ -61,10 +63,11 @@ def test_bands_match_the_interpreter_and_one_thread(name, threads):
     assert rows >= blas.BAND_ROWS * threads  # a band per thread
     fn, data = _layer(rows, inner, cols)
     exe = _backend(threads).compile(fn)
-    source = _source(exe)
-    banded = f"long r1_ = {rows}L * (band_ + 1) / {threads}L;" in source
+    source, name_ = _source(exe)
+    banded = f"og_parallel({name_}, T, A, {threads}L, 1L" in source  # a unit per thread
     assert banded is WHOLE_PANELS
-    assert ("for (long r_ = r0_; r_ < r1_; ++r_)" in source) is banded  # the band's epilogue
+    assert ("og_gemm_panels(a + first * " in source) is banded  # each unit a block of rows
+    assert f"first = first / {blas.ROW_TILE} * {blas.ROW_TILE};" not in source  # split evenly
     want = og.backend("INTERPRETER").compile(fn)(data)[0].astype(np.float64)
     got = exe(data)[0]
     tolerance = 2e-5 * (np.max(np.abs(want)) + 1)
@@ -88,8 +91,8 @@ WIDE_INNER = blas.BAND_BYTES // (4 * 128) + 1
 def test_other_products_keep_column_blocks(rows, inner, cols, why):
     fn, data = _layer(rows, inner, cols)
     exe = _backend(2).compile(fn)
-    source = _source(exe)
-    assert "band_" not in source, why
+    source, _ = _source(exe)
+    assert "og_gemm_panels(a + first * " not in source, why
     assert f"for (long r_ = 0; r_ < {rows}L; ++r_)" in source  # column blocks, every row
     want = og.backend("INTERPRETER").compile(fn)(data)[0]
     np.testing.assert_allclose(exe(data)[0], want, atol=2e-5 * (np.max(np.abs(want)) + 1))
@@ -99,8 +102,8 @@ def test_half_panels_keep_column_blocks():
     """AVX2's half panels: column blocks over every row, the same product."""
     fn, data = _layer(256, 784, 512)
     exe = CpuBackend(dataclasses.replace(default_config(), num_threads=2, isa="avx2")).compile(fn)
-    source = _source(exe)
-    assert "og_gemm_panels" in source and "band_" not in source
+    source, _ = _source(exe)
+    assert "og_gemm_panels(a, " in source and "og_gemm_panels(a + first * " not in source
     want = og.backend("INTERPRETER").compile(fn)(data)[0]
     np.testing.assert_allclose(exe(data)[0], want, atol=2e-5 * (np.max(np.abs(want)) + 1))
 
@@ -108,5 +111,5 @@ def test_half_panels_keep_column_blocks():
 def test_bands_need_several_threads():
     """One thread runs the whole product in one call: no bands, no column blocks."""
     fn, _ = _layer(256, 784, 512)
-    source = _source(_backend(1).compile(fn))
-    assert "band_" not in source
+    source, name_ = _source(_backend(1).compile(fn))
+    assert f"og_parallel({name_}," not in source and "og_gemm_panels(a, " in source

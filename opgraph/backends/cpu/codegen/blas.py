@@ -41,9 +41,9 @@ ROW_SPLIT = 512
 ROW_TILE = 12
 #: A panel product under ``ROW_SPLIT`` rows with at most this many columns per row of ``a``,
 #: at least ``BAND_ROWS`` rows per thread and at most ``BAND_BYTES`` of ``a`` per thread is
-#: split into one band of rows per thread, each band into column blocks
-#: (``GemmEmitter.band_split``). ``BAND_BYTES``: a band of ``a`` beside a panel group
-#: (``dialect.PANEL_GROUP_BYTES``, 384 KiB) within a 1 MiB L2.
+#: split into one band of rows per thread, every column in each (``GemmEmitter.band_split``).
+#: ``BAND_BYTES``: a band of ``a`` beside a panel group (``dialect.PANEL_GROUP_BYTES``, 384
+#: KiB) within a 1 MiB L2.
 BAND_COLUMNS_PER_ROW = 2
 BAND_ROWS = 64
 BAND_BYTES = 512 << 10
@@ -103,7 +103,7 @@ class GemmEmitter:
         self.cb = dialect.storage_type(self.b.element_type)  # bf16 panels in bf16 mode
         self.checks: list[Check] = checks if checks is not None else []
         self.blocks = 1
-        self.bands = 1  # bands of rows, each split into column blocks (band_split)
+        self.bands = 1  # blocks of rows, one per thread (band_split)
 
     def work(self) -> int:
         return self.rows * self.cols * self.inner * len(self.step.batch)
@@ -119,8 +119,9 @@ class GemmEmitter:
             extent = self.rows
             blocks = min(self.blocks_per_thread() * threads, -(-extent // ROW_TILE))
         elif parallel and len(batch) < threads and self.band_split(threads):
-            self.bands = threads
-            blocks = threads * min(self.blocks_per_thread(), -(-extent // self.step.panel))
+            self.split_columns = False
+            extent = self.rows
+            blocks = self.bands = threads
         elif parallel and len(batch) < threads and extent >= 2 * BLOCK:
             blocks = min(self.blocks_per_thread() * threads, -(-extent // BLOCK))
         self.blocks = blocks  # for the calls that split() returned
@@ -138,7 +139,9 @@ class GemmEmitter:
             f"    const {self.c}* a = a0 + {self.name}_batch[i_][0];",
             f"    const {self.cb}* b = b0 + {self.name}_batch[i_][1];",
             f"    {self.c}* c = c0 + {self.name}_batch[i_][2];",
-            *self.block_range(extent, blocks),
+            f"    long first = {extent}L * k_ / {blocks}L;",
+            f"    long last = {extent}L * (k_ + 1) / {blocks}L;",
+            *self.aligned(blocks),
             "    if (first >= last) continue;",
             f"    {call('first', '(int)(last - first)')}",
             *self.epilogue_calls(),
@@ -176,42 +179,25 @@ class GemmEmitter:
         whole = self.rows * self.inner if self.split_columns else self.cols * self.inner
         return 1 if whole * self.out.element_type.itemsize > (1 << 18) else 2
 
-    def block_range(self, extent: int, blocks: int) -> list[str]:
-        """C lines that set the unit's ``first`` and ``last`` along the split dimension from
-        ``k_``; with bands, ``k_`` becomes the column block within band ``band_``, whose rows
-        are ``r0_`` to ``r1_``."""
-        per = blocks // self.bands
-        lines = []
-        if self.bands > 1:
-            lines = [
-                f"    long band_ = k_ / {per}L;",
-                f"    long r0_ = {self.rows}L * band_ / {self.bands}L;",
-                f"    long r1_ = {self.rows}L * (band_ + 1) / {self.bands}L;",
-                f"    k_ %= {per}L;",
-            ]
-        return [
-            *lines,
-            f"    long first = {extent}L * k_ / {per}L;",
-            f"    long last = {extent}L * (k_ + 1) / {per}L;",
-            *self.aligned(per),
-        ]
-
     def f32_panels(self) -> bool:
         """Whether this is the f32 panel GEMM (of ``GemmEmitter``, not a variant's)."""
         return self.row_blocks and self.step.panel == 32 and self.t is et.f32
 
     def band_split(self, threads: int) -> bool:
-        """Whether the blocks are column blocks within one band of rows per thread (the f32
-        panel product of an ``a`` under ``ROW_SPLIT`` rows with few columns per row).
+        """Whether the blocks are bands of rows, one per thread, every column in each (the
+        f32 panel product of an ``a`` under ``ROW_SPLIT`` rows with few columns per row).
 
         Column blocks over every row each read all of ``a`` again (the W3 MLP's 256 x 784,
-        784 KiB, beside a 1 MiB L2, for each of a thread's four blocks); in bands a thread
-        reads its rows' share of ``a`` for each of its column blocks, and all the panels
-        once. That pays where the panels are small beside ``a`` (few columns per row) and a
-        band stays in L2 beside the panels (ConvNeXt's 196 x 1536 -> 384, 602 KiB a band,
-        measured no faster in bands). Units run band by band, so each thread's home is its
-        band. AVX2's half panels keep column blocks (their 6-row tiles over a band's blocks of
-        4 panels, measured slower)."""
+        784 KiB, beside a 1 MiB L2, for each of a thread's four blocks), and the next
+        product's ``a`` was written half by the other core; a band reads its own rows once,
+        written by its own core, and all the panels. That pays where the panels are small
+        beside ``a`` (few columns per row) and a band stays in L2 beside a panel group
+        (ConvNeXt's 196 x 1536 -> 384, 602 KiB a band, measured no faster). The rows are
+        split evenly (``rows * t / threads``: 128 + 128, each ten 12-row tiles and one of 8,
+        where whole tiles would give 120 + 136). One block per thread: four column blocks a
+        band (each thread's home its band) ran 0.6-3 % slower on two threads (their panel
+        groups of 3 + 1 panels), at the cost of what a preempted thread holds. AVX2's half
+        panels keep column blocks (their 6-row tiles in bands measured 2-4 % slower)."""
         return (
             self.f32_panels()
             and not self.module.panel_halves
@@ -245,15 +231,16 @@ class GemmEmitter:
             return []
         ep, base, cols = f"{self.name}_ep", f"{self.name}_batch[i_][2]", self.cols
         if self.split_columns:
-            rows = ("r0_", "r1_") if self.bands > 1 else ("0", f"{self.rows}L")
             return [
-                f"    for (long r_ = {rows[0]}; r_ < {rows[1]}; ++r_)",
+                f"    for (long r_ = 0; r_ < {self.rows}L; ++r_)",
                 f"      err |= {ep}(T, A, {base} + r_ * {cols}L + first, "
                 f"{base} + r_ * {cols}L + last);",
             ]
         return [f"    err |= {ep}(T, A, {base} + first * {cols}L, {base} + last * {cols}L);"]
 
     def aligned(self, blocks: int) -> list[str]:
+        if self.bands > 1:  # bands of rows (band_split): split evenly
+            return []
         if blocks > 1 and self.step.panel == 32 and not self.split_columns:  # row blocks
             return [
                 f"    first = first / {ROW_TILE} * {ROW_TILE};",
@@ -315,15 +302,10 @@ class GemmEmitter:
         self.split_columns = True
 
         def call(first: str, count: str) -> str:
-            if not self.split_columns:  # a block of rows (row_split), every column
+            if not self.split_columns:  # a block of rows (row_split, band_split), every column
                 return (
                     f"og_gemm_panels(a + {first} * {lda}L, {lda}L, b, c + {first} * "
                     f"{ldc}L, {ldc}L, {count}, {self.inner}L, 0, {self.cols}L);"
-                )
-            if self.bands > 1:  # columns of a band of rows (band_split)
-                return (
-                    f"og_gemm_panels(a + r0_ * {lda}L, {lda}L, b, c + r0_ * {ldc}L, {ldc}L, "
-                    f"r1_ - r0_, {self.inner}L, {first}, {first} + {count});"
                 )
             return (
                 f"og_gemm_panels(a, {lda}L, b, c, {ldc}L, {self.rows}L, {self.inner}L, "
