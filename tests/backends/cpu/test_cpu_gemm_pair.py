@@ -1,5 +1,6 @@
 """``bench/gemm_pair.py``'s harness: two threads run the panel GEMM's column blocks side by side
-on weight copies cycled per round (``--copies``), and it checks the last round's product."""
+(or, ``--bands``, the column blocks of their half of the rows) on weight copies cycled per
+round (``--copies``), and it checks the last round's product."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from opgraph.backends.cpu import default_config  # noqa: E402
 from opgraph.backends.cpu.config import resolve_compiler  # noqa: E402
 
 
-def _harness(tmp_path: Path, copies: int) -> Path:
+def _harness(tmp_path: Path, copies: int, bands: bool = False) -> Path:
     if resolve_compiler(default_config().compiler) is None:
         pytest.skip("no C compiler on this machine")
-    args = argparse.Namespace(rows=24, inner=64, cols=256, block=64, copies=copies, isa="native")
+    args = argparse.Namespace(
+        rows=24, inner=64, cols=256, block=64, copies=copies, isa="native", bands=bands
+    )
     return build(tmp_path, args)
 
 
@@ -34,9 +37,19 @@ def test_rounds_over_weight_copies_compute_the_last_copys_product(
     thread after pairs on the others; its product is checked in double precision."""
     exe = _harness(tmp_path, copies)
     out = subprocess.run([str(exe), "5"], check=True, capture_output=True, text=True)
-    alone_n, pair_n, alone, pair, err = out.stdout.split()
+    alone_n, pair_n, alone, pair, err, span = out.stdout.split()
     assert 0 <= int(alone_n) <= 3 and 0 <= int(pair_n) <= 2
     assert float(err) < 1e-4  # 64 products of floats in [-0.5, 0.5]
+    assert float(span) >= 0
+
+
+def test_pairs_in_bands_compute_the_whole_product(tmp_path: Path) -> None:
+    """Four rounds, the last a pair in bands (each thread its 12 rows, every column block) on
+    the second of two weight copies, after a round alone on the first: a band left undone
+    would keep the first copy's product, so both bands are checked in double precision."""
+    exe = _harness(tmp_path, 2, bands=True)
+    out = subprocess.run([str(exe), "4"], check=True, capture_output=True, text=True)
+    assert float(out.stdout.split()[4]) < 1e-4
 
 
 def test_harness_reports_a_wrong_product(tmp_path: Path) -> None:

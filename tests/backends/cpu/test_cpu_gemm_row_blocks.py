@@ -66,7 +66,8 @@ def test_row_blocks_match_the_interpreter(name, threads):
 
 
 def test_shorter_products_keep_column_blocks():
-    """One row fewer than ``ROW_SPLIT``: column blocks, as before."""
+    """One row fewer than ``ROW_SPLIT``: no blocks of whole row tiles (column blocks, in
+    bands of rows here: ``test_cpu_gemm_bands.py``)."""
     fn, data = _layer((blas.ROW_SPLIT - 1,), 16, 64, False)
     exe = _backend(2).compile(fn)
     step = _gemm(exe)

@@ -39,6 +39,14 @@ ROW_SPLIT = 512
 #: Rows per block are a multiple of this (whole tiles of the panel GEMM: 12 rows on
 #: AVX-512, 6 on AVX2 and without).
 ROW_TILE = 12
+#: A panel product under ``ROW_SPLIT`` rows with at most this many columns per row of ``a``,
+#: at least ``BAND_ROWS`` rows per thread and at most ``BAND_BYTES`` of ``a`` per thread is
+#: split into one band of rows per thread, every column in each (``GemmEmitter.band_split``).
+#: ``BAND_BYTES``: a band of ``a`` beside a panel group (``dialect.PANEL_GROUP_BYTES``, 384
+#: KiB) within a 1 MiB L2.
+BAND_COLUMNS_PER_ROW = 2
+BAND_ROWS = 64
+BAND_BYTES = 512 << 10
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
@@ -95,6 +103,7 @@ class GemmEmitter:
         self.cb = dialect.storage_type(self.b.element_type)  # bf16 panels in bf16 mode
         self.checks: list[Check] = checks if checks is not None else []
         self.blocks = 1
+        self.bands = 1  # blocks of rows, one per thread (band_split)
 
     def work(self) -> int:
         return self.rows * self.cols * self.inner * len(self.step.batch)
@@ -109,6 +118,10 @@ class GemmEmitter:
             self.split_columns = False
             extent = self.rows
             blocks = min(self.blocks_per_thread() * threads, -(-extent // ROW_TILE))
+        elif parallel and len(batch) < threads and self.band_split(threads):
+            self.split_columns = False
+            extent = self.rows
+            blocks = self.bands = threads
         elif parallel and len(batch) < threads and extent >= 2 * BLOCK:
             blocks = min(self.blocks_per_thread() * threads, -(-extent // BLOCK))
         self.blocks = blocks  # for the calls that split() returned
@@ -166,6 +179,34 @@ class GemmEmitter:
         whole = self.rows * self.inner if self.split_columns else self.cols * self.inner
         return 1 if whole * self.out.element_type.itemsize > (1 << 18) else 2
 
+    def f32_panels(self) -> bool:
+        """Whether this is the f32 panel GEMM (of ``GemmEmitter``, not a variant's)."""
+        return self.row_blocks and self.step.panel == 32 and self.t is et.f32
+
+    def band_split(self, threads: int) -> bool:
+        """Whether the blocks are bands of rows, one per thread, every column in each (the
+        f32 panel product of an ``a`` under ``ROW_SPLIT`` rows with few columns per row).
+
+        Column blocks over every row each read all of ``a`` again (the W3 MLP's 256 x 784,
+        784 KiB, beside a 1 MiB L2, for each of a thread's four blocks), and the next
+        product's ``a`` was written half by the other core; a band reads its own rows once,
+        written by its own core, and all the panels. That pays where the panels are small
+        beside ``a`` (few columns per row) and a band stays in L2 beside a panel group
+        (ConvNeXt's 196 x 1536 -> 384, 602 KiB a band, measured no faster). The rows are
+        split evenly (``rows * t / threads``: 128 + 128, each ten 12-row tiles and one of 8,
+        where whole tiles would give 120 + 136). One block per thread: four column blocks a
+        band (each thread's home its band) ran 0.6-3 % slower on two threads (their panel
+        groups of 3 + 1 panels), at the cost of what a preempted thread holds. AVX2's half
+        panels keep column blocks (their 6-row tiles in bands measured 2-4 % slower)."""
+        return (
+            self.f32_panels()
+            and not self.module.panel_halves
+            and self.rows < ROW_SPLIT
+            and self.rows >= BAND_ROWS * threads
+            and self.cols <= BAND_COLUMNS_PER_ROW * self.rows
+            and -(-self.rows // threads) * self.inner * self.t.itemsize <= BAND_BYTES
+        )
+
     def row_split(self) -> bool:
         """Whether the blocks are rows of ``a`` (the f32 panel product of a tall ``a``).
 
@@ -173,12 +214,7 @@ class GemmEmitter:
         block, both threads streaming it from L3); row blocks read their own rows once and
         the packed panels, which both threads share. ``_panel_rows`` calls the panel GEMM on
         a block of rows, the epilogue runs on those rows."""
-        return (
-            self.row_blocks
-            and self.step.panel == 32
-            and self.t is et.f32
-            and self.rows >= ROW_SPLIT
-        )
+        return self.f32_panels() and self.rows >= ROW_SPLIT
 
     def epilogue_function(self) -> list[str]:
         if self.step.epilogue is None:
@@ -203,6 +239,8 @@ class GemmEmitter:
         return [f"    err |= {ep}(T, A, {base} + first * {cols}L, {base} + last * {cols}L);"]
 
     def aligned(self, blocks: int) -> list[str]:
+        if self.bands > 1:  # bands of rows (band_split): split evenly
+            return []
         if blocks > 1 and self.step.panel == 32 and not self.split_columns:  # row blocks
             return [
                 f"    first = first / {ROW_TILE} * {ROW_TILE};",
@@ -264,7 +302,7 @@ class GemmEmitter:
         self.split_columns = True
 
         def call(first: str, count: str) -> str:
-            if not self.split_columns:  # a block of rows (row_split), every column
+            if not self.split_columns:  # a block of rows (row_split, band_split), every column
                 return (
                     f"og_gemm_panels(a + {first} * {lda}L, {lda}L, b, c + {first} * "
                     f"{ldc}L, {ldc}L, {count}, {self.inner}L, 0, {self.cols}L);"
