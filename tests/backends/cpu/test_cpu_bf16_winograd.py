@@ -76,3 +76,30 @@ def test_the_pair_gemm_compiles_without_a_bf16_cpu(tmp_path):
     flags = ["-fsyntax-only", "-march=x86-64-v4", "-mavx512bf16", "-fopenmp-simd"]
     done = subprocess.run([compiler, *flags, str(source)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+PLANE_CASES = {  # name: (n, c, h, o, pad); the units' planes unpadded a multiple of 4 KiB
+    "64 x 32x32, units of 4 tile rows (64 tiles): planes of 8 KiB": (2, 64, 32, 64, 1),
+    "512 x 4x4, 32 images a unit, shared transform in 8 channel blocks": (32, 512, 4, 512, 1),
+}
+
+
+@needs_bf16
+@pytest.mark.parametrize("name", list(PLANE_CASES))
+def test_pair_planes_lie_an_odd_number_of_lines_apart(name, monkeypatch):
+    """The pair panels' and products' 16 planes are ``plane_stride`` apart (a layout only:
+    the results are bitwise the plain bf16 Winograd's, itself on padded planes)."""
+    monkeypatch.setattr(bf16_winograd_rows, "MIN_WASTE", 2.0)  # tiles as rows: never
+    fn, xv = conv(PLANE_CASES[name])
+    exe = og.backend("CPU").compile(fn, precision="bf16")
+    steps = [s for s in exe.program.steps if isinstance(s, bf16.Bf16WinogradStep)]
+    assert steps and bf16_winograd.fits(steps[0])
+    assert steps[0].shared == (steps[0].channel_blocks > 1)
+    source = exe.source()
+    assert "V + xi * vs, pairs, M + xi * ms" in source and "dd = d + ab * vs" in source
+    assert "ms + (oc - o0) * tb + col]" in source
+    got = exe(xv)[0]
+    plain = bf16.EMITTERS[bf16.Bf16WinogradStep]
+    monkeypatch.setitem(codegen_module.STEP_EMITTERS, bf16.Bf16WinogradStep, plain)
+    np.testing.assert_array_equal(got, og.backend("CPU").compile(fn, precision="bf16")(xv)[0])
+    assert relative(got, og.backend("CPU").compile(fn)(xv)[0]) < BOUND

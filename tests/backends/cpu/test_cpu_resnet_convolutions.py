@@ -43,7 +43,9 @@ CASES = {  # name: (graph, the tile the step takes)
     "channel blocks": (dict(n=1, c=32, o=256, size=28), 4),
     "residual epilogue": (dict(n=1, c=32, o=32, size=28, residual=True), 4),
     "many input channels": (dict(n=1, c=256, o=32, size=28), 4),
-    "2x2 tiles, padded rows, images per unit": (dict(n=8, c=32, o=32, size=16), 2),
+    "2x2 tiles, padded rows, images per unit": (dict(n=8, c=32, o=32, size=12), 2),
+    "4x4 tiles, a batch of 16x16 planes, two images a unit": (dict(n=8, c=32, o=32, size=16), 4),
+    "4x4 tiles, CIFAR 4x4: one tile an image, channel blocks": (dict(n=32, c=64, o=128, size=4), 4),
     "2x2 tiles, padding 2, odd plane": (dict(n=2, c=16, o=16, size=19, pad=2), 2),
     "2x2 tiles, residual, CIFAR 8x8": (dict(n=16, c=64, o=64, size=8, residual=True), 2),
 }
@@ -66,13 +68,16 @@ def test_winograd_matches_interpreter(name, backend_name, request):
 
 
 def test_f4_layout_folds_images_and_splits_channels():
-    """F(4x4) units aim for F4_BLOCK tiles: whole images when a plane has fewer."""
+    """F(4x4) units aim for F4_BLOCK tiles: F4_IMAGE_TILES of whole images when a plane has
+    fewer (and have at least that many)."""
     assert winograd_layout(1, 64, 56, 56, 2, tile=4) == (7, 1, 1)  # 2 units of 98 tiles
     assert winograd_layout(1, 64, 56, 56, 4, tile=4) == (4, 1, 1)  # one a thread
     assert winograd_layout(1, 64, 56, 56, 1, tile=4) == (5, 1, 1)  # F4_BLOCK tiles
     assert winograd_layout(1, 128, 28, 28, 2) == (4, 1, 1)  # F(2x2): two units a thread
     assert winograd_layout(1, 256, 28, 28, 2, tile=4) == (7, 1, 4)
-    assert winograd_layout(8, 64, 16, 16, 2, tile=4) == (4, 4, 1)
+    assert winograd_layout(8, 64, 16, 16, 2, tile=4) == (4, 2, 1)  # 32 tiles
+    assert winograd_layout(32, 512, 4, 4, 2, tile=4) == (1, 32, 4)
+    assert winograd_layout(16, 512, 4, 4, 2, tile=4) is None  # 16 tiles: too few
     assert winograd_layout(1, 64, 14, 14, 2, tile=4) is None  # 16 tiles: too few
 
 
@@ -82,8 +87,12 @@ def test_f4_layout_folds_images_and_splits_channels():
         ((1, 64, 56, 56), 4),  # ResNet-18 layer 1
         ((1, 128, 28, 28), 4),  # layer 2
         ((1, 256, 14, 14), 2),  # layer 3
-        ((32, 64, 32, 32), 2),  # CIFAR batch 32: 2x2 tiles measured faster
-        ((32, 512, 4, 4), 2),  # CIFAR layer 4: one 4x4 tile per image
+        ((32, 64, 32, 32), 2),  # CIFAR batch 32: level, 2x2 tiles round less
+        ((32, 128, 16, 16), 4),  # CIFAR layer 2: F4_BATCH_SIDES
+        ((32, 256, 8, 8), 2),  # layer 3: level in the model
+        ((32, 512, 4, 4), 4),  # CIFAR layer 4: one 4x4 tile per image
+        ((8, 64, 12, 12), 2),  # a side F4_BATCH_SIDES does not name
+        ((32, 64, 16, 8), 2),  # not square
         ((1, 16, 6, 40), 2),  # too short for 4x4 tiles
     ],
 )

@@ -37,6 +37,7 @@ from opgraph.backends.cpu.codegen.bf16 import (
 )
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.winograd import _transform, image_loop
+from opgraph.backends.fused.lowering.winograd_tiles import plane_stride
 from opgraph.backends.fused.program import WinogradStep
 from opgraph.backends.fused.views import static_all
 
@@ -107,26 +108,27 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
         th, tw = -(-oh // 2), -(-ow // 2)
         blocks = -(-th // s.block_rows)
         part = -(-o // s.channel_blocks)
-        per_thread = 16 * (c + part) * s.images * s.block_rows * tw
+        # the lowering's rows (``scratch_per_thread``): 16 planes of pair panels, no more
+        # than the f32 planes (fits), and 16 of products, each padded by plane_stride
+        per_thread = int(static_all(self.scratch.shape[1:2])[0])
         groups = -(-n // s.images) if type(n) is int else n
         head = [f"/* {self.name}: bf16 Winograd F(2x2,3x3), pair panels: "]
         head[0] += s.label.replace("*/", "* /") + " */"
         head += self.step_head(w)
         self.share(blocks, th, tw)
         if self.shared:  # the transform once, by <name>_in: this unit's products only
-            per_thread = self.layout[4]
             tiles = [
                 f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
                 f"    float* M = scratch + (long)og_worker_index() * {per_thread}L;",
-                f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+                *self.pair_planes(c),
             ]
             head += self.shared_pairs(c, h, w, tw)
         else:
             tiles = [
                 f"    float* V0 = scratch + (long)og_worker_index() * {per_thread}L;",
                 "    uint32_t* V = (uint32_t*)V0;",
-                f"    float* M = V0 + {16 * c}L * tb;",
-                f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+                *self.pair_planes(c),
+                "    float* M = V0 + 16L * vs;",
                 *self._pair_images(c, h, w, tw, "0L", "pairs"),
             ]
         body = [
@@ -136,9 +138,10 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             "  for (long unit = lo; unit < hi; ++unit) {",
             *self._unit_head(n, o, th, blocks, part, tw),
             *tiles,
+            f"    long ms = {plane_stride('op * tb')};  /* the products' planes */",
             "    for (int xi = 0; xi < 16; ++xi)",
-            f"      og_bf16_wgemm(u0 + xi * {o * c}L + o0 * {c}L, {c}L, V + xi * pairs * tbp, "
-            f"pairs, M + xi * op * tb, tb, op, tb, {c}L);",
+            f"      og_bf16_wgemm(u0 + xi * {o * c}L + o0 * {c}L, {c}L, V + xi * vs, "
+            f"pairs, M + xi * ms, tb, op, tb, {c}L);",
             *self.unit_tail(o, oh, ow, tw, groups * blocks * s.channel_blocks),
         ]
         return "\n".join(head + body)
@@ -159,6 +162,16 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
         self.shared = s.shared
         self.layout = (blocks, last, th, tw, int(static_all(self.scratch.shape[1:2])[0]))
 
+    @staticmethod
+    def pair_planes(c: int) -> list[str]:
+        """C: the pair panels' 32-tile width ``tbp``, the channel pairs, and the stride ``vs``
+        of the transformed planes (pair panels): an odd number of cache lines apart
+        (``winograd_tiles.plane_stride``), as the f32 step's."""
+        return [
+            f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+            f"    long vs = {plane_stride('pairs * tbp')};",
+        ]
+
     def _pair_images(self, c: int, h: int, w: int, tw: int, q0: str, q1: str) -> list[str]:
         """The unit's images' tiles of channel pairs ``q0`` to ``q1`` into ``V``."""
         return image_loop(tw, self.pair_transform(c, h, w, tw, q0, q1), self.x.strides[0], "    ")
@@ -175,7 +188,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             *self.shared_head(c),
             f"    float t0[{16 * tw}], t1[{16 * tw}];",
             f"    uint32_t* V = (uint32_t*)({self.shared_row('rest')});",
-            f"    long tbp = (tb + 31L) / 32L * 32L, pairs = {-(-c // 2)}L;",
+            *self.pair_planes(c),
             f"    long q0 = pairs * chunk / {chunks}L, q1 = pairs * (chunk + 1) / {chunks}L;",
             *self._pair_images(c, h, w, tw, "q0", "q1"),
             "  }",
@@ -265,7 +278,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
             f"        long len = {tw}L - s0 < room ? {tw}L - s0 : room;",
             "        uint32_t* d = V + (col >> 5) * pairs * 32L + q * 32L + (col & 31L);",
             "        for (int ab = 0; ab < 16; ++ab) {",
-            "          uint32_t* dd = d + ab * pairs * tbp;",
+            "          uint32_t* dd = d + ab * vs;",
             f"          const float* a0 = t0 + ab * {tw}L + s0;",
             f"          const float* a1 = t1 + ab * {tw}L + s0;",
             "          #pragma omp simd",
@@ -282,7 +295,7 @@ class Bf16PairWinogradEmitter(Bf16WinogradEmitter):
         """``Aᵀ M A`` of a tile row into four f32 rows (vectorized across tiles), then
         interleaved into the two output rows."""
         ys = self.out.strides
-        sums = output_sums(lambda x: f"M[({x} * op + oc - o0) * tb + col]")
+        sums = output_sums(lambda x: f"M[{x} * ms + (oc - o0) * tb + col]")
         outs = [
             f"e{i}0[tc] = r{i}0 + r{i}1 + r{i}2; e{i}1[tc] = r{i}1 - r{i}2 - r{i}3;"
             for i in range(2)

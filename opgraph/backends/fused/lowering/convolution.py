@@ -26,6 +26,7 @@ from opgraph.backends.fused.lowering.pointwise import patch_conv_step, pointwise
 from opgraph.backends.fused.lowering.registry import STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.lowering.winograd_tiles import (
     F4_BLOCK,
+    F4_IMAGE_TILES,
     filter_transform,
     padded_row,
     scratch_per_thread,
@@ -457,8 +458,9 @@ def winograd_layout(
     ``o`` x ``oh`` x ``ow`` outputs in ``tile`` x ``tile`` tiles, or None when the units
     would have too few tiles.
 
-    Planes of fewer than :data:`WINOGRAD_BLOCK` tiles take several whole images per unit (a
-    static batch); larger ones blocks of tile rows, made smaller to feed every thread down
+    Planes of fewer than :data:`WINOGRAD_BLOCK` tiles (F(4x4): ``F4_BLOCK``) take several
+    whole images per unit (a static batch; F(4x4): ``F4_IMAGE_TILES`` tiles, also the least
+    an F(4x4) unit has); larger ones blocks of tile rows, made smaller to feed every thread down
     to :data:`WINOGRAD_ROW_TILES` tiles: two units per thread of F(2x2) tiles, one of F(4x4)
     tiles (each unit reads all 36 planes of filters: 64 x 56² on two threads, two units of
     98 tiles ran 0.90x the per-core time of four of 42-56 and 0.90x the two-thread time).
@@ -469,7 +471,7 @@ def winograd_layout(
     images = 1
     block = WINOGRAD_BLOCK if tile == 2 else F4_BLOCK
     if type(n) is int and th * tw < block:
-        images = min(n, -(-block // (th * tw)))
+        images = min(n, -(-(block if tile == 2 else F4_IMAGE_TILES) // (th * tw)))
         rows = th
     else:
         rows = max(1, min(th, -(-block // tw)))
@@ -477,7 +479,7 @@ def winograd_layout(
             share = threads if tile == 4 else 2 * threads  # units the rows aim for
             fewer = max(1, -(-th // max(1, -(-share // least))))
             rows = max(fewer, min(rows, -(-WINOGRAD_ROW_TILES // tw)))
-    if images * rows * tw < WINOGRAD_TILES:
+    if images * rows * tw < (WINOGRAD_TILES if tile == 2 else F4_IMAGE_TILES):
         return None
     units = -(-least // images) * -(-th // rows)
     channel_blocks = 1

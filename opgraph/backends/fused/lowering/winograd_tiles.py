@@ -55,6 +55,20 @@ F4_MIN_SIZE = 28
 #: Tiles an F(4x4, 3x3) unit aims for (36 transformed planes per tile: half the F(2x2)
 #: block keeps a unit's scratch about as large; 64 measured faster than 128).
 F4_BLOCK = 64
+#: The square output planes (sides) for which a static batch of several images takes
+#: F(4x4, 3x3), in units of several whole images. Measured on CIFAR's batch 32 (Zen 5, the
+#: two-thread build run alone, thread CPU; the planes ``plane_stride`` apart, which the Zen 4
+#: measurement above lacked), the layer alone (medians) and the three layers in the model
+#: (sums of step minima, four runs): 128 x 16² 6.35 against 5.43 ms alone, 18.3-19.6
+#: against 14.5-19.6 ms in the model; 512 x 4² (32 images, 4 channel blocks) 7.05 against
+#: 6.49, 19.6-20.9 against 18.0-19.8. Not taken: 256 x 8², 5.45 against 4.89 alone but
+#: level in the model (18.0-20.7 against 18.1-20.0: its filters, 2.25x F(2x2)'s 4.2 MB,
+#: come from memory there), and 64 x 32² (level alone, 6.44 against 6.30).
+F4_BATCH_SIDES = (16, 4)
+#: Tiles an F(4x4, 3x3) unit of several whole images aims for, and the fewest an F(4x4)
+#: unit may have: 32 (the 128 x 16² layer above ran 5.43 ms in units of 32 tiles, 6.42 in
+#: units of 64 and 6.16 in units of 16; 256 x 8² 4.89, 5.33 and 5.60).
+F4_IMAGE_TILES = 32
 
 
 def filter_transform(filters: np.ndarray, tile: int) -> np.ndarray:
@@ -87,9 +101,12 @@ _TRANSFORM_BLOCK = 768
 
 def winograd_tile(n: Dim, o: int, oh: int, ow: int, threads: int) -> int:
     """The output tile size (2 or 4) for a convolution with ``n`` images of ``o`` x ``oh``
-    x ``ow`` outputs."""
+    x ``ow`` outputs: 4 for one image of large planes (:data:`F4_MIN_SIZE`) and for a static
+    batch of the planes :data:`F4_BATCH_SIDES` says."""
     del o, threads  # (the choice depends on the batch and the plane only, so far)
-    return 4 if n == 1 and min(oh, ow) >= F4_MIN_SIZE else 2
+    if n == 1:
+        return 4 if min(oh, ow) >= F4_MIN_SIZE else 2
+    return 4 if type(n) is int and oh == ow and oh in F4_BATCH_SIDES else 2
 
 
 def padded_row(w: int, left: int, ow: int, tile: int) -> int:
