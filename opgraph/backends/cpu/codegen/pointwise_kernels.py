@@ -105,17 +105,21 @@ class _Form:
         rr = f"({row} < R ? {row} : 0)"
         if self.suffix == "b":
             return f"{acc} = og_pw_bias({acc}, bias, {rr}, relu);"
-        if cols.isdigit():  # a whole tile: whole vectors, every row
-            return f"{acc} = og_pw_biasr({acc}, bias, {row}, res + ({row}) * ldy + {at}, {cols}, relu);"
-        res = f"res + {rr} * ldy + {at}, {row} < R ? {cols} - {at} : 0"
-        return f"{acc} = og_pw_biasr({acc}, bias, {rr}, {res}, relu);"
+        if cols == "whole":  # every row, whole vectors
+            return f"{acc} = og_pw_biasr({acc}, bias, {row}, res + ({row}) * ldy + {at}, relu);"
+        return f"{acc} = og_pw_bias({acc}, bias, {rr}, 0);"  # the rest as it is stored
 
-    def whole_or_not(self, whole: str, lanes: int, make: Callable[[str], str]) -> str:
-        """``make(cols)``, the residual form's in two branches on ``whole`` (whole vectors
-        read unconditionally in a whole tile)."""
+    def whole_or_not(self, whole: str, make: Callable[[str], str]) -> str:
+        """``make("cols")``; the residual form's in two branches on ``whole``: a whole
+        tile reads whole vectors of the residual, any other adds it (then ReLU) as the
+        tile is stored element by element (:meth:`stored`)."""
         if self.suffix != "r":
             return make("cols")
-        return f"if ({whole}) {{ {make(str(lanes))} }} else {{ {make('cols')} }}"
+        return f"if ({whole}) {{ {make('whole')} }} else {{ {make('cols')} }}"
+
+    def stored(self, value: str, at: str) -> str:
+        """The value stored element by element at ``y + at`` (a tile that is not whole)."""
+        return f"og_pw_res1({value}, res[{at}], relu)" if self.suffix == "r" else value
 
 
 _PLAIN = _Form("", "", "", "")
@@ -160,8 +164,9 @@ __attribute__((noinline, noclone)) static void og_pw_px{form.suffix}(
 def _bias(lanes: int, nv: int, rb: int) -> str:
     """``og_pw_bias``: a vector of products plus its row's bias, then, with ``relu``,
     ``v < 0 ? +0 : v`` lane by lane (the epilogue's ``Add`` and ``Relu``: NaN and -0 kept)
-    by a mask of the comparison; ``og_pw_biasr``: the same with the ``n`` (whole vector at
-    ``n >= lanes``, zeros past ``n``) residual values at ``res`` added after the bias."""
+    by a mask of the comparison; ``og_pw_biasr``: the same with a whole vector of the
+    residual at ``res`` added after the bias; ``og_pw_res1``: one value plus its residual,
+    then ``v < 0 ? +0 : v`` or not (the same bits as the vector form's mask)."""
     size = 4 * lanes
     return f"""typedef int og_pwi __attribute__((vector_size({size})));
 static inline __attribute__((always_inline)) og_pwv og_pw_relu(og_pwv v, int relu) {{
@@ -174,13 +179,16 @@ static inline __attribute__((always_inline)) og_pwv og_pw_bias(
   return og_pw_relu(v, relu);
 }}
 static inline __attribute__((always_inline)) og_pwv og_pw_biasr(
-    og_pwv v, const float* restrict bias, long r, const float* restrict res, long n, int relu) {{
-  og_pwv e = {{0}};
-  if (n >= {lanes}) __builtin_memcpy(&e, res, {size});
-  else for (long j = 0; j < n; ++j) e[j] = res[j];
+    og_pwv v, const float* restrict bias, long r, const float* restrict res, int relu) {{
+  og_pwv e;
+  __builtin_memcpy(&e, res, {size});
   v += bias[r];
   v += e;
   return og_pw_relu(v, relu);
+}}
+static inline __attribute__((always_inline)) float og_pw_res1(float v, float res, int relu) {{
+  v += res;
+  return relu && v < 0 ? 0.0f : v;
 }}"""
 
 
@@ -232,7 +240,7 @@ def _px_mk(lanes: int, nv: int, form: _Form) -> str:
         return f"for (int r = 0; r < {ROWS}; ++r) for (int v = 0; v < nv; ++v) {line}"
 
     whole = f"R == {ROWS} && cols == nv * {lanes}"
-    bias = f"\n  {form.whole_or_not(whole, lanes, loops)}" if form.suffix else ""
+    bias = f"\n  {form.whole_or_not(whole, loops)}" if form.suffix else ""
     head = f"/* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R (the panel's"
     return f"""{head} {ROWS}
    rows are computed: padding rows are zero), j < cols <= nv * {lanes}; x is readable for
@@ -259,7 +267,7 @@ static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk(
   float t[{nv * lanes}];
   for (long r = 0; r < R; ++r) {{
     for (int v = 0; v < nv; ++v) __builtin_memcpy(t + v * {lanes}, &acc[r][v], {size});
-    for (long j = 0; j < cols; ++j) y[r * ldy + j] = t[j];
+    for (long j = 0; j < cols; ++j) y[r * ldy + j] = {form.stored("t[j]", "r * ldy + j")};
   }}
 }}"""
 
@@ -295,7 +303,8 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
         )
 
     full = f"R - g >= {g} && cols == {nv * lanes}"
-    bias = f"\n    {form.whole_or_not(full, lanes, biasing)}" if form.suffix else ""
+    stored = form.stored("t[r][j]", "(g + r) * ldy + j")
+    bias = f"\n    {form.whole_or_not(full, biasing)}" if form.suffix else ""
     return f"""static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk{nv}(
     const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
     long ldy, long R, long cols{form.params}) {{
@@ -314,7 +323,7 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
     float t[{g}][{nv * lanes}];
     {spill}
     for (long r = 0; r < {g} && g + r < R; ++r)
-      for (long j = 0; j < cols; ++j) yg[r * ldy + j] = t[r][j];
+      for (long j = 0; j < cols; ++j) yg[r * ldy + j] = {stored};
   }}
 }}"""
 
