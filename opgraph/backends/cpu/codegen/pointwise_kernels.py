@@ -8,7 +8,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   ``OG_PW_TILE`` output pixels; per input channel it loads the vectors of one input row and
   broadcasts the 8 filter values (AVX-512: 24 accumulators). ``og_pw_pxb`` is the same with
   each row's bias added to its accumulators (then ReLU or not) before they are stored: a
-  ``channel_bias`` epilogue without its pass over the output.
+  ``channel_bias`` epilogue without its pass over the output; ``og_pw_pxr`` adds a residual
+  tensor of the output's layout after the bias (then ReLU or not).
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
@@ -96,26 +97,25 @@ class _Form:
     args: str
     note: str
 
-    def epilogue(self, acc: str, row: str, at: str, cols: str) -> str:
+    def epilogue(self, acc: str, row: str, at: str, whole: bool) -> str:
         """The assignment of accumulator ``acc`` of panel row ``row`` (``R`` rows valid),
-        columns from ``at`` (``cols`` valid: whole vectors at 16 or more; a number: every
-        row valid), or ''."""
+        columns from ``at`` (``whole``: every row valid, whole vectors), or ''."""
         if not self.suffix:
             return ""
         rr = f"({row} < R ? {row} : 0)"
         if self.suffix == "b":
             return f"{acc} = og_pw_bias({acc}, bias, {rr}, relu);"
-        if cols == "whole":  # every row, whole vectors
+        if whole:
             return f"{acc} = og_pw_biasr({acc}, bias, {row}, res + ({row}) * ldy + {at}, relu);"
         return f"{acc} = og_pw_bias({acc}, bias, {rr}, 0);"  # the rest as it is stored
 
-    def whole_or_not(self, whole: str, make: Callable[[str], str]) -> str:
-        """``make("cols")``; the residual form's in two branches on ``whole``: a whole
+    def whole_or_not(self, whole: str, make: Callable[[bool], str]) -> str:
+        """``make(False)``; the residual form's in two branches on ``whole``: a whole
         tile reads whole vectors of the residual, any other adds it (then ReLU) as the
         tile is stored element by element (:meth:`stored`)."""
         if self.suffix != "r":
-            return make("cols")
-        return f"if ({whole}) {{ {make('whole')} }} else {{ {make('cols')} }}"
+            return make(False)
+        return f"if ({whole}) {{ {make(True)} }} else {{ {make(False)} }}"
 
     def stored(self, value: str, at: str) -> str:
         """The value stored element by element at ``y + at`` (a tile that is not whole)."""
@@ -235,8 +235,8 @@ def _px_mk(lanes: int, nv: int, form: _Form) -> str:
     """``og_pw_px_mk`` (or a variant's): one tile of up to ``nv`` vectors."""
     size = 4 * lanes
 
-    def loops(cols: str) -> str:
-        line = form.epilogue("acc[r][v]", "r", f"v * {lanes}", cols)
+    def loops(whole: bool) -> str:
+        line = form.epilogue("acc[r][v]", "r", f"v * {lanes}", whole)
         return f"for (int r = 0; r < {ROWS}; ++r) for (int v = 0; v < nv; ++v) {line}"
 
     whole = f"R == {ROWS} && cols == nv * {lanes}"
@@ -297,9 +297,9 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
     )
     spill = " ".join(f"__builtin_memcpy(t[{r}] + {v * lanes}, &c{r}{v}, {size});" for r, v in pairs)
 
-    def biasing(cols: str) -> str:
+    def biasing(whole: bool) -> str:
         return " ".join(
-            form.epilogue(f"c{r}{v}", f"g + {r}", f"{v * lanes}", cols) for r, v in pairs
+            form.epilogue(f"c{r}{v}", f"g + {r}", f"{v * lanes}", whole) for r, v in pairs
         )
 
     full = f"R - g >= {g} && cols == {nv * lanes}"
