@@ -1,8 +1,9 @@
-"""A ``pixels``-layout 1x1 (or patch) convolution whose epilogue is a per-channel bias, or a
-bias then ReLU, adds them to the accumulators in ``og_pw_px`` (``channel_bias``): the same
-bits as the product followed by the epilogue's pass (the bias added in f32, ``v < 0 ? +0 :
-v``), on both instruction sets, over whole tiles, pixel tails, partial panels, patches and
-batches; other epilogues keep their pass."""
+"""A ``pixels``-layout 1x1 (or patch) convolution whose epilogue is a per-channel bias, then a
+residual tensor or not, then ReLU or not, adds them to the accumulators in ``og_pw_pxb`` /
+``og_pw_pxr`` (``channel_bias``): the same bits as the product followed by the epilogue's
+pass (``(y + bias) + residual`` in f32, ``v < 0 ? +0 : v``), on both instruction sets, over
+whole tiles, pixel tails, partial panels, patches and batches; other epilogues keep their
+pass."""
 
 import re
 
@@ -14,31 +15,41 @@ from opgraph import ops
 from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep, channel_bias
 
 RNG = np.random.default_rng(121)
-#: ``og_pw_px`` called with a panel's bias and the ReLU flag.
+#: ``og_pw_pxb`` called with a panel's bias and the ReLU flag.
 IN_REGISTERS = re.compile(r"og_pw_pxb\([^;]*b0 \+ q \* 8L, ([01])\)")
+#: ``og_pw_pxr`` called with a panel's bias, the residual and the ReLU flag.
+WITH_RESIDUAL = re.compile(r"og_pw_pxr\([^;]*b0 \+ q \* 8L, res \+ \(yq - y\) \+ [^;]*, ([01])\)")
+EPILOGUES = ["bias", "bias relu", "bias residual", "bias residual relu", "residual first relu"]
 
 
 def _graph(n, c, o, size, k, stride, epilogue):
-    """The convolution alone and with ``epilogue`` ("bias", "bias relu", "bias residual",
-    "bias hard-swish"), the bias values, the inputs."""
+    """The convolution alone and with ``epilogue`` (:data:`EPILOGUES`, "bias hard-swish",
+    "residual before bias": ``(y + r) + b``), the bias values, the inputs (the residual's
+    second)."""
     x = og.parameter(og.f32, (n, c, size, size))
     w = og.constant((RNG.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32))
     pad = (k // 2, k // 2)
     y = ops.convolution(x, w, (stride, stride), None, pad, pad)
     b = RNG.standard_normal(o).astype(np.float32)
-    z = ops.add(y, ops.broadcast(og.constant(b), y.shape, (0, 2, 3)))
+    bias = ops.broadcast(og.constant(b), y.shape, (0, 2, 3))
+    z = ops.add(y, bias)
     side = (size + 2 * (k // 2) - k) // stride + 1
     r = og.parameter(og.f32, (n, o, side, side))
     top = {
         "bias": z,
         "bias relu": ops.relu(z),
         "bias residual": ops.add(z, r),
+        "bias residual relu": ops.relu(ops.add(z, r)),
+        "residual first relu": ops.relu(ops.add(r, ops.add(bias, y))),
         "bias hard-swish": ops.hard_swish(z),
+        "residual before bias": ops.add(ops.add(y, r), bias),
     }[epilogue]
-    params = [x, r] if epilogue == "bias residual" else [x]
+    residual = "residual" in epilogue
+    params = [x, r] if residual else [x]
     args = [RNG.standard_normal((n, c, size, size)).astype(np.float32)]
-    if epilogue == "bias residual":
+    if residual:
         args.append(RNG.standard_normal((n, o, side, side)).astype(np.float32))
+        args[1][0, :2, 0, :2] = ((np.inf, -0.0), (-np.inf, np.nan))
     args[0][0, 0, 0, :3] = (np.nan, np.inf, -np.inf)  # NaN and infinities through the tile
     return og.Function([y], [x]), og.Function([top], params), b, args
 
@@ -60,7 +71,7 @@ def _pixel_steps(exe):
 
 
 @pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
-@pytest.mark.parametrize("epilogue", ["bias", "bias relu"])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
 @pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
 def test_bias_in_registers_gives_the_pass_bits(request, backend, epilogue, shape):
     cpu = request.getfixturevalue(backend)
@@ -68,10 +79,14 @@ def test_bias_in_registers_gives_the_pass_bits(request, backend, epilogue, shape
     exe = cpu.compile(fused)
     (step,) = _pixel_steps(exe)
     found = channel_bias(step)
-    assert found is not None and found.relu is (epilogue == "bias relu")
-    assert set(IN_REGISTERS.findall(exe.source())) == {str(int(found.relu))}
+    assert found is not None and found.relu is epilogue.endswith("relu")
+    assert (found.residual is not None) is ("residual" in epilogue)
+    calls = WITH_RESIDUAL if found.residual is not None else IN_REGISTERS
+    assert set(calls.findall(exe.source())) == {str(int(found.relu))}
     products = cpu.compile(plain)(args[0])[0]
     want = products + b[None, :, None, None]
+    if found.residual is not None:
+        want = want + args[1]
     if found.relu:
         want = np.where(want < 0, np.float32(0), want)
     got = exe(*args)[0]
@@ -80,12 +95,13 @@ def test_bias_in_registers_gives_the_pass_bits(request, backend, epilogue, shape
     assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
 
-@pytest.mark.parametrize("epilogue", ["bias residual", "bias hard-swish"])
+@pytest.mark.parametrize("epilogue", ["bias hard-swish", "residual before bias"])
 def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue):
     _, fused, _, args = _graph(*SHAPES["pixel blocks"], epilogue)
     exe = avx2_cpu.compile(fused)
     (step,) = _pixel_steps(exe)
     assert channel_bias(step) is None
-    assert IN_REGISTERS.search(exe.source()) is None
+    source = exe.source()
+    assert IN_REGISTERS.search(source) is None and "og_pw_pxr(" not in source
     want = og.backend("INTERPRETER").compile(fused)(*args)[0]
     np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5)

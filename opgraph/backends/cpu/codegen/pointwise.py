@@ -7,8 +7,9 @@ the units around them.
 
 Units are (image, block of output channels, block of pixels), sized so that a unit's input
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
-computing them, but for a per-channel bias (then ReLU or not) in the ``pixels`` layout,
-which ``og_pw_pxb`` adds to the accumulators before it stores them (``channel_bias``).
+computing them, but for a per-channel bias (then a residual or not, then ReLU or not) in the
+``pixels`` layout, which ``og_pw_pxb`` (``og_pw_pxr``) adds to the accumulators before it
+stores them (``channel_bias``).
 With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its panels of 8
 output channels one after the other, each over all of its pixels and followed by its
 epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
@@ -87,8 +88,9 @@ class PointwiseConvEmitter:
     def emit(self) -> str:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
             self.module.helper(helper)
-        if self.bias is not None:
-            self.module.helper("pw_pxb")  # after pw_px: its vector type
+        if self.bias is not None:  # after pw_px: its vector type
+            self.module.helper("pw_bias")
+            self.module.helper("pw_pxb" if self.bias.residual is None else "pw_pxr")
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None and self.bias is None:
@@ -155,6 +157,8 @@ class PointwiseConvEmitter:
         ]
         if self.bias is not None:
             lines.append(_pointer(self.module, self.bias.bias, "b0", True))
+        if self.bias is not None and self.bias.residual is not None:
+            lines.append(_pointer(self.module, self.bias.residual, "r0", True))
         if self.step.compact:
             at = self.module.num_threads * c * TAIL
             lines.append(f"  const float* xd = scratch + {at}L;")
@@ -183,6 +187,8 @@ class PointwiseConvEmitter:
             "    const float* x = OG_IMAGE(img);",
             f"    float* y = y0 + img * {o * p}L;",
         ]
+        if self.bias is not None and self.bias.residual is not None:
+            lines.append(f"    const float* res = r0 + img * {o * p}L;  /* y's layout */")
         if s.channels_first:
             lines += self.channel_body(pixel_blocks)
         elif s.unit_patches:
@@ -202,12 +208,17 @@ class PointwiseConvEmitter:
             "    }",
         ]
 
-    def px_call(self, args: str) -> str:
-        """The ``pixels`` kernel's call on ``args`` for panel ``q``: ``og_pw_pxb`` with the
-        panel's rows' bias and the ReLU flag where the epilogue is one (``channel_bias``)."""
+    def px_call(self, args: str, at: str, cols: str = "cols") -> str:
+        """The ``pixels`` kernel's call on ``args`` for panel ``q``, storing at ``yq + at``:
+        ``og_pw_pxb`` with the panel's rows' bias and the ReLU flag where the epilogue is
+        one, ``og_pw_pxr`` with the residual at the same place too (``channel_bias``)."""
         if self.bias is None:
-            return f"og_pw_px({args});"
-        return f"og_pw_pxb({args}, b0 + q * {ROWS}L, {int(self.bias.relu)});"
+            return f"og_pw_px({args}, yq + {at}, {self.pixels}L, rows, {cols});"
+        head = f"{args}, yq + {at}, {self.pixels}L, rows, {cols}, b0 + q * {ROWS}L"
+        relu = int(self.bias.relu)
+        if self.bias.residual is None:
+            return f"og_pw_pxb({head}, {relu});"
+        return f"og_pw_pxr({head}, res + (yq - y) + {at}, {relu});"
 
     def pixel_body(self, pixel_blocks: int, worker: str) -> list[str]:
         c, o, p = self.c, self.o, self.pixels
@@ -253,14 +264,14 @@ class PointwiseConvEmitter:
             f"        float* yq = y + q * {ROWS * p}L;",
             f"        for (long jj = {j}; jj < {full}; jj += OG_PW_TILE) {{",
             f"          long cols = {full} - jj < OG_PW_TILE ? {full} - jj : OG_PW_TILE;",
-            "          " + self.px_call(f"wp, x + jj, ldx, {c}L, yq + jj, {p}L, rows, cols"),
+            "          " + self.px_call(f"wp, x + jj, ldx, {c}L", "jj"),
             "        }",
         ]
         if whole < p:
             lines += [
                 f"        if ({je} > {whole}L)",
                 "          "
-                + self.px_call(f"wp, tail, {TAIL}L, {c}L, yq + {whole}L, {p}L, rows, {p - whole}L"),
+                + self.px_call(f"wp, tail, {TAIL}L, {c}L", f"{whole}L", f"{p - whole}L"),
             ]
         return lines
 
@@ -300,7 +311,7 @@ class PointwiseConvEmitter:
         """The products and epilogue of a ``unit_patches`` unit from its block ``xb``."""
         c, o, p, per = self.c, self.o, self.pixels, self.per
         last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
-        patch_args = f"wp, xb + (jj - p0), {per}L, {c}L, yq + jj, {p}L, rows, cols"
+        patch_call = self.px_call(f"wp, xb + (jj - p0), {per}L, {c}L", "jj")
         if c <= PATCH_PANEL_OUTER:
             q_last = f"(q * {ROWS}L + {ROWS}L < {o}L ? q * {ROWS}L + {ROWS}L : {o}L)"
             return [
@@ -310,7 +321,7 @@ class PointwiseConvEmitter:
                 f"      float* yq = y + q * {ROWS * p}L;",
                 "      for (long jj = p0; jj < p1; jj += OG_PW_TILE) {",
                 "        long cols = p1 - jj < OG_PW_TILE ? p1 - jj : OG_PW_TILE;",
-                "        " + self.px_call(patch_args),
+                "        " + patch_call,
                 "      }",
                 *self.epilogue(f"q * {ROWS}L", q_last, "p0", "p1"),
                 "    }",
@@ -324,7 +335,7 @@ class PointwiseConvEmitter:
             f"        float* yq = y + q * {ROWS * p}L;",
             "        for (long jj = j; jj < je; jj += OG_PW_TILE) {",
             "          long cols = je - jj < OG_PW_TILE ? je - jj : OG_PW_TILE;",
-            "          " + self.px_call(patch_args),
+            "          " + patch_call,
             "        }",
             "      }",
             "    }",

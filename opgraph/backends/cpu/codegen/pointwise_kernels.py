@@ -8,7 +8,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   ``OG_PW_TILE`` output pixels; per input channel it loads the vectors of one input row and
   broadcasts the 8 filter values (AVX-512: 24 accumulators). ``og_pw_pxb`` is the same with
   each row's bias added to its accumulators (then ReLU or not) before they are stored: a
-  ``channel_bias`` epilogue without its pass over the output.
+  ``channel_bias`` epilogue without its pass over the output; ``og_pw_pxr`` adds a residual
+  tensor of the output's layout after the bias (then ReLU or not).
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
@@ -21,6 +22,7 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.register_transpose import loaded, transpose, transposed
@@ -83,35 +85,75 @@ def _tile(lanes: int, nv: int, rb: int) -> str:
     return f"#define OG_PW_TILE {nv * lanes}"
 
 
-#: ``og_pw_px``'s variant that adds a bias per row (then ReLU or not) to the products in
-#: registers (``og_pw_pxb``): its extra parameters and arguments. ``og_pw_px`` is left
-#: as it was: the bias in the same function slowed EfficientNet-B0's 16 -> 96 SiLU
-#: convolution at 112x112, which has no bias to add, by 3-4 % per step (AVX-512: 189 ->
-#: 281 stack references in the kernel's assembly; docs/performance.md, h121).
-_BIAS_PARAMS = ", const float* restrict bias, int relu"
+@dataclass(frozen=True)
+class _Form:
+    """``og_pw_px`` or a variant of it that adds each row's bias (``og_pw_pxb``), or its
+    bias and a residual tensor of the output's layout (``og_pw_pxr``), to the products in
+    registers, then ReLU or not: name suffix, extra parameters, extra arguments of the
+    driver's calls (``o``: the tile's first pixel), the note on its comment."""
+
+    suffix: str
+    params: str
+    args: str
+    note: str
+
+    def epilogue(self, acc: str, row: str, at: str, whole: bool) -> str:
+        """The assignment of accumulator ``acc`` of panel row ``row`` (``R`` rows valid),
+        columns from ``at`` (``whole``: every row valid, whole vectors), or ''."""
+        if not self.suffix:
+            return ""
+        rr = f"({row} < R ? {row} : 0)"
+        if self.suffix == "b":
+            return f"{acc} = og_pw_bias({acc}, bias, {rr}, relu);"
+        if whole:
+            return f"{acc} = og_pw_biasr({acc}, bias, {row}, res + ({row}) * ldy + {at}, relu);"
+        return f"{acc} = og_pw_bias({acc}, bias, {rr}, 0);"  # the rest as it is stored
+
+    def whole_or_not(self, whole: str, make: Callable[[bool], str]) -> str:
+        """``make(False)``; the residual form's in two branches on ``whole``: a whole
+        tile reads whole vectors of the residual, any other adds it (then ReLU) as the
+        tile is stored element by element (:meth:`stored`)."""
+        if self.suffix != "r":
+            return make(False)
+        return f"if ({whole}) {{ {make(True)} }} else {{ {make(False)} }}"
+
+    def stored(self, value: str, at: str) -> str:
+        """The value stored element by element at ``y + at`` (a tile that is not whole)."""
+        return f"og_pw_res1({value}, res[{at}], relu)" if self.suffix == "r" else value
 
 
-def _variant(biased: bool) -> tuple[str, str, str]:
-    """(name suffix, extra parameters, extra arguments) of ``og_pw_px`` or ``og_pw_pxb``."""
-    return ("b", _BIAS_PARAMS, ", bias, relu") if biased else ("", "", "")
+_PLAIN = _Form("", "", "", "")
+#: ``og_pw_px`` is left as it was: the bias in the same function slowed EfficientNet-B0's
+#: 16 -> 96 SiLU convolution at 112x112, which has no bias to add, by 3-4 % per step
+#: (AVX-512: 189 -> 281 stack references in the kernel's assembly; docs/performance.md,
+#: h121).
+_BIASED = _Form(
+    "b",
+    ", const float* restrict bias, int relu",
+    ", bias, relu",
+    "; row r's outputs are bias[r] plus the products (then, with relu, negatives\n   "
+    "made +0), added in registers (og_pw_bias)",
+)
+#: The residual in a third function, not in ``og_pw_pxb``: modules without a residual
+#: epilogue keep h121's code.
+_RESIDUAL = _Form(
+    "r",
+    ", const float* restrict bias, const float* restrict res, int relu",
+    ", bias, res + o, relu",
+    "; row r's outputs are bias[r] plus the products, plus res[r * ldy + j] (then,\n   "
+    "with relu, negatives made +0), added in registers (og_pw_biasr)",
+)
 
 
-def _px_driver(lanes: int, nv: int, make: Callable[[int, str], str], biased: bool) -> str:
-    """``og_pw_px`` (``og_pw_pxb``): the panel's pixels in whole tiles of ``nv`` vectors,
+def _px_driver(lanes: int, nv: int, make: Callable[[int, str], str], form: _Form) -> str:
+    """``og_pw_px`` (or a variant): the panel's pixels in whole tiles of ``nv`` vectors,
     then the rest, each by a ``switch`` over its vector count of ``make(vectors, args)``."""
-    suffix, params, args = _variant(biased)
-    cases = " ".join(f"case {v}: {make(v, args)}; break;" for v in range(nv, 0, -1))
-    note = (
-        "; row r's outputs are bias[r] plus the products (then, with relu, negatives\n   "
-        "made +0), added in registers (og_pw_bias)"
-        if biased
-        else ""
-    )
+    cases = " ".join(f"case {v}: {make(v, form.args)}; break;" for v in range(nv, 0, -1))
     return f"""/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
-   {nv * lanes}, then what is left{note}. */
-__attribute__((noinline, noclone)) static void og_pw_px{suffix}(
+   {nv * lanes}, then what is left{form.note}. */
+__attribute__((noinline, noclone)) static void og_pw_px{form.suffix}(
     const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long R, long cols{params}) {{
+    long ldy, long R, long cols{form.params}) {{
   for (long o = 0; o < cols; o += {nv * lanes}) {{
     long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
     switch ((c + {lanes - 1}) / {lanes}) {{ {cases} default: break; }}
@@ -119,17 +161,34 @@ __attribute__((noinline, noclone)) static void og_pw_px{suffix}(
 }}"""
 
 
-def _bias(lanes: int) -> str:
+def _bias(lanes: int, nv: int, rb: int) -> str:
     """``og_pw_bias``: a vector of products plus its row's bias, then, with ``relu``,
     ``v < 0 ? +0 : v`` lane by lane (the epilogue's ``Add`` and ``Relu``: NaN and -0 kept)
-    by a mask of the comparison."""
+    by a mask of the comparison; ``og_pw_biasr``: the same with a whole vector of the
+    residual at ``res`` added after the bias; ``og_pw_res1``: one value plus its residual,
+    then ``v < 0 ? +0 : v`` or not (the same bits as the vector form's mask)."""
     size = 4 * lanes
     return f"""typedef int og_pwi __attribute__((vector_size({size})));
+static inline __attribute__((always_inline)) og_pwv og_pw_relu(og_pwv v, int relu) {{
+  if (relu) v = (og_pwv)((og_pwi)v & ~(og_pwi)(v < (og_pwv){{0}}));
+  return v;
+}}
 static inline __attribute__((always_inline)) og_pwv og_pw_bias(
     og_pwv v, const float* restrict bias, long r, int relu) {{
   v += bias[r];
-  if (relu) v = (og_pwv)((og_pwi)v & ~(og_pwi)(v < (og_pwv){{0}}));
-  return v;
+  return og_pw_relu(v, relu);
+}}
+static inline __attribute__((always_inline)) og_pwv og_pw_biasr(
+    og_pwv v, const float* restrict bias, long r, const float* restrict res, int relu) {{
+  og_pwv e;
+  __builtin_memcpy(&e, res, {size});
+  v += bias[r];
+  v += e;
+  return og_pw_relu(v, relu);
+}}
+static inline __attribute__((always_inline)) float og_pw_res1(float v, float res, int relu) {{
+  v += res;
+  return relu && v < 0 ? 0.0f : v;
 }}"""
 
 
@@ -140,51 +199,55 @@ def _grouped(lanes: int, nv: int) -> bool:
 
 def _px(lanes: int, nv: int, rb: int) -> str:
     if _grouped(lanes, nv):
-        return _px_grouped(lanes, nv, False)
+        return _px_grouped(lanes, nv, _PLAIN)
     return f"typedef float og_pwv __attribute__((vector_size({4 * lanes})));\n" + _px_one(
-        lanes, nv, False
+        lanes, nv, _PLAIN
     )
 
 
-def _pxb(lanes: int, nv: int, rb: int) -> str:
-    """``og_pw_pxb`` (after ``og_pw_px``, whose vector type it shares)."""
-    body = _px_grouped(lanes, nv, True) if _grouped(lanes, nv) else _px_one(lanes, nv, True)
-    return _bias(lanes) + "\n" + body
+def _variant(form: _Form) -> Callable[[int, int, int], str]:
+    """``og_pw_pxb`` or ``og_pw_pxr`` (after ``og_pw_px`` and ``pw_bias``)."""
+
+    def make(lanes: int, nv: int, rb: int) -> str:
+        grouped = _grouped(lanes, nv)
+        return _px_grouped(lanes, nv, form) if grouped else _px_one(lanes, nv, form)
+
+    return make
 
 
-def _px_one(lanes: int, nv: int, biased: bool) -> str:
-    """``og_pw_px`` (``og_pw_pxb``) with one tile of all :data:`ROWS` rows."""
-    suffix, params, _ = _variant(biased)
+def _px_one(lanes: int, nv: int, form: _Form) -> str:
+    """``og_pw_px`` (or a variant) with one tile of all :data:`ROWS` rows."""
+    suffix = form.suffix
     return "\n".join(
         [
-            _px_mk(lanes, nv, suffix, params, biased),
+            _px_mk(lanes, nv, form),
             _px_driver(
                 lanes,
                 nv,
                 lambda v, a: f"og_pw_px{suffix}_mk({v}, wp, x + o, ldx, K, y + o, ldy, R, c{a})",
-                biased,
+                form,
             ),
         ]
     )
 
 
-def _px_mk(lanes: int, nv: int, suffix: str, params: str, biased: bool) -> str:
-    """``og_pw_px_mk`` (``og_pw_pxb_mk``): one tile of up to ``nv`` vectors."""
+def _px_mk(lanes: int, nv: int, form: _Form) -> str:
+    """``og_pw_px_mk`` (or a variant's): one tile of up to ``nv`` vectors."""
     size = 4 * lanes
-    bias = (
-        f"""
-  for (int r = 0; r < {ROWS}; ++r)
-    for (int v = 0; v < nv; ++v) acc[r][v] = og_pw_bias(acc[r][v], bias, r < R ? r : 0, relu);"""
-        if biased
-        else ""
-    )
+
+    def loops(whole: bool) -> str:
+        line = form.epilogue("acc[r][v]", "r", f"v * {lanes}", whole)
+        return f"for (int r = 0; r < {ROWS}; ++r) for (int v = 0; v < nv; ++v) {line}"
+
+    whole = f"R == {ROWS} && cols == nv * {lanes}"
+    bias = f"\n  {form.whole_or_not(whole, loops)}" if form.suffix else ""
     head = f"/* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R (the panel's"
     return f"""{head} {ROWS}
    rows are computed: padding rows are zero), j < cols <= nv * {lanes}; x is readable for
    whole vectors. */
-static inline __attribute__((always_inline)) void og_pw_px{suffix}_mk(
+static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk(
     const int nv, const float* restrict wp, const float* restrict x, long ldx, long K,
-    float* restrict y, long ldy, long R, long cols{params}) {{
+    float* restrict y, long ldy, long R, long cols{form.params}) {{
   og_pwv acc[{ROWS}][{nv}];
   for (int r = 0; r < {ROWS}; ++r)
     for (int v = 0; v < nv; ++v) acc[r][v] = (og_pwv){{0}};
@@ -204,16 +267,15 @@ static inline __attribute__((always_inline)) void og_pw_px{suffix}_mk(
   float t[{nv * lanes}];
   for (long r = 0; r < R; ++r) {{
     for (int v = 0; v < nv; ++v) __builtin_memcpy(t + v * {lanes}, &acc[r][v], {size});
-    for (long j = 0; j < cols; ++j) y[r * ldy + j] = t[j];
+    for (long j = 0; j < cols; ++j) y[r * ldy + j] = {form.stored("t[j]", "r * ldy + j")};
   }}
 }}"""
 
 
-def _px_grouped_mk(lanes: int, nv: int, biased: bool) -> str:
-    """``og_pw_px_mk<nv>`` (``og_pw_pxb_mk<nv>``): the panel's rows in groups of
+def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
+    """``og_pw_px_mk<nv>`` (or a variant's): the panel's rows in groups of
     :data:`ROW_GROUP`, ``nv`` vectors."""
     size, g = 4 * lanes, ROW_GROUP
-    suffix, params, _ = _variant(biased)
     pairs = [(r, v) for r in range(g) for v in range(nv)]
     zero = " ".join(f"og_pwv c{r}{v} = {{0}};" for r, v in pairs)
     # each input vector loaded once, into a register (the empty asm): with -mtune=native
@@ -234,13 +296,18 @@ def _px_grouped_mk(lanes: int, nv: int, biased: bool) -> str:
         f"__builtin_memcpy(yg + {r} * ldy + {v * lanes}, &c{r}{v}, {size});" for r, v in pairs
     )
     spill = " ".join(f"__builtin_memcpy(t[{r}] + {v * lanes}, &c{r}{v}, {size});" for r, v in pairs)
-    biasing = " ".join(
-        f"c{r}{v} = og_pw_bias(c{r}{v}, bias, g + {r} < R ? g + {r} : 0, relu);" for r, v in pairs
-    )
-    bias = f"\n    {biasing}" if biased else ""
-    return f"""static inline __attribute__((always_inline)) void og_pw_px{suffix}_mk{nv}(
+
+    def biasing(whole: bool) -> str:
+        return " ".join(
+            form.epilogue(f"c{r}{v}", f"g + {r}", f"{v * lanes}", whole) for r, v in pairs
+        )
+
+    full = f"R - g >= {g} && cols == {nv * lanes}"
+    stored = form.stored("t[r][j]", "(g + r) * ldy + j")
+    bias = f"\n    {form.whole_or_not(full, biasing)}" if form.suffix else ""
+    return f"""static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk{nv}(
     const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long R, long cols{params}) {{
+    long ldy, long R, long cols{form.params}) {{
   for (long g = 0; g < R; g += {g}) {{
     const float* restrict wg = wp + g;
     float* restrict yg = y + g * ldy;
@@ -256,22 +323,22 @@ def _px_grouped_mk(lanes: int, nv: int, biased: bool) -> str:
     float t[{g}][{nv * lanes}];
     {spill}
     for (long r = 0; r < {g} && g + r < R; ++r)
-      for (long j = 0; j < cols; ++j) yg[r * ldy + j] = t[r][j];
+      for (long j = 0; j < cols; ++j) yg[r * ldy + j] = {stored};
   }}
 }}"""
 
 
-def _px_grouped(lanes: int, nv: int, biased: bool) -> str:
-    """``og_pw_px`` (``og_pw_pxb``) with :data:`ROW_GROUP`-row groups (see there)."""
-    suffix = _variant(biased)[0]
-    kernels = "\n".join(_px_grouped_mk(lanes, v, biased) for v in range(1, nv + 1))
+def _px_grouped(lanes: int, nv: int, form: _Form) -> str:
+    """``og_pw_px`` (or a variant) with :data:`ROW_GROUP`-row groups (see there)."""
+    suffix = form.suffix
+    kernels = "\n".join(_px_grouped_mk(lanes, v, form) for v in range(1, nv + 1))
     driver = _px_driver(
         lanes,
         nv,
         lambda v, a: f"og_pw_px{suffix}_mk{v}(wp, x + o, ldx, K, y + o, ldy, R, c{a})",
-        biased,
+        form,
     )
-    if biased:
+    if suffix:
         return f"{kernels}\n{driver}"
     return f"""typedef float og_pwv __attribute__((vector_size({4 * lanes})));
 /* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R, j < cols <= nv *
@@ -502,9 +569,19 @@ def _pw_px() -> str:
     return _branches(_px)
 
 
+@dialect.helper("pw_bias")
+def _pw_bias() -> str:
+    return _branches(_bias)
+
+
 @dialect.helper("pw_pxb")
 def _pw_pxb() -> str:
-    return _branches(_pxb)
+    return _branches(_variant(_BIASED))
+
+
+@dialect.helper("pw_pxr")
+def _pw_pxr() -> str:
+    return _branches(_variant(_RESIDUAL))
 
 
 @dialect.helper("pw_ch")

@@ -40,7 +40,7 @@ import numpy as np
 
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import packed_filters
-from opgraph.backends.fused.program import BufferKind, ConvStep, KKind
+from opgraph.backends.fused.program import BufferKind, ConvStep, KKind, KNode
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 from opgraph.core.literals import Constant
@@ -83,36 +83,56 @@ class PointwiseConvStep(ConvStep):
 @dataclass(frozen=True)
 class ChannelBias:
     """An epilogue the ``pixels`` kernel applies to its accumulators before it stores them:
-    ``y + bias[o]`` (``bias`` a view of one value per output channel), then ``relu`` or
-    not; the same operations on the same values as the epilogue's pass, without the pass."""
+    ``y + bias[o]`` (``bias`` a view of one value per output channel), then ``+ residual``
+    (a view of the output's shape and strides) where there is one, then ``relu`` or not;
+    the same operations on the same values as the epilogue's pass, without the pass."""
 
     bias: View
     relu: bool
+    residual: View | None = None
 
 
 def channel_bias(step: PointwiseConvStep) -> ChannelBias | None:
     """The step's epilogue as a :class:`ChannelBias` where it is exactly ``Add(out, bias)``
-    (either order) or ``Relu`` of that, stored back into ``out``; else None."""
+    (either order), or ``Add`` of that and a residual (either order), or ``Relu`` of one of
+    them, stored back into ``out``; else None."""
     e = step.epilogue
     if e is None or e.axes or len(e.stores) != 1 or e.stores[0][1] != step.out:
         return None
+    assert step.out is not None
     top = e.nodes[e.stores[0][0]]
-    relu = top.kind is KKind.OP and type(top.op) is ew.Relu
+    relu = _is_op(top, ew.Relu)
     add = e.nodes[top.args[0]] if relu else top
-    if add.kind is not KKind.OP or type(add.op) is not ew.Add or len(e.nodes) != 3 + relu:
+    if not _is_op(add, ew.Add):
         return None
-    loads = [e.nodes[a] for a in add.args]
-    if not all(n.kind is KKind.LOAD and isinstance(n.operand, View) for n in loads):
-        return None
-    views = [n.operand for n in loads]
-    if step.out not in views:
+    residual = None
+    inner = [e.nodes[a] for a in add.args if _is_op(e.nodes[a], ew.Add)]
+    if len(inner) == 1:  # (out + bias) + residual
+        (other,) = [e.nodes[a] for a in add.args if e.nodes[a] is not inner[0]]
+        residual = _operand(other, step.out)
+        add = inner[0]
+    views = [_operand(e.nodes[a], step.out) for a in add.args]
+    if len(e.nodes) != 3 + relu + 2 * (residual is not None) or step.out not in views:
         return None
     bias = views[1] if views[0] == step.out else views[0]
-    assert isinstance(bias, View) and step.out is not None
     per_channel = tuple(1 if axis == 1 else 0 for axis in range(len(step.out.shape)))
-    if bias.element_type != et.f32 or bias.strides != per_channel or bias.shape != step.out.shape:
+    if bias is None or bias.strides != per_channel or residual == step.out:
         return None
-    return ChannelBias(bias, relu)
+    if residual is not None and residual.strides != step.out.strides:
+        return None
+    return ChannelBias(bias, relu, residual)
+
+
+def _is_op(node: KNode, op: type) -> bool:
+    return node.kind is KKind.OP and type(node.op) is op
+
+
+def _operand(node: KNode, out: View) -> View | None:
+    """The f32 view of ``out``'s shape a LOAD node reads; else None."""
+    v = node.operand
+    if node.kind is not KKind.LOAD or not isinstance(v, View):
+        return None
+    return v if v.element_type == et.f32 and v.shape == out.shape else None
 
 
 #: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
