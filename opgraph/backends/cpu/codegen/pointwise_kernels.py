@@ -90,20 +90,23 @@ class _Form:
     """``og_pw_px`` or a variant of it that adds each row's bias (``og_pw_pxb``), or its
     bias and a residual tensor of the output's layout (``og_pw_pxr``), to the products in
     registers, then ReLU or not: name suffix, extra parameters, extra arguments of the
-    driver's calls (``o``: the tile's first pixel), the note on its comment."""
+    driver's calls (``o``: the tile's first pixel), the note on its comment, whether it adds
+    a bias and whether a residual too."""
 
     suffix: str
     params: str
     args: str
     note: str
+    biased: bool = False
+    residual: bool = False
 
     def epilogue(self, acc: str, row: str, at: str, whole: bool) -> str:
         """The assignment of accumulator ``acc`` of panel row ``row`` (``R`` rows valid),
         columns from ``at`` (``whole``: every row valid, whole vectors), or ''."""
-        if not self.suffix:
+        if not self.biased:
             return ""
         rr = f"({row} < R ? {row} : 0)"
-        if self.suffix == "b":
+        if not self.residual:
             return f"{acc} = og_pw_bias({acc}, bias, {rr}, relu);"
         if whole:
             return f"{acc} = og_pw_biasr({acc}, bias, {row}, res + ({row}) * ldy + {at}, relu);"
@@ -113,13 +116,13 @@ class _Form:
         """``make(False)``; the residual form's in two branches on ``whole``: a whole
         tile reads whole vectors of the residual, any other adds it (then ReLU) as the
         tile is stored element by element (:meth:`stored`)."""
-        if self.suffix != "r":
+        if not self.residual:
             return make(False)
         return f"if ({whole}) {{ {make(True)} }} else {{ {make(False)} }}"
 
     def stored(self, value: str, at: str) -> str:
         """The value stored element by element at ``y + at`` (a tile that is not whole)."""
-        return f"og_pw_res1({value}, res[{at}], relu)" if self.suffix == "r" else value
+        return f"og_pw_res1({value}, res[{at}], relu)" if self.residual else value
 
 
 _PLAIN = _Form("", "", "", "")
@@ -133,6 +136,7 @@ _BIASED = _Form(
     ", bias, relu",
     "; row r's outputs are bias[r] plus the products (then, with relu, negatives\n   "
     "made +0), added in registers (og_pw_bias)",
+    biased=True,
 )
 #: The residual in a third function, not in ``og_pw_pxb``: modules without a residual
 #: epilogue keep h121's code.
@@ -142,6 +146,8 @@ _RESIDUAL = _Form(
     ", bias, res + o, relu",
     "; row r's outputs are bias[r] plus the products, plus res[r * ldy + j] (then,\n   "
     "with relu, negatives made +0), added in registers (og_pw_biasr)",
+    biased=True,
+    residual=True,
 )
 
 
@@ -240,7 +246,7 @@ def _px_mk(lanes: int, nv: int, form: _Form) -> str:
         return f"for (int r = 0; r < {ROWS}; ++r) for (int v = 0; v < nv; ++v) {line}"
 
     whole = f"R == {ROWS} && cols == nv * {lanes}"
-    bias = f"\n  {form.whole_or_not(whole, loops)}" if form.suffix else ""
+    bias = f"\n  {form.whole_or_not(whole, loops)}" if form.biased else ""
     head = f"/* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R (the panel's"
     return f"""{head} {ROWS}
    rows are computed: padding rows are zero), j < cols <= nv * {lanes}; x is readable for
@@ -304,7 +310,7 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
 
     full = f"R - g >= {g} && cols == {nv * lanes}"
     stored = form.stored("t[r][j]", "(g + r) * ldy + j")
-    bias = f"\n    {form.whole_or_not(full, biasing)}" if form.suffix else ""
+    bias = f"\n    {form.whole_or_not(full, biasing)}" if form.biased else ""
     return f"""static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk{nv}(
     const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
     long ldy, long R, long cols{form.params}) {{
@@ -338,7 +344,7 @@ def _px_grouped(lanes: int, nv: int, form: _Form) -> str:
         lambda v, a: f"og_pw_px{suffix}_mk{v}(wp, x + o, ldx, K, y + o, ldy, R, c{a})",
         form,
     )
-    if suffix:
+    if form.biased:  # og_pw_px's vector type is there already
         return f"{kernels}\n{driver}"
     return f"""typedef float og_pwv __attribute__((vector_size({4 * lanes})));
 /* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R, j < cols <= nv *
