@@ -286,9 +286,14 @@ class LoopEmitter:
         return f"{a.name}[{' + '.join(terms)}]"
 
     # ------------------------------------------------------------------- node values
+    def source(self, k: int) -> int:
+        """The node whose value node ``k`` is: ``k`` itself, or what its aliases name."""
+        while self.kernel.nodes[k].kind is KKind.ALIAS:
+            k = self.kernel.nodes[k].args[0]
+        return k
+
     def var(self, k: int) -> str:
-        node = self.kernel.nodes[k]
-        return self.var(node.args[0]) if node.kind is KKind.ALIAS else f"v{k}"
+        return f"v{self.source(k)}"
 
     def define(self, k: int, out: list[str], indent: str, load: str | None = None) -> None:
         """Append the definition of node ``k`` (its arguments must be defined); ``load``
@@ -377,9 +382,7 @@ class LoopEmitter:
 
     def constant_of(self, k: int) -> bool | int | float | None:
         """The value of node ``k`` where it loads a literal (through aliases), else None."""
-        node = self.kernel.nodes[k]
-        while node.kind is KKind.ALIAS:
-            node = self.kernel.nodes[node.args[0]]
+        node = self.kernel.nodes[self.source(k)]
         if node.kind is KKind.LOAD and isinstance(node.operand, Literal):
             return node.operand.value
         return None
