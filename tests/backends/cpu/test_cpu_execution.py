@@ -8,6 +8,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu.codegen.loops import STREAM_BLOCKS
 from opgraph.backends.fused.program import BufferKind, LoopStep
 
 
@@ -177,6 +178,22 @@ def test_large_results_are_streamed_to_memory(cpu):
     exe.call([out], [cpu.create_tensor(og.f32, (n,), a), cpu.create_tensor(og.f32, (n,), b)])
     np.testing.assert_array_equal(storage[1:], (a + b) * b)
     assert storage[0] == 0
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+def test_streamed_blocks_follow_the_vector_width(backend: str, request: pytest.FixtureRequest):
+    """A streamed loop computes blocks of ``STREAM_BLOCKS[lanes]`` elements (64 with 16-lane
+    vectors, 512 with AVX2's 8) into its stack buffer; on two threads, with a length whose
+    last block is partial, every element is written once and right."""
+    cpu = request.getfixturevalue(backend)
+    n = (1 << 22) + 5 * 16 + 3
+    x, y = og.parameter(og.f32, (n,)), og.parameter(og.f32, (n,))
+    exe = cpu.compile(og.Function([ops.multiply(ops.add(x, y), y)], [x, y]))
+    block = STREAM_BLOCKS[cpu.config.vector_lanes()]
+    assert f"float s0[{block}] __attribute__((aligned(64)));" in exe.source()
+    rng = np.random.default_rng(7)
+    a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+    np.testing.assert_array_equal(exe(a, b)[0], (a + b) * b)
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ class ModuleContext:
         symbolic: whether the module's sizes may be expressions.
         panel_halves: the 32-column panels ``og_gemm_panels`` reads are stored as two
             16-column halves (``TargetFeatures.panel_halves``; ``CpuConfig.panel_halves()``).
+        vector_lanes: the f32 lanes of the kernels' vectors (``CpuConfig.vector_lanes()``).
     """
 
     base: Callable[[int], str]
@@ -46,6 +47,7 @@ class ModuleContext:
     dim: Callable[[Dim], str] = static_dim
     symbolic: bool = False
     panel_halves: bool = False
+    vector_lanes: int = 16
 
     def streamable(self, buffer: int) -> bool:
         size = self.sizes.get(buffer, 0)

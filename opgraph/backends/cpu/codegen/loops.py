@@ -33,7 +33,14 @@ from opgraph.backends.fused.views import static
 from opgraph.core import element_type as et
 from opgraph.core.dim import Dim
 
-STREAM_BLOCK = 512  # elements computed into a stack buffer before they are streamed out
+#: Elements a streamed loop computes into its stack buffers before streaming them out, by
+#: the lanes of the module's vectors. With 64-byte vectors every streaming store is a whole
+#: line, and 32 of them in a row after each block of 512 held one Zen 5 core's W1 4096x4096
+#: (three 64 MiB inputs, one streamed output) to 6.8-7.2 ms, where blocks of 64 took 5.9-6.3
+#: (32: 7.3-7.5, 128: 6.4) and two threads 3.5-4.2 against 2.8-3.1 ms (docs/performance.md,
+#: thirteenth session). AVX2's 32-byte streaming stores were fastest in blocks of 512
+#: (64: 10-15 % slower).
+STREAM_BLOCKS = {16: 64, 8: 512}
 #: A flat loop streams its results only when its loads and stores together touch more bytes
 #: than this (the last-level cache of the machines measured: 32 MiB per Zen 3/4 CCD). Below,
 #: plain stores leave the result in that cache for its reader (the next kernel, or the same
@@ -283,11 +290,12 @@ class CLoopEmitter(LoopEmitter):
     def streamed_loop(
         self, length: int, body: list[str], pragma: str, hoisted: list[str] | None = None
     ) -> list[str]:
-        """The flat loop by blocks of ``STREAM_BLOCK``: compute into aligned stack buffers,
+        """The flat loop by blocks (``STREAM_BLOCKS``): compute into aligned stack buffers,
         then stream each buffer to its destination."""
         self.module.helper("stream_f32")
+        block = STREAM_BLOCKS[self.module.vector_lanes]
         buffers = [
-            f"      float s{slot}[{STREAM_BLOCK}] __attribute__((aligned(64)));"
+            f"      float s{slot}[{block}] __attribute__((aligned(64)));"
             for slot in range(len(self.kernel.stores))
         ]
         names = [self.accesses[(slot, True)].name for slot in range(len(self.kernel.stores))]
@@ -302,8 +310,8 @@ class CLoopEmitter(LoopEmitter):
             "    if (n_ > end - begin) n_ = end - begin;",
             *self.row_offsets("r_"),
             *(hoisted or []),
-            f"    for (long c_ = i_; c_ < i_ + n_; c_ += {STREAM_BLOCK}L) {{",
-            f"      long e_ = c_ + {STREAM_BLOCK}L < i_ + n_ ? c_ + {STREAM_BLOCK}L : i_ + n_;",
+            f"    for (long c_ = i_; c_ < i_ + n_; c_ += {block}L) {{",
+            f"      long e_ = c_ + {block}L < i_ + n_ ? c_ + {block}L : i_ + n_;",
             *buffers,
             f"      #pragma omp simd{pragma}",
             "      for (long l0 = c_; l0 < e_; ++l0) {",

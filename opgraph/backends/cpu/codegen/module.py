@@ -159,6 +159,7 @@ def generate(
 
     module = ModuleContext(base, config.num_threads, config.parallel_threshold)
     module.panel_halves = config.panel_halves()  # as the lowering packed them (backend.py)
+    module.vector_lanes = config.vector_lanes()
     if symbolic is not None:
         module.symbolic = True
         module.dim = functools.partial(render_dim, slots=symbolic.symbols)
