@@ -7,9 +7,9 @@ the units around them.
 
 Units are (image, block of output channels, block of pixels), sized so that a unit's input
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
-computing them, but for a per-channel bias (then a residual or not, then ReLU or not) in the
-``pixels`` layout, which ``og_pw_pxb`` (``og_pw_pxr``) adds to the accumulators before it
-stores them (``channel_bias``).
+computing them, but for a per-channel bias (then a residual or not, then ReLU or not), which
+``og_pw_pxb`` (``og_pw_pxr``) in the ``pixels`` layout and ``og_pw_chb`` (``og_pw_chr``) in
+the ``channels`` layout add to the accumulators before they store them (``channel_bias``).
 With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its panels of 8
 output channels one after the other, each over all of its pixels and followed by its
 epilogue; otherwise every panel is run on one block of 48 pixels before the next block.

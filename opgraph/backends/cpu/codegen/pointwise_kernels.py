@@ -16,7 +16,11 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
   transposed into the (channel, pixel) output (tiles of :data:`TRANSPOSED_STORES`' pixels or
   more transposed in registers: :func:`_transposed_store`); with AVX2 a one-pixel tile takes
-  the whole panel in one pass (``og_pw_ch_one``: :func:`one_pass_pixel`).
+  the whole panel in one pass (``og_pw_ch_one``: :func:`one_pass_pixel`). ``og_pw_chb`` and
+  ``og_pw_chr`` are the same with the ``channel_bias`` epilogues of ``og_pw_pxb`` and
+  ``og_pw_pxr`` (the same ``_Form`` s): each transposed row (one channel's pixels) plus the
+  channel's bias, plus the residual's row at the same place, then ReLU or not, before its
+  store; element by element where the tile is stored so (:func:`_channel_value`).
 """
 
 from __future__ import annotations
