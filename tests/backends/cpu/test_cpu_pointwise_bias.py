@@ -1,9 +1,10 @@
-"""A ``pixels``-layout 1x1 (or patch) convolution whose epilogue is a per-channel bias, then a
-residual tensor or not, then ReLU or not, adds them to the accumulators in ``og_pw_pxb`` /
-``og_pw_pxr`` (``channel_bias``): the same bits as the product followed by the epilogue's
-pass (``(y + bias) + residual`` in f32, ``v < 0 ? +0 : v``), on both instruction sets, over
-whole tiles, pixel tails, partial panels, patches and batches; other epilogues keep their
-pass."""
+"""A 1x1 (or patch) convolution whose epilogue is a per-channel bias, then a residual tensor or
+not, then ReLU or not, adds them to the accumulators in ``og_pw_pxb`` / ``og_pw_pxr`` (the
+``pixels`` layout) or ``og_pw_chb`` / ``og_pw_chr`` (the ``channels`` layout, after the tile's
+transpose) (``channel_bias``): the same bits as the product followed by the epilogue's pass
+(``(y + bias) + residual`` in f32, ``v < 0 ? +0 : v``), on both instruction sets, over whole
+tiles, pixel tails, partial panels, patches, strided inputs and batches; other epilogues keep
+their pass."""
 
 import re
 
@@ -19,6 +20,17 @@ RNG = np.random.default_rng(121)
 IN_REGISTERS = re.compile(r"og_pw_pxb\([^;]*b0 \+ q \* 8L, ([01])\)")
 #: ``og_pw_pxr`` called with a panel's bias, the residual and the ReLU flag.
 WITH_RESIDUAL = re.compile(r"og_pw_pxr\([^;]*b0 \+ q \* 8L, res \+ \(yq - y\) \+ [^;]*, ([01])\)")
+#: ``og_pw_chb`` called with a panel's bias and the ReLU flag.
+CHANNELS_IN_REGISTERS = re.compile(r"og_pw_chb\([^;]*b0 \+ q \* 32L, ([01])\)")
+#: ``og_pw_chr`` called with a panel's bias, the residual and the ReLU flag.
+CHANNELS_WITH_RESIDUAL = re.compile(
+    r"og_pw_chr\([^;]*b0 \+ q \* 32L, res \+ q \* [0-9]+L, ([01])\)"
+)
+#: The calls per layout (``channels_first``): without and with a residual.
+CALLS = {
+    False: (IN_REGISTERS, WITH_RESIDUAL),
+    True: (CHANNELS_IN_REGISTERS, CHANNELS_WITH_RESIDUAL),
+}
 EPILOGUES = ["bias", "bias relu", "bias residual", "bias residual relu", "residual first relu"]
 
 
@@ -49,9 +61,19 @@ def _graph(n, c, o, size, k, stride, epilogue):
     args = [RNG.standard_normal((n, c, size, size)).astype(np.float32)]
     if residual:
         args.append(RNG.standard_normal((n, o, side, side)).astype(np.float32))
-        args[1][0, :2, 0, :2] = ((np.inf, -0.0), (-np.inf, np.nan))
-    args[0][0, 0, 0, :3] = (np.nan, np.inf, -np.inf)  # NaN and infinities through the tile
+        _special(args[1], ((np.inf, -0.0), (-np.inf, np.nan)))
+    _special(args[0], ((np.nan, np.inf, -np.inf),))  # NaN and infinities through the tile
     return og.Function([y], [x]), og.Function([top], params), b, args
+
+
+def _special(a, rows):
+    """Row ``c`` of ``rows`` into channel ``c`` of ``a`` (N, C, H, W) at its first pixels,
+    image after image."""
+    side = a.shape[3]
+    for c, values in enumerate(rows):
+        for i, value in enumerate(values):
+            img, pixel = divmod(i, a.shape[2] * side)
+            a[img, c, pixel // side, pixel % side] = value
 
 
 SHAPES = {  # (n, c, o, size, kernel, stride)
@@ -64,24 +86,40 @@ SHAPES = {  # (n, c, o, size, kernel, stride)
 }
 
 
-def _pixel_steps(exe):
+#: ``channels``-layout shapes (n, c, o, size, kernel, stride) on both instruction sets: tiles
+#: of 12 and 13 pixels (AVX2: 6) transposed in registers, a range's rest of 4 (AVX-512:
+#: stored element by element) and of 1, one-pixel planes (``og_pw_ch_one``), partial panels
+#: (AVX-512: a panel's second vector partial, or empty), strided inputs and batches.
+CHANNEL_SHAPES = {
+    "14x14": (1, 256, 64, 14, 1, 1),
+    "7x7, a panel of 8 channels": (1, 256, 104, 7, 1, 1),
+    "7x7, a panel of 16 channels": (1, 160, 80, 7, 1, 1),
+    "batch of two, 7x7": (2, 128, 64, 7, 1, 1),
+    "40 pixels, a panel of 5 channels": (10, 512, 229, 2, 1, 1),
+    "one-pixel planes, a panel of 24 channels": (3, 96, 56, 1, 1, 1),
+    "stride 2, 13x13 -> 7x7": (1, 64, 64, 13, 1, 2),
+}
+
+
+def _steps(exe, channels_first):
     return [
-        s for s in exe.program.steps if isinstance(s, PointwiseConvStep) and not s.channels_first
+        s
+        for s in exe.program.steps
+        if isinstance(s, PointwiseConvStep) and s.channels_first is channels_first
     ]
 
 
-@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
-@pytest.mark.parametrize("epilogue", EPILOGUES)
-@pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
-def test_bias_in_registers_gives_the_pass_bits(request, backend, epilogue, shape):
-    cpu = request.getfixturevalue(backend)
-    plain, fused, b, args = _graph(*SHAPES[shape], epilogue)
+def _check_pass_bits(cpu, shape, epilogue, channels_first):
+    """``shape``'s convolution with ``epilogue`` (:data:`EPILOGUES`) in the layout
+    ``channels_first`` calls its kernel's variant and gives the products' bits plus numpy's
+    f32 adds (then ReLU)."""
+    plain, fused, b, args = _graph(*shape, epilogue)
     exe = cpu.compile(fused)
-    (step,) = _pixel_steps(exe)
+    (step,) = _steps(exe, channels_first)
     found = channel_bias(step)
     assert found is not None and found.relu is epilogue.endswith("relu")
     assert (found.residual is not None) is ("residual" in epilogue)
-    calls = WITH_RESIDUAL if found.residual is not None else IN_REGISTERS
+    calls = CALLS[channels_first][found.residual is not None]
     assert set(calls.findall(exe.source())) == {str(int(found.relu))}
     products = cpu.compile(plain)(args[0])[0]
     want = products + b[None, :, None, None]
@@ -95,13 +133,31 @@ def test_bias_in_registers_gives_the_pass_bits(request, backend, epilogue, shape
     assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
 
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
+def test_bias_in_registers_gives_the_pass_bits(request, backend, epilogue, shape):
+    _check_pass_bits(request.getfixturevalue(backend), SHAPES[shape], epilogue, False)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("shape", list(CHANNEL_SHAPES), ids=list(CHANNEL_SHAPES))
+def test_channels_bias_in_registers_gives_the_pass_bits(request, backend, epilogue, shape):
+    _check_pass_bits(request.getfixturevalue(backend), CHANNEL_SHAPES[shape], epilogue, True)
+
+
+@pytest.mark.parametrize("channels_first", [False, True])
 @pytest.mark.parametrize("epilogue", ["bias hard-swish", "residual before bias"])
-def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue):
-    _, fused, _, args = _graph(*SHAPES["pixel blocks"], epilogue)
+def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue, channels_first):
+    shape = CHANNEL_SHAPES["14x14"] if channels_first else SHAPES["pixel blocks"]
+    _, fused, _, args = _graph(*shape, epilogue)
     exe = avx2_cpu.compile(fused)
-    (step,) = _pixel_steps(exe)
+    (step,) = _steps(exe, channels_first)
     assert channel_bias(step) is None
     source = exe.source()
-    assert IN_REGISTERS.search(source) is None and "og_pw_pxr(" not in source
+    for calls in CALLS[channels_first]:
+        assert calls.search(source) is None
+    assert "og_pw_pxr(" not in source and "og_pw_chr(" not in source
     want = og.backend("INTERPRETER").compile(fused)(*args)[0]
     np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5)

@@ -7,9 +7,9 @@ the units around them.
 
 Units are (image, block of output channels, block of pixels), sized so that a unit's input
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
-computing them, but for a per-channel bias (then a residual or not, then ReLU or not) in the
-``pixels`` layout, which ``og_pw_pxb`` (``og_pw_pxr``) adds to the accumulators before it
-stores them (``channel_bias``).
+computing them, but for a per-channel bias (then a residual or not, then ReLU or not), which
+``og_pw_pxb`` (``og_pw_pxr``) in the ``pixels`` layout and ``og_pw_chb`` (``og_pw_chr``) in
+the ``channels`` layout add to the accumulators before they store them (``channel_bias``).
 With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its panels of 8
 output channels one after the other, each over all of its pixels and followed by its
 epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
@@ -82,15 +82,16 @@ class PointwiseConvEmitter:
         self.threads = module.num_threads
         self.parallel = self.n * self.o * self.c * self.pixels >= PARALLEL_MACS
         self.per = BLOCK_STEP
-        # the ``pixels`` kernel adds a bias (and ReLU) in registers: no epilogue pass
-        self.bias = None if step.channels_first else channel_bias(step)
+        # the kernels add a bias (then a residual, then ReLU) in registers: no epilogue pass
+        self.bias = channel_bias(step)
 
     def emit(self) -> str:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
             self.module.helper(helper)
         if self.bias is not None:  # after pw_px: its vector type
             self.module.helper("pw_bias")
-            self.module.helper("pw_pxb" if self.bias.residual is None else "pw_pxr")
+            layout = "ch" if self.step.channels_first else "px"
+            self.module.helper(f"pw_{layout}{'b' if self.bias.residual is None else 'r'}")
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None and self.bias is None:
@@ -219,6 +220,20 @@ class PointwiseConvEmitter:
         if self.bias.residual is None:
             return f"og_pw_pxb({head}, {relu});"
         return f"og_pw_pxr({head}, res + (yq - y) + {at}, {relu});"
+
+    def ch_call(self, args: str, at: str) -> str:
+        """The ``channels`` kernel's call on ``args`` for pixels ``p0 .. p1`` of panel ``q``,
+        storing at ``y + at``: ``og_pw_chb`` with the panel's channels' bias and the ReLU
+        flag where the epilogue is one, ``og_pw_chr`` with the residual at the same place
+        too (``channel_bias``)."""
+        head = f"{args}, y + {at}, {self.pixels}L, p0, p1, valid"
+        if self.bias is None:
+            return f"og_pw_ch({head});"
+        relu = int(self.bias.relu)
+        bias = f"b0 + q * {PANEL}L"
+        if self.bias.residual is None:
+            return f"og_pw_chb({head}, {bias}, {relu});"
+        return f"og_pw_chr({head}, {bias}, res + {at}, {relu});"
 
     def pixel_body(self, pixel_blocks: int, worker: str) -> list[str]:
         c, o, p = self.c, self.o, self.pixels
@@ -442,8 +457,7 @@ class PointwiseConvEmitter:
             f"    if (p1 > {p}L) p1 = {p}L;",
             "    for (long q = q0; q < q1; ++q) {",
             f"      long valid = {o}L - q * {PANEL}L < {PANEL}L ? {o}L - q * {PANEL}L : {PANEL}L;",
-            f"      og_pw_ch(w0 + q * {c * PANEL}L, x, ldx, {c}L, y + q * {PANEL * p}L, {p}L, "
-            "p0, p1, valid);",
+            f"      {self.ch_call(f'w0 + q * {c * PANEL}L, x, ldx, {c}L', f'q * {PANEL * p}L')}",
             *[
                 "  " + line
                 for line in self.epilogue(f"q * {PANEL}L", f"q * {PANEL}L + valid", "p0", "p1")

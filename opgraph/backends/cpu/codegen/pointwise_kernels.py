@@ -16,7 +16,11 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   channel it loads the panel row and broadcasts the pixels' values, then stores the tile
   transposed into the (channel, pixel) output (tiles of :data:`TRANSPOSED_STORES`' pixels or
   more transposed in registers: :func:`_transposed_store`); with AVX2 a one-pixel tile takes
-  the whole panel in one pass (``og_pw_ch_one``: :func:`one_pass_pixel`).
+  the whole panel in one pass (``og_pw_ch_one``: :func:`one_pass_pixel`). ``og_pw_chb`` and
+  ``og_pw_chr`` are the same with the ``channel_bias`` epilogues of ``og_pw_pxb`` and
+  ``og_pw_pxr`` (the same ``_Form`` s): each transposed row (one channel's pixels) plus the
+  channel's bias, plus the residual's row at the same place, then ReLU or not, before its
+  store; element by element where the tile is stored so (:func:`_channel_value`).
 """
 
 from __future__ import annotations
@@ -355,38 +359,96 @@ def _px_grouped(lanes: int, nv: int, form: _Form) -> str:
 
 
 def _ch(lanes: int, nv: int, rb: int) -> str:
+    return _channels(lanes, rb, _PLAIN)
+
+
+def _channel_variant(form: _Form) -> Callable[[int, int, int], str]:
+    """``og_pw_chb`` or ``og_pw_chr`` (after ``og_pw_ch`` and ``pw_bias``)."""
+
+    def make(lanes: int, nv: int, rb: int) -> str:
+        return _channels(lanes, rb, form)
+
+    return make
+
+
+def _channel_args(form: _Form, at: str) -> str:
+    """The extra arguments ``og_pw_ch`` (or a variant) passes a tile at pixel ``at``."""
+    if not form.biased:
+        return ""
+    residual = f", res + {at}" if form.residual else ""
+    return f", bias{residual}, relu"
+
+
+def _channel_tuning(form: _Form) -> str:
+    """The variants' extra attribute: GCC's generic tuning. Under ``-march=native`` on this
+    Zen 5 (GCC 12 tunes it as ``znver3``), GCC kept the variants' spilled general registers
+    in vector registers (``inter_unit_moves_to_vec``, off in generic tuning) and so one panel
+    vector of the 12-pixel tile on the stack, an operand of 12 of its 24 multiply-adds:
+    ResNet-50's 1024 -> 256 at 14x14 0.42 -> 0.60 ms a step (``og_pw_ch`` itself fits,
+    barely: 24 accumulators, 3 operands and the transpose's 4 index vectors). Callees are
+    ``always_inline``, which GCC inlines across tunings."""
+    return ', target("tune=generic")' if form.biased else ""
+
+
+def _channel_note(form: _Form) -> str:
+    """The comment's note on what ``og_pw_ch`` (or a variant) adds to the products."""
+    if not form.biased:
+        return ""
+    residual = ", plus res at y's place" if form.residual else ""
+    return (
+        f";\n   channel j's outputs are bias[j] plus the products{residual} (then, with relu,"
+        "\n   negatives made +0), added in registers before they are stored"
+    )
+
+
+def _channel_value(form: _Form, value: str, channel: str, at: str) -> str:
+    """The value stored element by element at ``y + at`` of a panel's ``channel``: the
+    product ``value`` plus the channel's bias, plus ``res[at]`` (the residual form), then
+    ReLU or not (``og_pw_res1``: the vector forms' bits)."""
+    if not form.biased:
+        return value
+    if form.residual:
+        return f"og_pw_res1({value} + bias[{channel}], res[{at}], relu)"
+    return f"og_pw_res1({value}, bias[{channel}], relu)"
+
+
+def _channels(lanes: int, rb: int, form: _Form) -> str:
+    """``og_pw_ch`` (or a variant: ``form``) and its tiles for ``lanes``-lane vectors."""
     size = 4 * lanes
     pp = min(2, PANEL // lanes)  # vectors of one pass over a panel
     wp = pp * lanes  # channels of one pass
+    name = f"og_pw_ch{form.suffix}"
     chunks = [c for c in (8, 4, 2, 1) if c < rb]  # the rest of a range, as in binary
     one = one_pass_pixel(lanes)
-    runs = {c: f"og_pw_ch_run({c}, wt, x + a, ldx, K, y + a, ldy, valid)" for c in chunks}
-    one_kernel = _one_pixel(lanes) + "\n" if one else ""
+    run = f"wt, x + a, ldx, K, y + a, ldy, valid{_channel_args(form, 'a')}"
+    runs = {c: f"{name}_run({c}, {run})" for c in chunks}
+    one_kernel = _one_pixel(lanes, form) + "\n" if one else ""
     if one:
-        runs[1] = "og_pw_ch_one(wt, x + a, ldx, K, y + a, ldy, valid)"
+        runs[1] = f"{name}_one({run})"
     rest = "\n".join(f"  if (r & {c}) {{\n    {runs[c]};\n    a += {c};\n  }}" for c in chunks)
     wide = wide_tail(lanes, rb)
     tile = rb + 1 if wide else rb  # the largest tile
     last = f" (the last {tile} as one tile)" if wide else ""
     prefetch = _prefetch(lanes, "k", "\n    ")
-    run = "wt, x + a, ldx, K, y + a, ldy, valid"
-    tiles = f"  for (; a + {rb} <= p1; a += {rb}) og_pw_ch_run({rb}, {run});"
+    tiles = f"  for (; a + {rb} <= p1; a += {rb}) {name}_run({rb}, {run});"
     if wide:  # the last rb + 1 pixels as one tile (see wide_tail)
         tiles = (
             f"  for (; a + {rb} <= p1 && p1 - a != {tile}; a += {rb})\n"
-            f"    og_pw_ch_run({rb}, {run});\n"
+            f"    {name}_run({rb}, {run});\n"
             f"  if (p1 - a == {tile}) {{\n"
-            f"    og_pw_ch_run({tile}, {run});\n"
+            f"    {name}_run({tile}, {run});\n"
             f"    a = p1;\n  }}"
         )
-    transposed = _transposed_store(lanes, pp, tile) if lanes in TRANSPOSED_STORES else ""
+    transposed = _transposed_store(lanes, pp, tile, form) if lanes in TRANSPOSED_STORES else ""
+    stored = _channel_value(form, "t[r][j]", f"h * {wp} + j", f"(h * {wp} + j) * ldy + r")
+    extra, passed = (", ...", ", __VA_ARGS__") if form.biased else ("", "")
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
 typedef int og_pwi __attribute__((vector_size({size})));
 /* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels j of
-   pass h ({wp} of the panel's {PANEL}) below valid. */
-static inline __attribute__((always_inline)) void og_pw_ch_mk(
+   pass h ({wp} of the panel's {PANEL}) below valid{_channel_note(form)}. */
+static inline __attribute__((always_inline)) void {name}_mk(
     const int R, long h, const float* restrict wt, const float* restrict x, long ldx, long K,
-    float* restrict y, long ldy, long valid) {{
+    float* restrict y, long ldy, long valid{form.params}) {{
   og_pwv acc[{tile}][{pp}];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < {pp}; ++v) acc[r][v] = (og_pwv){{0}};
@@ -404,16 +466,16 @@ static inline __attribute__((always_inline)) void og_pw_ch_mk(
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
   for (long j = 0; j < last; ++j)
-    for (int r = 0; r < R; ++r) y[(h * {wp} + j) * ldy + r] = t[r][j];
+    for (int r = 0; r < R; ++r) y[(h * {wp} + j) * ldy + r] = {stored};
 }}
-#define og_pw_ch_run(R, wt, x, ldx, K, y, ldy, valid) \
-  for (long h = 0; h * {wp} < (valid); ++h) og_pw_ch_mk(R, h, wt, x, ldx, K, y, ldy, valid)
+#define {name}_run(R, wt, x, ldx, K, y, ldy, valid{extra}) \
+  for (long h = 0; h * {wp} < (valid); ++h) {name}_mk(R, h, wt, x, ldx, K, y, ldy, valid{passed})
 {one_kernel}/* Pixels p0 .. p1 of one {PANEL}-channel panel wt (its valid channels): tiles of {rb}
    pixels{last}, then the rest in power-of-two tiles (one instantiation of the tile per size,
    not one per pixel count: GCC took 1.8 s for all twelve), each in passes of {wp} channels. */
-__attribute__((noinline, noclone)) static void og_pw_ch(
+__attribute__((noinline, noclone{_channel_tuning(form)})) static void {name}(
     const float* restrict wt, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long p0, long p1, long valid) {{
+    long ldy, long p0, long p1, long valid{form.params}) {{
   long a = p0;
 {tiles}
   long r = p1 - a;
@@ -474,9 +536,9 @@ def _pixel_k(lanes: int, k: str, c: str, pad: str, prefetch: bool = False) -> st
 {pad}}}"""
 
 
-def _one_pixel(lanes: int) -> str:
-    """``og_pw_ch_one``: one pixel of a panel over all of its channels in one pass, in
-    :func:`pixel_splits` interleaved sums over ``k``."""
+def _one_pixel(lanes: int, form: _Form) -> str:
+    """``og_pw_ch_one`` (or a variant's: ``form``): one pixel of a panel over all of its
+    channels in one pass, in :func:`pixel_splits` interleaved sums over ``k``."""
     vectors, size, splits = PANEL // lanes, 4 * lanes, pixel_splits(lanes)
     rest = (
         f"""
@@ -490,9 +552,9 @@ def _one_pixel(lanes: int) -> str:
     apart = f" x {splits}, k mod {splits} apart" if splits > 1 else ""
     return f"""/* y[j * ldy] = sum_k wt[k * {PANEL} + j] * x[k * ldx], j < valid: one pixel, the
    whole panel in one pass ({vectors}{apart} accumulators). */
-static inline __attribute__((always_inline)) void og_pw_ch_one(
+static inline __attribute__((always_inline)) void og_pw_ch{form.suffix}_one(
     const float* restrict wt, const float* restrict x, long ldx, long K, float* restrict y,
-    long ldy, long valid) {{
+    long ldy, long valid{form.params}) {{
   og_pwv acc[{splits}][{vectors}];
   for (int c = 0; c < {splits}; ++c)
     for (int v = 0; v < {vectors}; ++v) acc[c][v] = (og_pwv){{0}};
@@ -502,20 +564,26 @@ static inline __attribute__((always_inline)) void og_pw_ch_one(
     }}{rest}
   float t[{PANEL}];
   for (int v = 0; v < {vectors}; ++v) __builtin_memcpy(t + v * {lanes}, &acc[0][v], {size});
-  for (long j = 0; j < valid; ++j) y[j * ldy] = t[j];
+  for (long j = 0; j < valid; ++j) y[j * ldy] = {_channel_value(form, "t[j]", "j", "j * ldy")};
 }}"""
 
 
-def _masked_stores(j: int, address: str, row: str) -> str:
-    """AVX-512: channel ``j``'s ``R`` pixels (lanes of ``row``) by one masked store."""
-    return f"      if ({j} < top)\n        __builtin_ia32_storeups512_mask({address}, {row}, mask);"
+def _masked_stores(j: int, address: str, row: str, head: str = "") -> str:
+    """AVX-512: channel ``j``'s ``R`` pixels (lanes of ``row``) by one masked store (after
+    ``head``, C that declares ``row``, where there is one)."""
+    store = f"__builtin_ia32_storeups512_mask({address}, {row}, mask);"
+    if head:
+        return f"      if ({j} < top) {{\n{head}\n        {store}\n      }}"
+    return f"      if ({j} < top)\n        {store}"
 
 
-def _split_stores(j: int, address: str, row: str) -> str:
+def _split_stores(j: int, address: str, row: str, head: str = "") -> str:
     """AVX2: channel ``j``'s ``R`` (4 to 7) pixels by a 16-byte store of the low half of
-    ``row`` and one of ``R - 4`` floats of the high half (``vmaskmovps`` avoided)."""
+    ``row`` and one of ``R - 4`` floats of the high half (``vmaskmovps`` avoided; after
+    ``head``, C that declares ``row``, where there is one)."""
+    first = f"{head}\n" if head else ""
     return f"""      if ({j} < top) {{
-        float* const yj = {address};
+{first}        float* const yj = {address};
         __builtin_memcpy(yj, &{row}, 16);
         const og_pw4 hi = __builtin_ia32_vextractf128_ps256({row}, 1);
         __builtin_memcpy(yj + 4, &hi, (R - 4) * 4);
@@ -525,17 +593,56 @@ def _split_stores(j: int, address: str, row: str) -> str:
 #: Per lanes: the smallest tile whose write-back is transposed in registers (smaller tiles,
 #: a range's last pixels, store scalars), the C before the tile's passes and the stores of
 #: one channel's pixels (see :func:`_transposed_store`).
-TRANSPOSED_STORES: dict[int, tuple[int, str, Callable[[int, str, str], str]]] = {
+TRANSPOSED_STORES: dict[int, tuple[int, str, Callable[[int, str, str, str], str]]] = {
     16: (8, "    const unsigned short mask = (unsigned short)((1u << R) - 1u);\n", _masked_stores),
     8: (4, "    typedef float og_pw4 __attribute__((vector_size(16)));\n", _split_stores),
 }
 
 
-def _transposed_store(lanes: int, pp: int, tile: int) -> str:
+def _masked_load(name: str, address: str) -> str:
+    """AVX-512: ``name``, the ``R`` floats at ``address`` (lanes past ``R`` zero) by one
+    masked load."""
+    return f"        const og_pwv {name} = __builtin_ia32_loadups512_mask({address}, zero, mask);"
+
+
+def _split_load(name: str, address: str) -> str:
+    """AVX2: ``name``, the ``R`` (4 to 7) floats at ``address`` (lanes past ``R`` zero): a
+    16-byte load and the high half built of ``R - 4`` floats (a copy of ``R - 4`` floats into
+    a zeroed vector went through the stack: a 16-byte load after an 8-byte store, which
+    cannot be forwarded; ResNet-50's 256 -> 1024 residual steps ran 13 % slower than their
+    pass)."""
+    high = ", ".join(f"R > {4 + i} ? {name}a[{4 + i}] : 0.0f" for i in range(3))
+    return f"""        const float* const {name}a = {address};
+        og_pw4 {name}l;
+        __builtin_memcpy(&{name}l, {name}a, 16);
+        const og_pw4 {name}h = {{{high}, 0.0f}};
+        const og_pwv {name} = __builtin_shufflevector({name}l, {name}h, 0, 1, 2, 3, 4, 5, 6, 7);"""
+
+
+#: Per lanes: the load of one channel's ``R`` residual values at the place a transposed tile
+#: stores them (``og_pw_chr``; :data:`TRANSPOSED_STORES`).
+TRANSPOSED_LOADS: dict[int, Callable[[str, str], str]] = {16: _masked_load, 8: _split_load}
+
+
+def _row_epilogue(form: _Form, lanes: int, j: int, row: str, channel: str) -> str:
+    """C declaring ``e{j}``: transposed row ``row`` (one channel's pixels) plus the channel's
+    bias, plus the residual's row at the same place (``og_pw_chr``), then ReLU or not; or ''
+    (``og_pw_ch``)."""
+    if not form.biased:
+        return ""
+    if not form.residual:
+        return f"        const og_pwv e{j} = og_pw_bias({row}, bias, {channel}, relu);"
+    load = TRANSPOSED_LOADS[lanes](f"r{j}", f"res + ({channel}) * ldy")
+    value = f"og_pw_relu(og_pw_bias({row}, bias, {channel}, 0) + r{j}, relu)"
+    return f"{load}\n        const og_pwv e{j} = {value};"
+
+
+def _transposed_store(lanes: int, pp: int, tile: int, form: _Form) -> str:
     """The write-back of a ``channels`` tile of at least :data:`TRANSPOSED_STORES`' pixels:
     each of its ``pp`` vectors of ``lanes`` channels transposed in registers (rows past ``R``
-    zero), then each channel's ``R`` pixels stored from one vector; instead of the tile's
-    spill to ``t`` and ``R`` scalar stores per channel."""
+    zero), then each channel's ``R`` pixels stored from one vector (the variants: after
+    :func:`_row_epilogue`); instead of the tile's spill to ``t`` and ``R`` scalar stores per
+    channel."""
     least, setup, store = TRANSPOSED_STORES[lanes]
     if tile < least:
         return ""
@@ -548,8 +655,10 @@ def _transposed_store(lanes: int, pp: int, tile: int) -> str:
     )
     stages = "\n".join(transpose(lanes, "m", "og_pwv", "og_pwi", "      "))
     out = transposed(lanes, "m")
+    channels = [f"h * {pp * lanes} + v * {lanes} + {j}" for j in range(lanes)]
+    heads = [_row_epilogue(form, lanes, j, f"{out}{j}", channels[j]) for j in range(lanes)]
     stores = "\n".join(
-        store(j, f"y + (h * {pp * lanes} + v * {lanes} + {j}) * ldy", f"{out}{j}")
+        store(j, f"y + ({channels[j]}) * ldy", f"e{j}" if heads[j] else f"{out}{j}", heads[j])
         for j in range(lanes)
     )
     return f"""
@@ -593,3 +702,13 @@ def _pw_pxr() -> str:
 @dialect.helper("pw_ch")
 def _pw_ch() -> str:
     return _branches(_ch)
+
+
+@dialect.helper("pw_chb")
+def _pw_chb() -> str:
+    return _branches(_channel_variant(_BIASED))
+
+
+@dialect.helper("pw_chr")
+def _pw_chr() -> str:
+    return _branches(_channel_variant(_RESIDUAL))
