@@ -9,7 +9,7 @@ Units are (image, block of output channels, block of pixels), sized so that a un
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
 computing them, but for a per-channel bias (then a residual or not, then ReLU or not) in the
 ``pixels`` layout, which ``og_pw_pxb`` (``og_pw_pxr``) adds to the accumulators before it
-stores them (``channel_bias``).
+stores them, as ``og_pw_pxh`` adds a bias and applies hard-swish (``channel_bias``).
 With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its panels of 8
 output channels one after the other, each over all of its pixels and followed by its
 epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.cpu.codegen import bf16, dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
@@ -89,8 +89,11 @@ class PointwiseConvEmitter:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
             self.module.helper(helper)
         if self.bias is not None:  # after pw_px: its vector type
-            self.module.helper("pw_bias")
-            self.module.helper("pw_pxb" if self.bias.residual is None else "pw_pxr")
+            swish = self.bias.hard_swish is not None
+            self.module.helper("pw_hswish" if swish else "pw_bias")
+            self.module.helper(
+                "pw_pxh" if swish else "pw_pxb" if self.bias.residual is None else "pw_pxr"
+            )
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None and self.bias is None:
@@ -215,6 +218,10 @@ class PointwiseConvEmitter:
         if self.bias is None:
             return f"og_pw_px({args}, yq + {at}, {self.pixels}L, rows, {cols});"
         head = f"{args}, yq + {at}, {self.pixels}L, rows, {cols}, b0 + q * {ROWS}L"
+        swish = self.bias.hard_swish
+        if swish is not None:
+            line = ", ".join(dialect.C.literal(c, et.f32) for c in (swish.alpha, swish.beta))
+            return f"og_pw_pxh({head}, {line});"
         relu = int(self.bias.relu)
         if self.bias.residual is None:
             return f"og_pw_pxb({head}, {relu});"
