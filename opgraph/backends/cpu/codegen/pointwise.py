@@ -147,7 +147,29 @@ class PointwiseConvEmitter:
         panels = -(-self.o // PANEL)
         want = 4 * self.threads if self.parallel else 1
         channel_blocks = min(panels, max(1, -(-want // (self.n * pixel_blocks))))
-        return channel_blocks, pixel_blocks
+        return channel_blocks, self.even_blocks(channel_blocks, pixel_blocks)
+
+    def even_blocks(self, channel_blocks: int, pixel_blocks: int) -> int:
+        """``pixel_blocks``, or where the layout has fewer than four units per thread, the
+        least multiple of it up to ``threads`` times (blocks of whole ``RB_MAX`` runs) that
+        makes the units a multiple of the threads: 160 channels
+        at 7x7 (five panels, one pixel block) ran as five units on two threads, three on
+        one (MobileNetV3's 672 -> 160 and 960 -> 160: 0.6 of their one-thread time, 0.52
+        as ten units; docs/performance.md h126). With more units the imbalance is smaller
+        than the cost of reading each panel once more (EfficientNet-B0's 9 units of 1152 ->
+        192 at 7x7 as 18 measured no faster). Each output's sum is the same either way:
+        blocks split at whole tiles."""
+        units = self.n * channel_blocks * pixel_blocks
+        if not self.parallel or self.threads < 2 or units >= 4 * self.threads:
+            return pixel_blocks
+        steps = _ceil(self.pixels, RB_MAX)
+        for k in range(1, self.threads + 1):
+            blocks = pixel_blocks * k
+            if blocks > steps:
+                break
+            if self.n * channel_blocks * blocks % self.threads == 0:
+                return blocks
+        return pixel_blocks
 
     def source(self) -> list[str]:
         """C declaring ``x`` (this image's input), ``ldx`` and ``y`` (its output)."""
