@@ -156,8 +156,8 @@ class PointwiseConvEmitter:
         at 7x7 (five panels, one pixel block) ran as five units on two threads, three on
         one (MobileNetV3's 672 -> 160 and 960 -> 160: 0.6 of their one-thread time, 0.52
         as ten units; docs/performance.md h126). With more units the imbalance is smaller
-        than the cost of reading each panel once more (EfficientNet-B0's 9 units of 1152 ->
-        192 at 7x7 as 18 measured no faster). Each output's sum is the same either way:
+        than the cost of reading each panel once more (EfficientNet-B0's 9 units of 672 ->
+        112 at 14x14 as 18 measured no faster). Each output's sum is the same either way:
         blocks split at whole tiles."""
         units = self.n * channel_blocks * pixel_blocks
         if not self.parallel or self.threads < 2 or units >= 4 * self.threads:
