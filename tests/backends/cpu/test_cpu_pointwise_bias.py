@@ -3,8 +3,9 @@ not, then ReLU or not, adds them to the accumulators in ``og_pw_pxb`` / ``og_pw_
 ``pixels`` layout) or ``og_pw_chb`` / ``og_pw_chr`` (the ``channels`` layout, after the tile's
 transpose) (``channel_bias``): the same bits as the product followed by the epilogue's pass
 (``(y + bias) + residual`` in f32, ``v < 0 ? +0 : v``), on both instruction sets, over whole
-tiles, pixel tails, partial panels, patches, strided inputs and batches; other epilogues keep
-their pass."""
+tiles, pixel tails, partial panels, patches, strided inputs and batches; a bias then
+hard-swish in the ``pixels`` layout (``og_pw_pxh``) gives the bits of the hard-swish pass;
+other epilogues keep their pass."""
 
 import re
 
@@ -13,7 +14,7 @@ import pytest
 
 import opgraph as og
 from opgraph import ops
-from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep, channel_bias
+from opgraph.backends.fused.lowering.pointwise import HardSwish, PointwiseConvStep, channel_bias
 
 RNG = np.random.default_rng(121)
 #: ``og_pw_pxb`` called with a panel's bias and the ReLU flag.
@@ -31,18 +32,22 @@ CALLS = {
     False: (IN_REGISTERS, WITH_RESIDUAL),
     True: (CHANNELS_IN_REGISTERS, CHANNELS_WITH_RESIDUAL),
 }
+#: ``og_pw_pxh`` called with a panel's bias and the hard-swish line's alpha and beta.
+HARD_SWISH = re.compile(r"og_pw_pxh\([^;]*b0 \+ q \* 8L, \(([^()]*)\), \(([^()]*)\)\)")
 EPILOGUES = ["bias", "bias relu", "bias residual", "bias residual relu", "residual first relu"]
 
 
-def _graph(n, c, o, size, k, stride, epilogue):
+def _graph(n, c, o, size, k, stride, epilogue, filters=None, b=None):
     """The convolution alone and with ``epilogue`` (:data:`EPILOGUES`, "bias hard-swish",
-    "residual before bias": ``(y + r) + b``), the bias values, the inputs (the residual's
-    second)."""
+    "residual before bias": ``(y + r) + b``, and the other spellings of :data:`OTHERS`), the
+    bias values, the inputs (the residual's second)."""
     x = og.parameter(og.f32, (n, c, size, size))
-    w = og.constant((RNG.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32))
+    if filters is None:
+        filters = (RNG.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+    w = og.constant(filters)
     pad = (k // 2, k // 2)
     y = ops.convolution(x, w, (stride, stride), None, pad, pad)
-    b = RNG.standard_normal(o).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32) if b is None else b
     bias = ops.broadcast(og.constant(b), y.shape, (0, 2, 3))
     z = ops.add(y, bias)
     side = (size + 2 * (k // 2) - k) // stride + 1
@@ -55,6 +60,15 @@ def _graph(n, c, o, size, k, stride, epilogue):
         "residual first relu": ops.relu(ops.add(r, ops.add(bias, y))),
         "bias hard-swish": ops.hard_swish(z),
         "residual before bias": ops.add(ops.add(y, r), bias),
+        "bias hard-sigmoid": ops.hard_sigmoid(z, 1 / 6, 0.5),
+        "hard-swish without bias": ops.hard_swish(y),
+        "bias residual hard-swish": ops.hard_swish(ops.add(z, r)),
+        "bias clip-swish": ops.multiply(
+            z, ops.minimum(ops.maximum(_line(z), _like(0, z)), _like(1, z))
+        ),
+        "bias hard-swish, bound first": ops.multiply(
+            z, ops.maximum(_like(0, z), ops.minimum(_line(z), _like(1, z)))
+        ),
     }[epilogue]
     residual = "residual" in epilogue
     params = [x, r] if residual else [x]
@@ -101,12 +115,26 @@ CHANNEL_SHAPES = {
 }
 
 
+def _like(value, x):
+    return ops.broadcast(og.constant(np.float32(value)), x.shape, tuple(range(len(x.shape))))
+
+
+def _line(z):
+    return ops.add(ops.multiply(z, _like(1 / 6, z)), _like(0.5, z))
+
+
 def _steps(exe, channels_first):
     return [
         s
         for s in exe.program.steps
         if isinstance(s, PointwiseConvStep) and s.channels_first is channels_first
     ]
+
+
+def _assert_bits(got, want):
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
 
 def _check_pass_bits(cpu, shape, epilogue, channels_first):
@@ -127,10 +155,7 @@ def _check_pass_bits(cpu, shape, epilogue, channels_first):
         want = want + args[1]
     if found.relu:
         want = np.where(want < 0, np.float32(0), want)
-    got = exe(*args)[0]
-    nan = np.isnan(want)
-    assert np.array_equal(np.isnan(got), nan)
-    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    _assert_bits(exe(*args)[0], want)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
@@ -147,8 +172,82 @@ def test_channels_bias_in_registers_gives_the_pass_bits(request, backend, epilog
     _check_pass_bits(request.getfixturevalue(backend), CHANNEL_SHAPES[shape], epilogue, True)
 
 
+def _pass_bits(cpu, plain, b, args):
+    """The products of ``plain``, then ``hard_swish(y + b)`` as a pass of its own (a kernel on
+    the products as an input): the pass ``og_pw_pxh`` replaces."""
+    products = cpu.compile(plain)(args[0])[0]
+    y = og.parameter(og.f32, products.shape)
+    bias = ops.broadcast(og.constant(b), y.shape, (0, 2, 3))
+    return cpu.compile(og.Function([ops.hard_swish(ops.add(y, bias))], [y]))(products)[0]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+@pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
+def test_hard_swish_in_registers_gives_the_pass_bits(request, backend, shape):
+    cpu = request.getfixturevalue(backend)
+    plain, fused, b, args = _graph(*SHAPES[shape], "bias hard-swish")
+    exe = cpu.compile(fused)
+    (step,) = _steps(exe, False)
+    found = channel_bias(step)
+    assert found is not None and found.hard_swish == HardSwish(float(np.float32(1 / 6)), 0.5)
+    assert not found.relu and found.residual is None
+    assert set(HARD_SWISH.findall(exe.source())) == {
+        ("0x1.5555560000000p-3f", "0x1.0000000000000p-1f")
+    }
+    got = exe(*args)[0]
+    want = _pass_bits(cpu, plain, b, args)
+    assert (np.signbit(want) & (want == 0)).any()  # -0 where v <= -3: v * +0
+    _assert_bits(got, want)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+def test_hard_swish_in_registers_on_chosen_values(request, backend):
+    """Two input channels, the first zero (weights and values), so that each output channel
+    is one rounding of a chosen scale of the second; the biases chosen: ties of the clamps
+    (v = 3 and -3), zeros of both signs (-1e-30 times 1e-30 rounds to -0, and -0 plus a -0
+    bias stays -0), infinities, NaN and values just inside the bounds."""
+    cpu = request.getfixturevalue(backend)
+    o, size = 16, 8
+    scales = np.array([1, -1e-30, 1, 1, -1, 1, 2, 0.5] * 2, np.float32)
+    filters = np.zeros((o, 2, 1, 1), np.float32)
+    filters[:, 1, 0, 0] = scales
+    biases = np.array([0, -0.0, -0.0, 0, 1.5, -1.5, 3, -3] * 2, np.float32)
+    plain, fused, _, args = _graph(1, 2, o, size, 1, 1, "bias hard-swish", filters, biases)
+    values = [3, -3, 1e-30, -0.0, 0.0, np.inf, -np.inf, np.nan, 2.9999998, -2.9999998, 6, -6]
+    args[0][0, 0] = 0
+    args[0][0, 1] = np.resize(np.array(values, np.float32), (size, size))
+    exe = cpu.compile(fused)
+    assert "og_pw_pxh(" in exe.source()
+    want = _pass_bits(cpu, plain, biases, args)
+    assert (np.signbit(want) & (want == 0)).any() and np.isnan(want).any()
+    _assert_bits(exe(*args)[0], want)
+
+
+def test_hard_swish_in_the_channels_layout_keeps_its_pass(avx2_cpu):
+    """A 14x14 plane with 112 output channels takes the ``channels`` layout on AVX2, which has
+    no ``og_pw_pxh``: its hard-swish stays a pass (and right)."""
+    _, fused, _, args = _graph(1, 112, 96, 14, 1, 1, "bias hard-swish")
+    exe = avx2_cpu.compile(fused)
+    steps = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
+    assert [s.channels_first for s in steps] == [True]
+    assert "og_pw_pxh(" not in exe.source()
+    assert CHANNELS_IN_REGISTERS.search(exe.source()) is None
+    want = og.backend("INTERPRETER").compile(fused)(*args)[0]
+    np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5)
+
+
+OTHERS = [
+    "residual before bias",
+    "bias hard-sigmoid",
+    "hard-swish without bias",
+    "bias residual hard-swish",
+    "bias clip-swish",
+    "bias hard-swish, bound first",
+]
+
+
 @pytest.mark.parametrize("channels_first", [False, True])
-@pytest.mark.parametrize("epilogue", ["bias hard-swish", "residual before bias"])
+@pytest.mark.parametrize("epilogue", OTHERS)
 def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue, channels_first):
     shape = CHANNEL_SHAPES["14x14"] if channels_first else SHAPES["pixel blocks"]
     _, fused, _, args = _graph(*shape, epilogue)
@@ -159,5 +258,6 @@ def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue, channels_first):
     for calls in CALLS[channels_first]:
         assert calls.search(source) is None
     assert "og_pw_pxr(" not in source and "og_pw_chr(" not in source
+    assert "og_pw_pxh(" not in source
     want = og.backend("INTERPRETER").compile(fused)(*args)[0]
     np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5)

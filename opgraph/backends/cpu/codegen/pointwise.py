@@ -9,7 +9,8 @@ Units are (image, block of output channels, block of pixels), sized so that a un
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
 computing them, but for a per-channel bias (then a residual or not, then ReLU or not), which
 ``og_pw_pxb`` (``og_pw_pxr``) in the ``pixels`` layout and ``og_pw_chb`` (``og_pw_chr``) in
-the ``channels`` layout add to the accumulators before they store them (``channel_bias``).
+the ``channels`` layout add to the accumulators before they store them, as ``og_pw_pxh`` adds
+a bias and applies hard-swish in the ``pixels`` layout (``channel_bias``).
 With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its panels of 8
 output channels one after the other, each over all of its pixels and followed by its
 epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.backends.cpu.codegen import bf16
+from opgraph.backends.cpu.codegen import bf16, dialect
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
@@ -82,16 +83,21 @@ class PointwiseConvEmitter:
         self.threads = module.num_threads
         self.parallel = self.n * self.o * self.c * self.pixels >= PARALLEL_MACS
         self.per = BLOCK_STEP
-        # the kernels add a bias (then a residual, then ReLU) in registers: no epilogue pass
-        self.bias = channel_bias(step)
+        # the kernels add a bias (then a residual, then ReLU; or hard-swish in the pixels
+        # layout: og_pw_ch has no hard-swish form) in registers: no epilogue pass
+        bias = channel_bias(step)
+        swish = bias is not None and bias.hard_swish is not None
+        self.bias = None if swish and step.channels_first else bias
 
     def emit(self) -> str:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
             self.module.helper(helper)
         if self.bias is not None:  # after pw_px: its vector type
-            self.module.helper("pw_bias")
+            swish = self.bias.hard_swish is not None
+            self.module.helper("pw_hswish" if swish else "pw_bias")
             layout = "ch" if self.step.channels_first else "px"
-            self.module.helper(f"pw_{layout}{'b' if self.bias.residual is None else 'r'}")
+            kind = "h" if swish else "b" if self.bias.residual is None else "r"
+            self.module.helper(f"pw_{layout}{kind}")
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None and self.bias is None:
@@ -145,7 +151,29 @@ class PointwiseConvEmitter:
         panels = -(-self.o // PANEL)
         want = 4 * self.threads if self.parallel else 1
         channel_blocks = min(panels, max(1, -(-want // (self.n * pixel_blocks))))
-        return channel_blocks, pixel_blocks
+        return channel_blocks, self.even_blocks(channel_blocks, pixel_blocks)
+
+    def even_blocks(self, channel_blocks: int, pixel_blocks: int) -> int:
+        """``pixel_blocks``, or where the layout has fewer than four units per thread, the
+        least multiple of it up to ``threads`` times (blocks of whole ``RB_MAX`` runs) that
+        makes the units a multiple of the threads: 160 channels
+        at 7x7 (five panels, one pixel block) ran as five units on two threads, three on
+        one (MobileNetV3's 672 -> 160 and 960 -> 160: 0.6 of their one-thread time, 0.52
+        as ten units; docs/performance.md h126). With more units the imbalance is smaller
+        than the cost of reading each panel once more (EfficientNet-B0's 9 units of 672 ->
+        112 at 14x14 as 18 measured no faster). Each output's sum is the same either way:
+        blocks split at whole tiles."""
+        units = self.n * channel_blocks * pixel_blocks
+        if not self.parallel or self.threads < 2 or units >= 4 * self.threads:
+            return pixel_blocks
+        steps = _ceil(self.pixels, RB_MAX)
+        for k in range(1, self.threads + 1):
+            blocks = pixel_blocks * k
+            if blocks > steps:
+                break
+            if self.n * channel_blocks * blocks % self.threads == 0:
+                return blocks
+        return pixel_blocks
 
     def source(self) -> list[str]:
         """C declaring ``x`` (this image's input), ``ldx`` and ``y`` (its output)."""
@@ -216,6 +244,10 @@ class PointwiseConvEmitter:
         if self.bias is None:
             return f"og_pw_px({args}, yq + {at}, {self.pixels}L, rows, {cols});"
         head = f"{args}, yq + {at}, {self.pixels}L, rows, {cols}, b0 + q * {ROWS}L"
+        swish = self.bias.hard_swish
+        if swish is not None:
+            line = ", ".join(dialect.C.literal(c, et.f32) for c in (swish.alpha, swish.beta))
+            return f"og_pw_pxh({head}, {line});"
         relu = int(self.bias.relu)
         if self.bias.residual is None:
             return f"og_pw_pxb({head}, {relu});"

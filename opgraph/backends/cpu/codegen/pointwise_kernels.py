@@ -9,7 +9,8 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   broadcasts the 8 filter values (AVX-512: 24 accumulators). ``og_pw_pxb`` is the same with
   each row's bias added to its accumulators (then ReLU or not) before they are stored: a
   ``channel_bias`` epilogue without its pass over the output; ``og_pw_pxr`` adds a residual
-  tensor of the output's layout after the bias (then ReLU or not).
+  tensor of the output's layout after the bias (then ReLU or not); ``og_pw_pxh`` applies
+  hard-swish after the bias (``og_pw_biash``).
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
@@ -95,7 +96,9 @@ class _Form:
     bias and a residual tensor of the output's layout (``og_pw_pxr``), to the products in
     registers, then ReLU or not: name suffix, extra parameters, extra arguments of the
     driver's calls (``o``: the tile's first pixel), the note on its comment, whether it adds
-    a bias and whether a residual too."""
+    a bias and whether a residual too, and the call that adds the bias and applies the
+    activation (``{acc}``: the accumulator, ``{row}``: its row, clamped to the valid ones)
+    where there is no residual."""
 
     suffix: str
     params: str
@@ -103,6 +106,7 @@ class _Form:
     note: str
     biased: bool = False
     residual: bool = False
+    activation: str = "og_pw_bias({acc}, bias, {row}, relu)"
 
     def epilogue(self, acc: str, row: str, at: str, whole: bool) -> str:
         """The assignment of accumulator ``acc`` of panel row ``row`` (``R`` rows valid),
@@ -111,7 +115,7 @@ class _Form:
             return ""
         rr = f"({row} < R ? {row} : 0)"
         if not self.residual:
-            return f"{acc} = og_pw_bias({acc}, bias, {rr}, relu);"
+            return f"{acc} = {self.activation.format(acc=acc, row=rr)};"
         if whole:
             return f"{acc} = og_pw_biasr({acc}, bias, {row}, res + ({row}) * ldy + {at}, relu);"
         return f"{acc} = og_pw_bias({acc}, bias, {rr}, 0);"  # the rest as it is stored
@@ -152,6 +156,16 @@ _RESIDUAL = _Form(
     "with relu, negatives made +0), added in registers (og_pw_biasr)",
     biased=True,
     residual=True,
+)
+#: Hard-swish in a fourth function (``og_pw_pxh``), its line's constants as parameters.
+_HARD_SWISH = _Form(
+    "h",
+    ", const float* restrict bias, float alpha, float beta",
+    ", bias, alpha, beta",
+    "; row r's outputs are v = bias[r] plus the products, then\n   "
+    "v * max(min(v * alpha + beta, 1), +0) (hard-swish), in registers (og_pw_biash)",
+    biased=True,
+    activation="og_pw_biash({acc}, bias, {row}, alpha, beta)",
 )
 
 
@@ -199,6 +213,39 @@ static inline __attribute__((always_inline)) og_pwv og_pw_biasr(
 static inline __attribute__((always_inline)) float og_pw_res1(float v, float res, int relu) {{
   v += res;
   return relu && v < 0 ? 0.0f : v;
+}}"""
+
+
+#: Per lanes: the body of ``og_pw_min(a, b)``, ``a < b ? a : b`` lane by lane (``vminps``
+#: is that select, NaN and signed-zero ties included; GCC writes no ``vminps`` for any C
+#: form of it, docs/performance.md h121); ``og_pw_max`` is the same with ``max``.
+_EXTREMA = {
+    16: "return __builtin_ia32_{op}ps512_mask(a, b, b, (unsigned short)-1, 4);",
+    8: "return __builtin_ia32_{op}ps256(a, b);",
+    4: "og_pwi m = (og_pwi)(a {cmp} b);\n  return (og_pwv)((m & (og_pwi)a) | (~m & (og_pwi)b));",
+}
+
+
+def _hard_swish(lanes: int, nv: int, rb: int) -> str:
+    """``og_pw_biash``: a vector of products plus its row's bias, ``v``, then
+    ``v * (max(+0, min(1, v * alpha + beta)) + 0)``: the operations of the hard-swish pass
+    (``Max`` / ``Min`` against a constant bound, ``lowering/elementwise.py``) in its order,
+    ``v * alpha + beta`` contracted as GCC contracts the pass's."""
+    extrema = "\n".join(
+        f"""static inline __attribute__((always_inline)) og_pwv og_pw_{op}(og_pwv a, og_pwv b) {{
+  {_EXTREMA[lanes].format(op=op, cmp=cmp)}
+}}"""
+        for op, cmp in (("min", "<"), ("max", ">"))
+    )
+    return f"""typedef int og_pwi __attribute__((vector_size({4 * lanes})));
+{extrema}
+static inline __attribute__((always_inline)) og_pwv og_pw_biash(
+    og_pwv v, const float* restrict bias, long r, float alpha, float beta) {{
+  const og_pwv zero = {{0}};
+  v += bias[r];
+  og_pwv t = v * alpha + beta;
+  t = og_pw_max(zero, og_pw_min(zero + 1.0f, t)) + 0.0f;
+  return v * t;
 }}"""
 
 
@@ -697,6 +744,16 @@ def _pw_pxb() -> str:
 @dialect.helper("pw_pxr")
 def _pw_pxr() -> str:
     return _branches(_variant(_RESIDUAL))
+
+
+@dialect.helper("pw_hswish")
+def _pw_hswish() -> str:
+    return _branches(_hard_swish)
+
+
+@dialect.helper("pw_pxh")
+def _pw_pxh() -> str:
+    return _branches(_variant(_HARD_SWISH))
 
 
 @dialect.helper("pw_ch")

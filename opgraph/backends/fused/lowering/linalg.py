@@ -145,23 +145,40 @@ def _panels(
     the target reads plain matrices (``TargetFeatures.panels`` False: the GPU's cuBLAS)."""
     rows, inner = left.shape
     width = GEMV_PANEL if rows == 1 else GEMM_PANEL
-    if not builder.features.panels or compute is not et.f32 or not isinstance(b.node.op, Constant):
+    source, transposed = _constant_matrix(b, rows == 1)
+    if not builder.features.panels or compute is not et.f32 or source is None:
         return None
     if type(cols) is not int or cols < (GEMV_MIN_COLUMNS if rows == 1 else width):
         return None
     if (type(rows) is not int or rows > 1) and left.strides[1] != 1:
         return None
-    value = b.node.op.value
+    value = source.value
     shape = (int(inner), cols, width)
     if width == GEMM_PANEL and builder.features.panel_halves:  # the AVX2 tile's layout
         key = ("half panels", *shape)
         data = derived(value, key, lambda: halve_panels(_panel_data(value, *shape)))
+    elif transposed:
+        key = ("transposed panels", *shape)
+        data = derived(value, key, lambda: _panel_data(value.T, *shape))
     else:
         data = derived(value, ("panels", *shape), lambda: _panel_data(value, *shape))
     buffer = builder.new_buffer(
         BufferKind.CONST, et.f32, data.shape, len(builder.constants()), b, data
     )
     return View(buffer.id, et.f32, (inner, cols), (width, inner * width), 0), width
+
+
+def _constant_matrix(b: Output, gemv: bool) -> tuple[Constant | None, bool]:
+    """(the constant ``b`` is, False), or for a one-row product (``gemv``) (the 2-D constant
+    ``b`` is the transpose of, True): ONNX's ``Gemm`` with ``transB`` (every exported
+    ``Linear``) reads its weights transposed; else (None, False)."""
+    op = b.node.op
+    if isinstance(op, Constant):
+        return op, False
+    if not gemv or not isinstance(op, movement.Transpose) or op.perm != (1, 0):
+        return None, False
+    inner = b.node.inputs[0].node.op
+    return (inner, True) if isinstance(inner, Constant) else (None, False)
 
 
 #: Fewest rows of ``a`` for which a product by a run-time f32 matrix repacks the matrix as

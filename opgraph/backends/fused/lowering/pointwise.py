@@ -33,6 +33,7 @@ the copy, packs the filters once and fuses the epilogue per unit (``bench/zoo_la
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ import numpy as np
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.conv_panels import packed_filters
 from opgraph.backends.fused.program import BufferKind, ConvStep, KKind, KNode
-from opgraph.backends.fused.views import View
+from opgraph.backends.fused.views import Literal, View
 from opgraph.core import element_type as et
 from opgraph.core.literals import Constant
 from opgraph.core.node import Node
@@ -81,26 +82,45 @@ class PointwiseConvStep(ConvStep):
 
 
 @dataclass(frozen=True)
+class HardSwish:
+    """``v * max(min(v * alpha + beta, 1), +0)`` of the biased products ``v``, as the graph
+    spells ``x * hard_sigmoid(x)`` (``HardSwish``'s decomposition: alpha 1/6, beta 1/2)."""
+
+    alpha: float
+    beta: float
+
+
+@dataclass(frozen=True)
 class ChannelBias:
     """An epilogue the ``pixels`` kernel applies to its accumulators before it stores them:
     ``y + bias[o]`` (``bias`` a view of one value per output channel), then ``+ residual``
-    (a view of the output's shape and strides) where there is one, then ``relu`` or not;
-    the same operations on the same values as the epilogue's pass, without the pass."""
+    (a view of the output's shape and strides) where there is one, then ``relu`` or not, or
+    (no residual) ``hard_swish``; the same operations on the same values as the epilogue's
+    pass, without the pass."""
 
     bias: View
     relu: bool
     residual: View | None = None
+    hard_swish: HardSwish | None = None
 
 
 def channel_bias(step: PointwiseConvStep) -> ChannelBias | None:
     """The step's epilogue as a :class:`ChannelBias` where it is exactly ``Add(out, bias)``
     (either order), or ``Add`` of that and a residual (either order), or ``Relu`` of one of
-    them, stored back into ``out``; else None."""
+    them, or the hard-swish of ``Add(out, bias)`` (:func:`hard_swish_of`), stored back into
+    ``out``; else None."""
     e = step.epilogue
     if e is None or e.axes or len(e.stores) != 1 or e.stores[0][1] != step.out:
         return None
     assert step.out is not None
     top = e.nodes[e.stores[0][0]]
+    swish = hard_swish_of(e.nodes, top)
+    if swish is not None:
+        add, hard_swish = e.nodes[swish[0]], swish[1]
+        if _reached(e.nodes, top) != len(e.nodes) or not _is_op(add, ew.Add):
+            return None
+        found = _biased(step.out, [e.nodes[a] for a in add.args])
+        return None if found is None else ChannelBias(found, False, None, hard_swish)
     relu = _is_op(top, ew.Relu)
     add = e.nodes[top.args[0]] if relu else top
     if not _is_op(add, ew.Add):
@@ -111,16 +131,82 @@ def channel_bias(step: PointwiseConvStep) -> ChannelBias | None:
         (other,) = [e.nodes[a] for a in add.args if e.nodes[a] is not inner[0]]
         residual = _operand(other, step.out)
         add = inner[0]
-    views = [_operand(e.nodes[a], step.out) for a in add.args]
-    if len(e.nodes) != 3 + relu + 2 * (residual is not None) or step.out not in views:
+    if len(e.nodes) != 3 + relu + 2 * (residual is not None):
         return None
-    bias = views[1] if views[0] == step.out else views[0]
-    per_channel = tuple(1 if axis == 1 else 0 for axis in range(len(step.out.shape)))
-    if bias is None or bias.strides != per_channel or residual == step.out:
+    bias = _biased(step.out, [e.nodes[a] for a in add.args])
+    if bias is None or residual == step.out:
         return None
     if residual is not None and residual.strides != step.out.strides:
         return None
     return ChannelBias(bias, relu, residual)
+
+
+def _biased(out: View, args: list[KNode]) -> View | None:
+    """The bias view where ``args`` (an ``Add``'s) load ``out`` and one value per output
+    channel (either order); else None."""
+    views = [_operand(a, out) for a in args]
+    if out not in views:
+        return None
+    bias = views[1] if views[0] == out else views[0]
+    per_channel = tuple(1 if axis == 1 else 0 for axis in range(len(out.shape)))
+    return bias if bias is not None and bias.strides == per_channel else None
+
+
+def hard_swish_of(nodes: list[KNode], top: KNode) -> tuple[int, HardSwish] | None:
+    """(the index of ``v``, the :class:`HardSwish`) where ``top`` is
+    ``Mul(v, Max(Min(Add(Mul(v, alpha), beta), 1), +0))`` (either order at each ``Mul`` and
+    ``Add``; the bounds second, as ``hard_sigmoid`` puts them: the pass's short clamps),
+    alpha and beta finite f32 literals; else None."""
+    if not _is_op(top, ew.Mul) or top.element_type != et.f32:
+        return None
+    for v, clamp in (top.args, top.args[::-1]):
+        low = nodes[clamp]
+        if not _is_op(low, ew.Max) or _literal(nodes[low.args[1]]) != (0.0, 1.0):
+            continue
+        high = nodes[low.args[0]]
+        if not _is_op(high, ew.Min) or _literal(nodes[high.args[1]]) != (1.0, 1.0):
+            continue
+        line = _sum_of_scaled(nodes, nodes[high.args[0]], v)
+        if line is not None:
+            return v, line
+    return None
+
+
+def _sum_of_scaled(nodes: list[KNode], add: KNode, v: int) -> HardSwish | None:
+    """alpha and beta where ``add`` is ``Add(Mul(v, alpha), beta)`` (either order at each)."""
+    if not _is_op(add, ew.Add):
+        return None
+    for scaled, offset in (add.args, add.args[::-1]):
+        mul, beta = nodes[scaled], _literal(nodes[offset])
+        if not _is_op(mul, ew.Mul) or beta is None or v not in mul.args:
+            continue
+        other = mul.args[1] if mul.args[0] == v else mul.args[0]
+        alpha = _literal(nodes[other])
+        if alpha is not None:
+            return HardSwish(alpha[0], beta[0])
+    return None
+
+
+def _literal(node: KNode) -> tuple[float, float] | None:
+    """(value, its sign) of a finite f32 literal a LOAD node reads; else None."""
+    v = node.operand
+    if node.kind is not KKind.LOAD or not isinstance(v, Literal) or v.element_type != et.f32:
+        return None
+    value = v.value
+    if isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return float(value), math.copysign(1.0, value)
+
+
+def _reached(nodes: list[KNode], top: KNode) -> int:
+    """The number of nodes ``top`` reads, itself included."""
+    seen, stack = set(), [top.index]
+    while stack:
+        i = stack.pop()
+        if i not in seen:
+            seen.add(i)
+            stack.extend(nodes[i].args)
+    return len(seen)
 
 
 def _is_op(node: KNode, op: type) -> bool:
