@@ -26,6 +26,7 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -254,22 +255,21 @@ def _grouped(lanes: int, nv: int) -> bool:
     return ROWS * nv + nv + 1 > (32 if lanes == 16 else 16)
 
 
-def _px(lanes: int, nv: int, rb: int) -> str:
-    if _grouped(lanes, nv):
-        return _px_grouped(lanes, nv, _PLAIN)
-    return f"typedef float og_pwv __attribute__((vector_size({4 * lanes})));\n" + _px_one(
-        lanes, nv, _PLAIN
-    )
-
-
 def _variant(form: _Form) -> Callable[[int, int, int], str]:
-    """``og_pw_pxb`` or ``og_pw_pxr`` (after ``og_pw_px`` and ``pw_bias``)."""
+    """``og_pw_px``, or a variant (``og_pw_pxb``, ``og_pw_pxr``, ``og_pw_pxh``: after
+    ``og_pw_px``, whose vector type they use, and ``pw_bias`` / ``pw_hswish``)."""
 
     def make(lanes: int, nv: int, rb: int) -> str:
-        grouped = _grouped(lanes, nv)
-        return _px_grouped(lanes, nv, form) if grouped else _px_one(lanes, nv, form)
+        if _grouped(lanes, nv):
+            return _px_grouped(lanes, nv, form)
+        vector = "" if form.biased else _vector_type(lanes)
+        return vector + _px_one(lanes, nv, form)
 
     return make
+
+
+def _vector_type(lanes: int) -> str:
+    return f"typedef float og_pwv __attribute__((vector_size({4 * lanes})));\n"
 
 
 def _px_one(lanes: int, nv: int, form: _Form) -> str:
@@ -405,12 +405,8 @@ def _px_grouped(lanes: int, nv: int, form: _Form) -> str:
 {driver}"""
 
 
-def _ch(lanes: int, nv: int, rb: int) -> str:
-    return _channels(lanes, rb, _PLAIN)
-
-
 def _channel_variant(form: _Form) -> Callable[[int, int, int], str]:
-    """``og_pw_chb`` or ``og_pw_chr`` (after ``og_pw_ch`` and ``pw_bias``)."""
+    """``og_pw_ch``, or ``og_pw_chb`` / ``og_pw_chr`` (after ``og_pw_ch`` and ``pw_bias``)."""
 
     def make(lanes: int, nv: int, rb: int) -> str:
         return _channels(lanes, rb, form)
@@ -721,51 +717,19 @@ def _transposed_store(lanes: int, pp: int, tile: int, form: _Form) -> str:
   }}"""
 
 
-@dialect.helper("pw_tile")
-def _pw_tile() -> str:
-    return _branches(_tile)
-
-
-@dialect.helper("pw_px")
-def _pw_px() -> str:
-    return _branches(_px)
-
-
-@dialect.helper("pw_bias")
-def _pw_bias() -> str:
-    return _branches(_bias)
-
-
-@dialect.helper("pw_pxb")
-def _pw_pxb() -> str:
-    return _branches(_variant(_BIASED))
-
-
-@dialect.helper("pw_pxr")
-def _pw_pxr() -> str:
-    return _branches(_variant(_RESIDUAL))
-
-
-@dialect.helper("pw_hswish")
-def _pw_hswish() -> str:
-    return _branches(_hard_swish)
-
-
-@dialect.helper("pw_pxh")
-def _pw_pxh() -> str:
-    return _branches(_variant(_HARD_SWISH))
-
-
-@dialect.helper("pw_ch")
-def _pw_ch() -> str:
-    return _branches(_ch)
-
-
-@dialect.helper("pw_chb")
-def _pw_chb() -> str:
-    return _branches(_channel_variant(_BIASED))
-
-
-@dialect.helper("pw_chr")
-def _pw_chr() -> str:
-    return _branches(_channel_variant(_RESIDUAL))
+#: The C helpers this module writes, by name: each ``make(lanes, pixel vectors, channel-tile
+#: pixels)`` for every instruction set (:func:`_branches`).
+KERNELS: dict[str, Callable[[int, int, int], str]] = {
+    "pw_tile": _tile,
+    "pw_px": _variant(_PLAIN),
+    "pw_bias": _bias,
+    "pw_pxb": _variant(_BIASED),
+    "pw_pxr": _variant(_RESIDUAL),
+    "pw_hswish": _hard_swish,
+    "pw_pxh": _variant(_HARD_SWISH),
+    "pw_ch": _channel_variant(_PLAIN),
+    "pw_chb": _channel_variant(_BIASED),
+    "pw_chr": _channel_variant(_RESIDUAL),
+}
+for _name, _make in KERNELS.items():
+    dialect.helper(_name)(functools.partial(_branches, _make))
