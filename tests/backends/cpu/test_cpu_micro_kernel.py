@@ -94,11 +94,12 @@ def test_full_tile_accumulators_never_touch_the_stack(tmp_path):
     loaded from or stored to the stack anywhere in the call (the accumulators as arrays were
     loaded from the stack before the inner loop and stored there after it, then copied to
     ``c`` through the stack). AVX2's 6-row tile (12 accumulators, 15 of 16 registers) still
-    moves some through the stack outside its inner loop (GCC 12)."""
+    moves some through the stack outside its inner loop (GCC 12). With the next panel group's
+    prefetch (``pf``, one line per inner step) as ``og_gemm_panels`` passes it."""
     entry = [
         "void entry(const float* a, long lda, const float* p, long k0, long k1, float* c,",
-        "           long ldc) {",
-        "  og_mk_tile(12, a, lda, p, k0, k1, c, ldc);",
+        "           long ldc, const char* pf) {",
+        "  og_mk_tile(12, a, lda, p, k0, k1, c, ldc, pf, 64);",
         "}",
     ]
     source = dialect.HELPERS["gemm_panels"]()

@@ -331,6 +331,43 @@ def _stream_prefetch(lanes: int, pw: int) -> str:
     return panel_prefetch("p", str(pw), lanes) if lanes == BROADCAST_LANES else ""
 
 
+#: The AVX-512 kernel's row tiles after a panel group's first prefetch the next group's
+#: slices (the next group of this inner block, else the same panels' slices of the next
+#: block) into L2: the call of row tile ``outer`` over the group's ``i``-th panel takes part
+#: ``outer - 1`` of ``tiles - 1`` of the next group's ``i``-th slice, one ``prefetcht1`` a
+#: 64-byte line further per inner step from ``pf`` (``pfb`` 64; 0 for the first row tile and
+#: where there is no next group: it then prefetches one line it already holds). Without it the
+#: first row tile read each slice from memory at 128 bytes per 24 multiply-adds, faster than
+#: one core's stream, and 49-row products (ResNet-18's 7x7 stage: five row tiles, of which
+#: four spread the next slices' reads) waited on it: C harness (``bench/gemm_tiles.py``'s
+#: driver, 8 weight copies, one thread, thread CPU, alternated, Zen 5, load 1.1-3.3)
+#: 49x4608x512 in 64-column units 235-237 -> 240-247 GF/s (one weight copy, from L3: 264),
+#: 49x2304x512 228-232 -> 235-241; BERT's and the MLP's products within 1 % (QKV +1 %). The
+#: first row tile's calls 10060 -> 8350 ticks (others' 6550-6700). The sums are unchanged (a
+#: hint only). Prefetching into L1 or L3's level instead (``prefetcht0``, ``prefetcht2``)
+#: measured the same; the next group's slices spread over all of this group's later calls
+#: (two calls a slice, the earliest first: a one-panel group then reads the next group's
+#: three) no better; the weights on 2 MiB pages changed nothing (not TLB misses).
+_NEXT_GROUP = """        const char* pf = (const char*)P;
+        long pfb = 0;
+        if (!rows_outer && outer > 0) {{
+          long ng0 = g0 + group, nk0 = k0, nk1 = k1;
+          if (ng0 >= panels) {{ ng0 = 0; nk0 = k1; nk1 = K * (kb + 2) / blocks; }}
+          long np = ng0 + inner - g0;
+          if (nk0 < K && np < panels) {{
+            long lo = (nk1 - nk0) * {row_bytes}L * (outer - 1) / (tiles - 1);
+            pf = (const char*)(P + (first + np) * K * {pw} + nk0 * {pw}) + lo;
+            pfb = 64;
+          }}
+        }}"""
+
+
+def _group_prefetch(lanes: int) -> str:
+    """The line of an AVX-512 micro-kernel's inner loop that prefetches its share of the next
+    panel group into L2 (:data:`_NEXT_GROUP`; empty for the other kernels)."""
+    return "    __builtin_prefetch(pf + (k - k0) * pfb, 0, 2);" if lanes == BROADCAST_LANES else ""
+
+
 def _tile_order(lanes: int, rows: int, pw: int) -> str:
     """The loops over row tiles and panels inside an inner block, opening the block that sets
     ``nb`` (the panel) and ``m`` (the first row): panels or row tiles outer (``rows_outer``),
@@ -341,6 +378,8 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
       for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
         long nb = first + (rows_outer ? inner : outer), tile = rows_outer ? outer : inner;
         long m = {rows} * tile - (tile == tiles - 1 && tiles > 1 ? {rows} - even : 0);
+        const char* pf = 0;
+        long pfb = 0;
 """
     slice_bytes = f"((k1 - k0) * {4 * pw}L)"
     return f"""    long group = rows_outer ? panels : {PANEL_GROUP_BYTES}L / {slice_bytes};
@@ -350,6 +389,7 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
       for (long inner = g0; inner < (g0 + group < panels ? g0 + group : panels); ++inner) {{
         long nb = first + inner, tile = outer;
         long m = {rows} * tile - (tile == tiles - 1 && tiles > 1 ? {rows} - even : 0);
+{_NEXT_GROUP.format(pw=pw, row_bytes=4 * pw)}
 """
 
 
@@ -365,7 +405,7 @@ def _tile_kernel(name: str, lanes: int, rows: int, pw: int, fma: Callable[[int],
     lines = [
         f"static inline __attribute__((always_inline)) void {name}(",
         "    const int R, const float* restrict a, long lda, const float* restrict p, long k0,",
-        "    long k1, float* restrict c, long ldc) {",
+        "    long k1, float* restrict c, long ldc, const char* restrict pf, long pfb) {",
         "  og_vf " + ", ".join(f"x{r} = {{0}}, y{r} = {{0}}" for r in each) + ";",
         "  if (k0 != 0) {",
         *(
@@ -380,6 +420,7 @@ def _tile_kernel(name: str, lanes: int, rows: int, pw: int, fma: Callable[[int],
         f"    __builtin_memcpy(&b0, p + k * {pw}, {size});",
         f"    __builtin_memcpy(&b1, p + k * {pw} + {lanes}, {size});",
         _stream_prefetch(lanes, pw).rstrip("\n"),
+        _group_prefetch(lanes),
         *(f"    if (R > {r}) {{\n{fma(r)}\n    }}" for r in each),
         "  }",
         *(
@@ -410,12 +451,12 @@ def _micro_kernel(lanes: int, rows: int, pw: int, full_call: str) -> str:
     return f"""{tile}/* c[R x nvalid] (+)= a[R x (k0..k1)] times p ({width} columns read). */
 static inline __attribute__((always_inline)) void og_mk(
     const int R, const float* restrict a, long lda, const float* restrict p, long k0,
-    long k1, float* restrict c, long ldc, long nvalid) {{
-{full_call}  if (nvalid == {width}) {{ og_mk_tile(R, a, lda, p, k0, k1, c, ldc); return; }}
+    long k1, float* restrict c, long ldc, long nvalid, const char* restrict pf, long pfb) {{
+{full_call}  if (nvalid == {width}) {{ og_mk_tile(R, a, lda, p, k0, k1, c, ldc, pf, pfb); return; }}
   float t[{rows} * {width}];
   for (int r = 0; r < R && k0 != 0; ++r)
     for (long j = 0; j < {width}; ++j) t[r * {width} + j] = j < nvalid ? c[r * ldc + j] : 0.0f;
-  og_mk_tile(R, a, lda, p, k0, k1, t, {width});
+  og_mk_tile(R, a, lda, p, k0, k1, t, {width}, pf, pfb);
   for (int r = 0; r < R; ++r)
     for (long j = 0; j < nvalid; ++j) c[r * ldc + j] = t[r * {width} + j];
 }}
@@ -470,7 +511,7 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
           long nvalid = valid - j0 < {width} ? valid - j0 : {width};
           const float* p = P + nb * K * {pw} + j0;
           float* c = C + nb * {pw} + j0;
-{ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid)
+{ahead}#define OG_MK(R) og_mk(R, A + m * lda, lda, p, k0, k1, c + m * ldc, ldc, nvalid, pf, pfb)
           long r_ = tile == tiles - 2 ? even : M - m < {rows} ? M - m : {rows};
           switch (r_) {{ {cases} default: break; }}
 #undef OG_MK
@@ -543,7 +584,7 @@ def _broadcast_kernel(rows: int) -> tuple[str, str]:
     ]
     gate = f"#if {BROADCAST_TARGETS}\n"
     full = gate + "\n".join(lines) + "\n#endif\n"
-    call = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc); return; }\n"
+    call = "  if (nvalid == 32) { og_mk_full(R, a, lda, p, k0, k1, c, ldc, pf, pfb); return; }\n"
     return full, gate + call + "#endif\n"
 
 

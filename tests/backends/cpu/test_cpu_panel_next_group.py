@@ -1,0 +1,69 @@
+"""The AVX-512 panel GEMM's row tiles after a group's first prefetch the next panel group's
+slices into L2 (``dialect._NEXT_GROUP``): a hint only, so the unit gives the same bits as the
+same unit without the prefetch (each built apart and called through ``ctypes``; random
+floats, so any change of the summation order would show), for products whose next group is
+the next one of the inner block, the first of the next block, or none (one row tile, the last
+block), over all columns and in the 64-column units of a panel convolution, and the float64
+product's values. No timing."""
+
+import ctypes
+
+import numpy as np
+import pytest
+from test_cpu_micro_kernel import _pack, _unit
+
+from opgraph.backends.cpu.codegen import dialect
+
+RNG = np.random.default_rng(129)
+PREFETCH = "__builtin_prefetch(pf + (k - k0) * pfb, 0, 2);"
+POINTER = ctypes.POINTER(ctypes.c_float)
+
+
+def test_only_the_avx512_kernels_prefetch_the_next_group():
+    text = dialect.HELPERS["gemm_panels"]()
+    avx512, *others = text.split("#elif")
+    # og_mk_full (Zen 4's full tiles) and og_mk_tile, once in each inner loop
+    assert avx512.count(PREFETCH) == 2
+    assert "nk1 = K * (kb + 2) / blocks" in avx512
+    for branch in [*others, dialect.HELPERS["gemm_half_panels"]()]:
+        assert "__builtin_prefetch(pf" not in branch
+
+
+def _product(lib: ctypes.CDLL, a: np.ndarray, panels: np.ndarray, cols: int, unit: int):
+    rows, inner = a.shape
+    c = np.full((rows, cols), np.nan, np.float32)
+    for n0 in range(0, cols, unit):
+        lib.og_gemm_panels(
+            a.ctypes.data_as(POINTER), ctypes.c_long(inner), panels.ctypes.data_as(POINTER),
+            c.ctypes.data_as(POINTER), ctypes.c_long(cols), ctypes.c_long(rows),
+            ctypes.c_long(inner), ctypes.c_long(n0), ctypes.c_long(min(n0 + unit, cols)),
+        )  # fmt: skip
+    return c
+
+
+@pytest.mark.parametrize("name", ["native", "avx512-zen4"])
+@pytest.mark.parametrize(
+    ("rows", "inner", "cols"),
+    [
+        (49, 4608, 512),  # ResNet-18's 7x7x512 product: five inner blocks
+        (29, 3072, 300),  # three blocks, a ragged last panel
+        (13, 2100, 100),  # two row tiles: the second prefetches half of each next slice
+        (7, 1500, 64),  # one row tile: no prefetch
+        (128, 768, 1024),  # one block, several groups
+    ],
+)
+def test_same_bits_without_the_prefetch(monkeypatch, tmp_path, name, rows, inner, cols):
+    (tmp_path / "with").mkdir()
+    (tmp_path / "without").mkdir()
+    prefetching = _unit(name, tmp_path / "with")
+    monkeypatch.setattr(dialect, "_group_prefetch", lambda lanes: "")
+    assert PREFETCH not in dialect.HELPERS["gemm_panels"]()
+    plain = _unit(name, tmp_path / "without")
+    w = (RNG.standard_normal((inner, cols)) / np.sqrt(inner)).astype(np.float32)
+    a = RNG.standard_normal((rows, inner)).astype(np.float32)
+    panels = _pack(w, False)
+    for unit in (64, cols):  # a panel convolution's two-thread units, and one call
+        got = _product(prefetching, a, panels, cols, unit)
+        np.testing.assert_array_equal(got, _product(plain, a, panels, cols, unit))
+        want = a.astype(np.float64) @ w.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
