@@ -3,8 +3,8 @@ slices into L2 (``dialect._NEXT_GROUP``): a hint only, so the unit gives the sam
 same unit without the prefetch (each built apart and called through ``ctypes``; random
 floats, so any change of the summation order would show), for products whose next group is
 the next one of the inner block, the first of the next block, or none (one row tile, the last
-block), over all columns and in the 64-column units of a panel convolution, and the float64
-product's values. No timing."""
+block, ``a``'s inner block over ``NEXT_GROUP_A_BYTES``), over all columns and in the
+64-column units of a panel convolution, and the float64 product's values. No timing."""
 
 import ctypes
 
@@ -25,6 +25,8 @@ def test_only_the_avx512_kernels_prefetch_the_next_group():
     # og_mk_full (Zen 4's full tiles) and og_mk_tile, once in each inner loop
     assert avx512.count(PREFETCH) == 2
     assert "nk1 = K * (kb + 2) / blocks" in avx512
+    # only where a's inner block leaves L2 room for two groups
+    assert f"M * (k1 - k0) <= {dialect.NEXT_GROUP_A_BYTES // 4}L" in avx512
     for branch in [*others, dialect.HELPERS["gemm_half_panels"]()]:
         assert "__builtin_prefetch(pf" not in branch
 
@@ -49,7 +51,8 @@ def _product(lib: ctypes.CDLL, a: np.ndarray, panels: np.ndarray, cols: int, uni
         (29, 3072, 300),  # three blocks, a ragged last panel
         (13, 2100, 100),  # two row tiles: the second prefetches half of each next slice
         (7, 1500, 64),  # one row tile: no prefetch
-        (128, 768, 1024),  # one block, several groups
+        (80, 1100, 200),  # two blocks of 550, groups of five panels and two
+        (128, 768, 1024),  # a's block over NEXT_GROUP_A_BYTES: no prefetch
     ],
 )
 def test_same_bits_without_the_prefetch(monkeypatch, tmp_path, name, rows, inner, cols):

@@ -331,26 +331,35 @@ def _stream_prefetch(lanes: int, pw: int) -> str:
     return panel_prefetch("p", str(pw), lanes) if lanes == BROADCAST_LANES else ""
 
 
+#: ``a``'s inner block up to which the next panel group is prefetched: 256 KiB, beside a group
+#: (:data:`PANEL_GROUP_BYTES`) and the next in a 1 MiB L2. Ungated, the MLP's 256 x 784 block
+#: (800 KiB) lost its rows from L2 to the prefetched panels: W3 b256 per core 1.37-1.40 ->
+#: 1.39-1.44 ms (thread CPU, main and this alternating process by process, load 1.9-2.0);
+#: gated, 1.36-1.43 against 1.37-1.41. BERT's 128 x 768 blocks (384 KiB) keep main's code.
+NEXT_GROUP_A_BYTES = 256 << 10
 #: The AVX-512 kernel's row tiles after a panel group's first prefetch the next group's
 #: slices (the next group of this inner block, else the same panels' slices of the next
-#: block) into L2: the call of row tile ``outer`` over the group's ``i``-th panel takes part
-#: ``outer - 1`` of ``tiles - 1`` of the next group's ``i``-th slice, one ``prefetcht1`` a
-#: 64-byte line further per inner step from ``pf`` (``pfb`` 64; 0 for the first row tile and
-#: where there is no next group: it then prefetches one line it already holds). Without it the
-#: first row tile read each slice from memory at 128 bytes per 24 multiply-adds, faster than
-#: one core's stream, and 49-row products (ResNet-18's 7x7 stage: five row tiles, of which
-#: four spread the next slices' reads) waited on it: C harness (``bench/gemm_tiles.py``'s
-#: driver, 8 weight copies, one thread, thread CPU, alternated, Zen 5, load 1.1-3.3)
-#: 49x4608x512 in 64-column units 235-237 -> 240-247 GF/s (one weight copy, from L3: 264),
-#: 49x2304x512 228-232 -> 235-241; BERT's and the MLP's products within 1 % (QKV +1 %). The
-#: first row tile's calls 10060 -> 8350 ticks (others' 6550-6700). The sums are unchanged (a
-#: hint only). Prefetching into L1 or L3's level instead (``prefetcht0``, ``prefetcht2``)
-#: measured the same; the next group's slices spread over all of this group's later calls
-#: (two calls a slice, the earliest first: a one-panel group then reads the next group's
-#: three) no better; the weights on 2 MiB pages changed nothing (not TLB misses).
+#: block) into L2 where ``a``'s inner block (rows x block floats) takes at most
+#: :data:`NEXT_GROUP_A_BYTES`: the call of row tile ``outer`` over the group's ``i``-th panel
+#: takes part ``outer - 1`` of ``tiles - 1`` of the next group's ``i``-th slice, one
+#: ``prefetcht1`` a 64-byte line further per inner step from ``pf`` (``pfb`` 64; 0 for the
+#: first row tile and where there is no next group: it then prefetches one line it holds).
+#: Without it the first row tile read each slice from memory at 128 bytes per 24
+#: multiply-adds, faster than one core's stream, and 49-row products (ResNet-18's 7x7 stage:
+#: five row tiles, four of which now spread the next slices' reads) waited on it: C harness
+#: (``bench/gemm_tiles.py``'s driver, 8 weight copies, one thread, thread CPU, alternated, Zen
+#: 5, load 1.1-3.3) 49x4608x512 in 64-column units 222-237 -> 234-247 GF/s (one weight copy,
+#: from L3: 264), 49x2304x512 228-232 -> 235-241, 49x2048x512 230 -> 240; rdtsc per call of a
+#: group's first row tile 11500-12400 -> 6800-7400 ticks (the others' 6600-6700; the first
+#: group of a call, 1 in 5 here, still 11600-13600: its slices have no earlier tiles). The sums
+#: are unchanged (a hint only). Prefetching into L1 or L3's level (``prefetcht0``,
+#: ``prefetcht2``) measured the same; the next group's slices spread over all of this group's
+#: later calls (two calls a slice, earliest first) no better; the first row tile prefetching
+#: its own slice 8-32 KiB ahead into L2 slower (its first calls 13600-15000 ticks); the
+#: weights on 2 MiB pages changed nothing (not TLB misses).
 _NEXT_GROUP = """        const char* pf = (const char*)P;
         long pfb = 0;
-        if (!rows_outer && outer > 0) {{
+        if (!rows_outer && outer > 0 && M * (k1 - k0) <= {a_floats}L) {{
           long ng0 = g0 + group, nk0 = k0, nk1 = k1;
           if (ng0 >= panels) {{ ng0 = 0; nk0 = k1; nk1 = K * (kb + 2) / blocks; }}
           long np = ng0 + inner - g0;
@@ -389,7 +398,7 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
       for (long inner = g0; inner < (g0 + group < panels ? g0 + group : panels); ++inner) {{
         long nb = first + inner, tile = outer;
         long m = {rows} * tile - (tile == tiles - 1 && tiles > 1 ? {rows} - even : 0);
-{_NEXT_GROUP.format(pw=pw, row_bytes=4 * pw)}
+{_NEXT_GROUP.format(pw=pw, row_bytes=4 * pw, a_floats=NEXT_GROUP_A_BYTES // 4)}
 """
 
 
