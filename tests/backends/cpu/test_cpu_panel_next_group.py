@@ -1,10 +1,12 @@
-"""The AVX-512 panel GEMM's row tiles after a group's first prefetch the next panel group's
-slices into L2 (``dialect._NEXT_GROUP``): a hint only, so the unit gives the same bits as the
-same unit without the prefetch (each built apart and called through ``ctypes``; random
-floats, so any change of the summation order would show), for products whose next group is
-the next one of the inner block, the first of the next block, or none (one row tile, the last
-block, ``a``'s inner block over ``NEXT_GROUP_A_BYTES``), over all columns and in the
-64-column units of a panel convolution, and the float64 product's values. No timing."""
+"""The AVX-512 panel GEMM walks single panels where ``a``'s inner block is small, and the row
+tiles after a panel's first prefetch the next panel's slice into L2 (``dialect._NEXT_GROUP``).
+Neither changes a sum: the unit gives the same bits as the same unit without the prefetch and
+as one with ``NEXT_GROUP_A_BYTES`` 0 (main's panel groups, no prefetch), each built apart and
+called through ``ctypes`` on random floats (so any change of the summation order would show),
+for products whose next slice is the next panel's in the inner block, the first panel's of
+the next block, or none (one row tile, the last block, ``a``'s inner block too large), over
+all columns and in the 64-column units of a panel convolution, and the float64 product's
+values. No timing."""
 
 import ctypes
 
@@ -25,8 +27,10 @@ def test_only_the_avx512_kernels_prefetch_the_next_group():
     # og_mk_full (Zen 4's full tiles) and og_mk_tile, once in each inner loop
     assert avx512.count(PREFETCH) == 2
     assert "nk1 = K * (kb + 2) / blocks" in avx512
-    # only where a's inner block leaves L2 room for two groups
-    assert f"M * (k1 - k0) <= {dialect.NEXT_GROUP_A_BYTES // 4}L" in avx512
+    # single panels, and the prefetch, only where a's inner block leaves L2 room for them
+    gate = f"int ahead = !rows_outer && M * (k1 - k0) <= {dialect.NEXT_GROUP_A_BYTES // 4}L;"
+    assert gate in avx512
+    assert "ahead ? 1 :" in avx512
     for branch in [*others, dialect.HELPERS["gemm_half_panels"]()]:
         assert "__builtin_prefetch(pf" not in branch
 
@@ -51,22 +55,26 @@ def _product(lib: ctypes.CDLL, a: np.ndarray, panels: np.ndarray, cols: int, uni
         (29, 3072, 300),  # three blocks, a ragged last panel
         (13, 2100, 100),  # two row tiles: the second prefetches half of each next slice
         (7, 1500, 64),  # one row tile: no prefetch
-        (80, 1100, 200),  # two blocks of 550, groups of five panels and two
-        (128, 768, 1024),  # a's block over NEXT_GROUP_A_BYTES: no prefetch
+        (80, 1100, 200),  # two blocks of 550, seven panels one at a time
+        (128, 768, 1024),  # a's block over NEXT_GROUP_A_BYTES: groups of four, no prefetch
     ],
 )
 def test_same_bits_without_the_prefetch(monkeypatch, tmp_path, name, rows, inner, cols):
-    (tmp_path / "with").mkdir()
-    (tmp_path / "without").mkdir()
-    prefetching = _unit(name, tmp_path / "with")
-    monkeypatch.setattr(dialect, "_group_prefetch", lambda lanes: "")
-    assert PREFETCH not in dialect.HELPERS["gemm_panels"]()
-    plain = _unit(name, tmp_path / "without")
+    units = []
+    for variant in ("with", "without", "groups"):
+        if variant == "without":
+            monkeypatch.setattr(dialect, "_group_prefetch", lambda lanes: "")
+            assert PREFETCH not in dialect.HELPERS["gemm_panels"]()
+        if variant == "groups":
+            monkeypatch.setattr(dialect, "NEXT_GROUP_A_BYTES", 0)
+        (tmp_path / variant).mkdir()
+        units.append(_unit(name, tmp_path / variant))
     w = (RNG.standard_normal((inner, cols)) / np.sqrt(inner)).astype(np.float32)
     a = RNG.standard_normal((rows, inner)).astype(np.float32)
     panels = _pack(w, False)
+    want = a.astype(np.float64) @ w.astype(np.float64)
     for unit in (64, cols):  # a panel convolution's two-thread units, and one call
-        got = _product(prefetching, a, panels, cols, unit)
-        np.testing.assert_array_equal(got, _product(plain, a, panels, cols, unit))
-        want = a.astype(np.float64) @ w.astype(np.float64)
+        got = _product(units[0], a, panels, cols, unit)
+        for other in units[1:]:
+            np.testing.assert_array_equal(got, _product(other, a, panels, cols, unit))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

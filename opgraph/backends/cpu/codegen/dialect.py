@@ -271,7 +271,8 @@ GEMM_BLOCKING = (
 #: runs, GF/s, panels outer / groups of 3 / of 4: 128x768x3072 230.8 / 234.2 / 236.6,
 #: 128x3072x768 227.2 / 233.2 / 229.4, 128x768x2304 230.7 / 231.7 / 237.7, 128x768x768 231.0 /
 #: 236.6 / 238.2 (docs/performance.md, 2026-11-26, H105). AVX2 and SSE keep panels outer
-#: (their text unchanged; not measured).
+#: (their text unchanged; not measured). Products whose ``a`` block is small walk single panels
+#: instead (:data:`NEXT_GROUP_A_BYTES`).
 PANEL_GROUP_BYTES = 384 << 10
 #: The panel GEMM of AVX2 builds over half panels (``gemm_half_panels``): each 32-column panel
 #: stored as its two 16-column halves, one after the other (K x 16 each), so the 6 x 16 tile
@@ -331,39 +332,42 @@ def _stream_prefetch(lanes: int, pw: int) -> str:
     return panel_prefetch("p", str(pw), lanes) if lanes == BROADCAST_LANES else ""
 
 
-#: ``a``'s inner block up to which the next panel group is prefetched: 256 KiB, beside a group
-#: (:data:`PANEL_GROUP_BYTES`) and the next in a 1 MiB L2. Ungated, the MLP's 256 x 784 block
-#: (800 KiB) lost its rows from L2 to the prefetched panels: W3 b256 per core 1.37-1.40 ->
-#: 1.39-1.44 ms (thread CPU, main and this alternating process by process, load 1.9-2.0);
-#: gated, 1.36-1.43 against 1.37-1.41. BERT's 128 x 768 blocks (384 KiB) keep main's code.
+#: ``a``'s inner block up to which the AVX-512 panel GEMM walks single panels and prefetches
+#: the next (:data:`_NEXT_GROUP`): 256 KiB, beside a group of slices (:data:`PANEL_GROUP_BYTES`)
+#: and the next in a 1 MiB L2. Ungated, the MLP's 256 x 784 block (800 KiB) lost its rows from
+#: L2 to the prefetched panels: W3 b256 per core 1.37-1.40 -> 1.39-1.44 ms (thread CPU, main
+#: and this alternating process by process, load 1.9-2.0); gated, 1.36-1.43 against
+#: 1.37-1.41. BERT's 128 x 768 blocks (384 KiB) keep main's code and groups.
 NEXT_GROUP_A_BYTES = 256 << 10
-#: The AVX-512 kernel's row tiles after a panel group's first prefetch the next group's
-#: slices (the next group of this inner block, else the same panels' slices of the next
-#: block) into L2 where ``a``'s inner block (rows x block floats) takes at most
-#: :data:`NEXT_GROUP_A_BYTES`: the call of row tile ``outer`` over the group's ``i``-th panel
-#: takes part ``outer - 1`` of ``tiles - 1`` of the next group's ``i``-th slice, one
-#: ``prefetcht1`` a 64-byte line further per inner step from ``pf`` (``pfb`` 64; 0 for the
-#: first row tile and where there is no next group: it then prefetches one line it holds).
-#: Without it the first row tile read each slice from memory at 128 bytes per 24
-#: multiply-adds, faster than one core's stream, and 49-row products (ResNet-18's 7x7 stage:
-#: five row tiles, four of which now spread the next slices' reads) waited on it: C harness
-#: (``bench/gemm_tiles.py``'s driver, 8 weight copies, one thread, thread CPU, alternated, Zen
-#: 5, load 1.1-3.3) 49x4608x512 in 64-column units 222-237 -> 234-247 GF/s (one weight copy,
-#: from L3: 264), 49x2304x512 228-232 -> 235-241, 49x2048x512 230 -> 240; rdtsc per call of a
-#: group's first row tile 11500-12400 -> 6800-7400 ticks (the others' 6600-6700; the first
-#: group of a call, 1 in 5 here, still 11600-13600: its slices have no earlier tiles). The sums
-#: are unchanged (a hint only). Prefetching into L1 or L3's level (``prefetcht0``,
-#: ``prefetcht2``) measured the same; the next group's slices spread over all of this group's
-#: later calls (two calls a slice, earliest first) no better; the first row tile prefetching
-#: its own slice 8-32 KiB ahead into L2 slower (its first calls 13600-15000 ticks); the
-#: weights on 2 MiB pages changed nothing (not TLB misses).
+#: Where ``a``'s inner block (rows x block floats) takes at most :data:`NEXT_GROUP_A_BYTES`
+#: (``ahead``), the AVX-512 kernel walks the panels one at a time (groups of one: ``a``'s block
+#: stays in L2 either way) and the row tiles after a panel's first prefetch the next panel's
+#: slice (this inner block's next panel, else the first panel's slice of the next block) into
+#: L2: row tile ``outer`` takes part ``outer - 1`` of ``tiles - 1``, one ``prefetcht1`` a
+#: 64-byte line further per inner step from ``pf`` (``pfb`` 64; 0 for the first row tile and
+#: where nothing follows: it then prefetches one line it holds). Without it the first row
+#: tile read each slice from memory at 128 bytes per 24 multiply-adds, faster than one core's
+#: stream, and 49-row products (ResNet-18's 7x7 stage: five row tiles) waited on it: rdtsc per
+#: call of a group's first row tile 11500-12400 ticks against the others' 6600-6700; with the
+#: prefetch 6800-7400 except the first slice of each call (none before it to prefetch it),
+#: 11600-13600. Groups of one leave that one slice cold per call instead of a group's (two
+#: or three in the model's units). C harness (``bench/gemm_tiles.py``'s driver, 8 weight
+#: copies, one thread, thread CPU, alternated, Zen 5, load 2.9-3.5), GF/s, main / the prefetch
+#: with main's groups / with groups of one: 49x4608x512 in 64-column units 222.8 / 233.9 /
+#: 239.7 (one weight copy, from L3: 264), in 256-column ones 217.2 / 230.2 / 232.1,
+#: 49x2304x512 234.0 / 241.2 / 248.9 and 237.4 / 238.7 / 254.1, 49x2048x512 232.1 / 236.9 /
+#: 243.9, 49x512x2048 237.6 / 240.1 / 250.4. The sums are unchanged (the same inner blocks in
+#: the same order; the prefetch a hint only). Prefetching into L1 or L3's level
+#: (``prefetcht0``, ``prefetcht2``) measured the same; the next slices spread over all of a
+#: group's later calls (two calls a slice, earliest first) no better; the first row tile
+#: prefetching its own slice 8-32 KiB ahead into L2 slower (its first calls 13600-15000 ticks);
+#: the weights on 2 MiB pages changed nothing (not TLB misses).
 _NEXT_GROUP = """        const char* pf = (const char*)P;
         long pfb = 0;
-        if (!rows_outer && outer > 0 && M * (k1 - k0) <= {a_floats}L) {{
-          long ng0 = g0 + group, nk0 = k0, nk1 = k1;
-          if (ng0 >= panels) {{ ng0 = 0; nk0 = k1; nk1 = K * (kb + 2) / blocks; }}
-          long np = ng0 + inner - g0;
-          if (nk0 < K && np < panels) {{
+        if (ahead && outer > 0) {{
+          long np = inner + 1, nk0 = k0, nk1 = k1;
+          if (np == panels) {{ np = 0; nk0 = k1; nk1 = K * (kb + 2) / blocks; }}
+          if (nk0 < K) {{
             long lo = (nk1 - nk0) * {row_bytes}L * (outer - 1) / (tiles - 1);
             pf = (const char*)(P + (first + np) * K * {pw} + nk0 * {pw}) + lo;
             pfb = 64;
@@ -391,14 +395,16 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
         long pfb = 0;
 """
     slice_bytes = f"((k1 - k0) * {4 * pw}L)"
-    return f"""    long group = rows_outer ? panels : {PANEL_GROUP_BYTES}L / {slice_bytes};
+    a_floats = NEXT_GROUP_A_BYTES // 4
+    return f"""    int ahead = !rows_outer && M * (k1 - k0) <= {a_floats}L;
+    long group = rows_outer ? panels : ahead ? 1 : {PANEL_GROUP_BYTES}L / {slice_bytes};
     if (group < 1) group = 1;
     for (long g0 = 0; g0 < panels; g0 += group)
     for (long outer = 0; outer < tiles; ++outer)
       for (long inner = g0; inner < (g0 + group < panels ? g0 + group : panels); ++inner) {{
         long nb = first + inner, tile = outer;
         long m = {rows} * tile - (tile == tiles - 1 && tiles > 1 ? {rows} - even : 0);
-{_NEXT_GROUP.format(pw=pw, row_bytes=4 * pw, a_floats=NEXT_GROUP_A_BYTES // 4)}
+{_NEXT_GROUP.format(pw=pw, row_bytes=4 * pw)}
 """
 
 
