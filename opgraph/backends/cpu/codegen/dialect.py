@@ -383,9 +383,10 @@ def _group_prefetch(lanes: int) -> str:
 
 def _tile_order(lanes: int, rows: int, pw: int) -> str:
     """The loops over row tiles and panels inside an inner block, opening the block that sets
-    ``nb`` (the panel) and ``m`` (the first row): panels or row tiles outer (``rows_outer``),
-    and for the AVX-512 kernel panels outer in groups of :data:`PANEL_GROUP_BYTES` with the row
-    tiles outer within each group."""
+    ``nb`` (the panel) and ``m`` (the first row) and the micro-kernels' ``pf``, ``pfb``: panels
+    or row tiles outer (``rows_outer``), and for the AVX-512 kernel panels outer in groups of
+    :data:`PANEL_GROUP_BYTES` with the row tiles outer within each group, or one panel at a time
+    with the next one's slice prefetched (:data:`_NEXT_GROUP`)."""
     if lanes != BROADCAST_LANES:
         return f"""    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
       for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
