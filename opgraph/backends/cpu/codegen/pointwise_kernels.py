@@ -10,7 +10,9 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   each row's bias added to its accumulators (then ReLU or not) before they are stored: a
   ``channel_bias`` epilogue without its pass over the output; ``og_pw_pxr`` adds a residual
   tensor of the output's layout after the bias (then ReLU or not); ``og_pw_pxh`` applies
-  hard-swish after the bias (``og_pw_biash``).
+  hard-swish after the bias (``og_pw_biash``). ``og_pw_pl`` (and ``og_pw_plb`` / ``plr`` /
+  ``plh``) is the same tile reading a patch step's phase planes in place of its patch rows
+  (``_Reads``: input row ``k`` of each vector at ``off[k]`` from the vector's plane place).
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
