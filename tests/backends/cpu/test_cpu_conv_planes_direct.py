@@ -23,6 +23,8 @@ CASES = {  # name: (n, c, o, (h, w), kernel, strides, padding)
     "7x7 stride 2 stem, 224x224": (1, 3, 20, (224, 224), (7, 7), (2, 2), (3, 3)),
     "3x3 stride 1, batch of 4": (4, 3, 24, (48, 48), (3, 3), (1, 1), (1, 1)),
     "7x7 stride 2, 64x96 -> 32x48, batch of 2": (2, 2, 8, (64, 96), (7, 7), (2, 2), (3, 3)),
+    # 9 taps per 4 stride steps: planes only because the products read them (PLANE_REUSE)
+    "3x3 stride 2 stem, 224x224 (MobileNetV3's)": (1, 3, 16, (224, 224), (3, 3), (2, 2), (1, 1)),
 }
 EPILOGUES = ["bias relu", "bias", "bias residual relu", "bias hard-swish", "gelu pass"]
 
