@@ -192,8 +192,9 @@ def test_phase_planes_match_the_gathered_patches(monkeypatch, parallel_cpu):
 
 
 def test_few_taps_per_stride_step_gather_from_the_input(parallel_cpu):
-    """A 3x3 stride-2 window (9 taps < PLANE_REUSE x 4) builds no planes."""
-    fn, args = conv_graph(2, 32, 24, (64, 64), (3, 3), (2, 2), (1, 1))
+    """A 3x3 stride-2 window (9 taps < PLANE_REUSE x 4) builds no planes where its products
+    cannot read them (28 output columns: ``reads_planes``)."""
+    fn, args = conv_graph(2, 32, 24, (64, 56), (3, 3), (2, 2), (1, 1))
     (conv,) = [s for s in run(parallel_cpu, fn, args) if isinstance(s, ConvStep)]
     assert type(conv) is PointwiseConvStep and conv.unit_patches and conv.plane_rows == 0
 

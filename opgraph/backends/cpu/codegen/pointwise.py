@@ -88,6 +88,7 @@ class PointwiseConvEmitter:
         bias = channel_bias(step)
         swish = bias is not None and bias.hard_swish is not None
         self.bias = None if swish and step.channels_first else bias
+        self.kernel = "og_pw_pl" if step.from_planes else "og_pw_px"
 
     def emit(self) -> str:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
@@ -95,9 +96,11 @@ class PointwiseConvEmitter:
         if self.bias is not None:  # after pw_px: its vector type
             swish = self.bias.hard_swish is not None
             self.module.helper("pw_hswish" if swish else "pw_bias")
-            layout = "ch" if self.step.channels_first else "px"
+            layout = "ch" if self.step.channels_first else self.kernel[6:]
             kind = "h" if swish else "b" if self.bias.residual is None else "r"
             self.module.helper(f"pw_{layout}{kind}")
+        elif self.step.from_planes:
+            self.module.helper("pw_pl")
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None and self.bias is None:
@@ -114,6 +117,8 @@ class PointwiseConvEmitter:
             head += self.compact()
         if s.plane_rows:
             head += self.planes()
+        if s.from_planes:
+            head.append(self.offsets())
         blocks = self.channel_layout() if s.channels_first else self.pixel_layout()
         units = self.n * blocks[0] * blocks[1]
         run = [
@@ -241,17 +246,18 @@ class PointwiseConvEmitter:
         """The ``pixels`` kernel's call on ``args`` for panel ``q``, storing at ``yq + at``:
         ``og_pw_pxb`` with the panel's rows' bias and the ReLU flag where the epilogue is
         one, ``og_pw_pxr`` with the residual at the same place too (``channel_bias``)."""
+        kernel = self.kernel
         if self.bias is None:
-            return f"og_pw_px({args}, yq + {at}, {self.pixels}L, rows, {cols});"
+            return f"{kernel}({args}, yq + {at}, {self.pixels}L, rows, {cols});"
         head = f"{args}, yq + {at}, {self.pixels}L, rows, {cols}, b0 + q * {ROWS}L"
         swish = self.bias.hard_swish
         if swish is not None:
             line = ", ".join(dialect.C.literal(c, et.f32) for c in (swish.alpha, swish.beta))
-            return f"og_pw_pxh({head}, {line});"
+            return f"{kernel}h({head}, {line});"
         relu = int(self.bias.relu)
         if self.bias.residual is None:
-            return f"og_pw_pxb({head}, {relu});"
-        return f"og_pw_pxr({head}, res + (yq - y) + {at}, {relu});"
+            return f"{kernel}b({head}, {relu});"
+        return f"{kernel}r({head}, res + (yq - y) + {at}, {relu});"
 
     def ch_call(self, args: str, at: str) -> str:
         """The ``channels`` kernel's call on ``args`` for pixels ``p0 .. p1`` of panel ``q``,
@@ -338,27 +344,55 @@ class PointwiseConvEmitter:
     def patch_body(self, pixel_blocks: int, worker: str) -> list[str]:
         """A unit of a ``unit_patches`` step: the patches of its pixels into the thread's
         block ``xb`` (``per`` columns a row, zeros up to whole vectors), then the products
-        from it (no tail copy: every row is readable for whole vectors)."""
-        c, p, per = self.c, self.pixels, self.per
+        from it (no tail copy: every row is readable for whole vectors); with
+        ``from_planes``, the products from the image's phase planes (``og_pw_pl``, the
+        patch rows' offsets in ``<name>_off``: :meth:`offsets`)."""
+        s, c, p, per = self.step, self.c, self.pixels, self.per
         steps = _ceil(p, BLOCK_STEP)
-        return [
+        lines = [
             f"    long p0 = {steps}L * pb / {pixel_blocks}L * {BLOCK_STEP}L;",
             f"    long p1 = {steps}L * (pb + 1) / {pixel_blocks}L * {BLOCK_STEP}L;",
             f"    if (p1 > {p}L) p1 = {p}L;",
+        ]
+        if s.from_planes:
+            image = static_all(self.x.shape)[1] * s.strides[1] * s.plane_rows * s.plane_cols
+            ldr = s.strides[0] * s.plane_cols
+            return [
+                *lines,
+                f"    const float* pl = scratch + {s.planes_at}L + img * {image}L;",
+                *self.patch_products(f"wp, pl, {self.name}_off, jj, {s.images[2]}L, {ldr}L, {c}L"),
+            ]  # fmt: skip
+        return [
+            *lines,
             f"    float* xb = scratch + {worker} * {c * per}L;",
             "    long padded = (p1 - p0 + 15) / 16 * 16;  /* whole vectors (per: 48k) */",
             f"    for (long r = 0; r < {c}L; ++r) {{",
             *self.patch_block(),
             "      for (long t = p1 - p0; t < padded; ++t) d[t] = 0.0f;",
             "    }",
-            *self.patch_products(),
+            *self.patch_products(f"wp, xb + (jj - p0), {per}L, {c}L"),
         ]
 
-    def patch_products(self) -> list[str]:
-        """The products and epilogue of a ``unit_patches`` unit from its block ``xb``."""
-        c, o, p, per = self.c, self.o, self.pixels, self.per
+    def offsets(self) -> str:
+        """``<name>_off``: where patch row ``r`` (channel, kernel row ``ki``, kernel column
+        ``kj``) of an output pixel lies in the image's phase planes (``phase_planes``),
+        from the plane place of the pixel (``og_pw_pl``)."""
+        s = self.step
+        (kh, kw), (sw, (dh, dw)) = s.kernel, (s.strides[1], s.dilations)
+        rows, cols = s.plane_rows, s.plane_cols
+        off = [
+            ((r // (kh * kw) * sw + r % kw * dw % sw) * rows + r // kw % kh * dh) * cols
+            + r % kw * dw // sw
+            for r in range(self.c)
+        ]
+        return f"static const long {self.name}_off[{self.c}] = {{{', '.join(map(str, off))}}};"
+
+    def patch_products(self, args: str) -> list[str]:
+        """The products and epilogue of a ``unit_patches`` unit, ``args`` the kernel's
+        arguments up to its inner dimension (its block ``xb``, or the planes)."""
+        c, o, p = self.c, self.o, self.pixels
         last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
-        patch_call = self.px_call(f"wp, xb + (jj - p0), {per}L, {c}L", "jj")
+        patch_call = self.px_call(args, "jj")
         if c <= PATCH_PANEL_OUTER:
             q_last = f"(q * {ROWS}L + {ROWS}L < {o}L ? q * {ROWS}L + {ROWS}L : {o}L)"
             return [

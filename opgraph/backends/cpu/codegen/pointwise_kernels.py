@@ -10,7 +10,9 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   each row's bias added to its accumulators (then ReLU or not) before they are stored: a
   ``channel_bias`` epilogue without its pass over the output; ``og_pw_pxr`` adds a residual
   tensor of the output's layout after the bias (then ReLU or not); ``og_pw_pxh`` applies
-  hard-swish after the bias (``og_pw_biash``).
+  hard-swish after the bias (``og_pw_biash``). ``og_pw_pl`` (and ``og_pw_plb`` / ``plr`` /
+  ``plh``) is the same tile reading a patch step's phase planes in place of its patch rows
+  (``_Reads``: input row ``k`` of each vector at ``off[k]`` from the vector's plane place).
 * ``og_pw_ch`` (``channels`` layout): pixels ``p0 .. p1`` of one 32-channel panel, in
   tiles of ``rb`` pixels (a range's last ``rb + 1`` as one tile with AVX-512:
   :func:`wide_tail`), the panel in passes of two vectors; per input
@@ -170,14 +172,57 @@ _HARD_SWISH = _Form(
 )
 
 
-def _px_driver(lanes: int, nv: int, make: Callable[[int, str], str], form: _Form) -> str:
-    """``og_pw_px`` (or a variant): the panel's pixels in whole tiles of ``nv`` vectors,
-    then the rest, each by a ``switch`` over its vector count of ``make(vectors, args)``."""
+@dataclass(frozen=True)
+class _Reads:
+    """How a ``pixels`` kernel reads its input rows: ``og_pw_px`` (``name`` ``px``) row ``k``
+    of its tile at ``x + k * ldx``; ``og_pw_pl`` (``pl``: a patch step's phase planes, no
+    patches) row ``k`` of vector ``v`` at ``x + off[k]`` plus the plane place of the
+    vector's first pixel ``p`` (``p / ow * ldr + p % ow``: whole vectors within one output
+    row, ``ow`` a multiple of the lanes), ``off`` the patch rows' offsets in the planes."""
+
+    name: str
+    params: str  # after ``wp``
+    args: str  # the driver's, for the tile at pixel ``o``
+    note: str
+
+    def setup(self, nv: str, lanes: int) -> str:
+        """C before the loop over ``k``: the vectors' row pointers (``og_pw_pl``)."""
+        if self.name == "px":
+            return ""
+        return (
+            f"const float* restrict xp[{nv}];\n  for (int v = 0; v < {nv}; ++v) {{\n"
+            f"    const long pv = p + v * {lanes};\n"
+            "    xp[v] = x + pv / ow * ldr + pv % ow;\n  }\n  "
+        )
+
+    def row(self, v: int | str, lanes: int) -> str:
+        """The address of vector ``v`` (a number, or a C variable) of input row ``k``."""
+        if self.name == "px":
+            return f"x + k * ldx + {v * lanes if isinstance(v, int) else f'{v} * {lanes}'}"
+        return f"xp[{v}] + off[k]"
+
+
+_ROWS = _Reads("px", "const float* restrict x, long ldx", "x + o, ldx", "")
+#: The stem's products straight from its phase planes (``PointwiseConvStep.from_planes``).
+_PLANES = _Reads(
+    "pl",
+    "const float* restrict x, const long* restrict off, long p, long ow, long ldr",
+    "x, off, p + o, ow, ldr",
+    "; input row k of the vector at pixel p at x + off[k] + p / ow * ldr + p % ow",
+)
+
+
+def _px_driver(
+    lanes: int, nv: int, make: Callable[[int, str], str], form: _Form, reads: _Reads
+) -> str:
+    """``og_pw_px`` (or a variant; ``og_pw_pl`` and its variants: ``reads``): the panel's
+    pixels in whole tiles of ``nv`` vectors, then the rest, each by a ``switch`` over its
+    vector count of ``make(vectors, args)``."""
     cases = " ".join(f"case {v}: {make(v, form.args)}; break;" for v in range(nv, 0, -1))
     return f"""/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
-   {nv * lanes}, then what is left{form.note}. */
-__attribute__((noinline, noclone)) static void og_pw_px{form.suffix}(
-    const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
+   {nv * lanes}, then what is left{form.note}{reads.note}. */
+__attribute__((noinline, noclone)) static void og_pw_{reads.name}{form.suffix}(
+    const float* restrict wp, {reads.params}, long K, float* restrict y,
     long ldy, long R, long cols{form.params}) {{
   for (long o = 0; o < cols; o += {nv * lanes}) {{
     long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
@@ -255,15 +300,16 @@ def _grouped(lanes: int, nv: int) -> bool:
     return ROWS * nv + nv + 1 > (32 if lanes == 16 else 16)
 
 
-def _variant(form: _Form) -> Callable[[int, int, int], str]:
+def _variant(form: _Form, reads: _Reads = _ROWS) -> Callable[[int, int, int], str]:
     """``og_pw_px``, or a variant (``og_pw_pxb``, ``og_pw_pxr``, ``og_pw_pxh``: after
-    ``og_pw_px``, whose vector type they use, and ``pw_bias`` / ``pw_hswish``)."""
+    ``og_pw_px``, whose vector type they use, and ``pw_bias`` / ``pw_hswish``); with
+    ``_PLANES``, ``og_pw_pl`` and its variants (after ``og_pw_px``)."""
 
     def make(lanes: int, nv: int, rb: int) -> str:
         if _grouped(lanes, nv):
-            return _px_grouped(lanes, nv, form)
-        vector = "" if form.biased else _vector_type(lanes)
-        return vector + _px_one(lanes, nv, form)
+            return _px_grouped(lanes, nv, form, reads)
+        vector = "" if form.biased or reads is _PLANES else _vector_type(lanes)
+        return vector + _px_one(lanes, nv, form, reads)
 
     return make
 
@@ -272,23 +318,24 @@ def _vector_type(lanes: int) -> str:
     return f"typedef float og_pwv __attribute__((vector_size({4 * lanes})));\n"
 
 
-def _px_one(lanes: int, nv: int, form: _Form) -> str:
+def _px_one(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
     """``og_pw_px`` (or a variant) with one tile of all :data:`ROWS` rows."""
-    suffix = form.suffix
+    name = f"og_pw_{reads.name}{form.suffix}_mk"
     return "\n".join(
         [
-            _px_mk(lanes, nv, form),
+            _px_mk(lanes, nv, form, reads),
             _px_driver(
                 lanes,
                 nv,
-                lambda v, a: f"og_pw_px{suffix}_mk({v}, wp, x + o, ldx, K, y + o, ldy, R, c{a})",
+                lambda v, a: f"{name}({v}, wp, {reads.args}, K, y + o, ldy, R, c{a})",
                 form,
+                reads,
             ),
         ]
     )
 
 
-def _px_mk(lanes: int, nv: int, form: _Form) -> str:
+def _px_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
     """``og_pw_px_mk`` (or a variant's): one tile of up to ``nv`` vectors."""
     size = 4 * lanes
 
@@ -302,15 +349,15 @@ def _px_mk(lanes: int, nv: int, form: _Form) -> str:
     return f"""{head} {ROWS}
    rows are computed: padding rows are zero), j < cols <= nv * {lanes}; x is readable for
    whole vectors. */
-static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk(
-    const int nv, const float* restrict wp, const float* restrict x, long ldx, long K,
+static inline __attribute__((always_inline)) void og_pw_{reads.name}{form.suffix}_mk(
+    const int nv, const float* restrict wp, {reads.params}, long K,
     float* restrict y, long ldy, long R, long cols{form.params}) {{
-  og_pwv acc[{ROWS}][{nv}];
+  {reads.setup("nv", lanes)}og_pwv acc[{ROWS}][{nv}];
   for (int r = 0; r < {ROWS}; ++r)
     for (int v = 0; v < nv; ++v) acc[r][v] = (og_pwv){{0}};
   for (long k = 0; k < K; ++k) {{
     og_pwv xv[{nv}];
-    for (int v = 0; v < nv; ++v) __builtin_memcpy(&xv[v], x + k * ldx + v * {lanes}, {size});
+    for (int v = 0; v < nv; ++v) __builtin_memcpy(&xv[v], {reads.row("v", lanes)}, {size});
     for (int r = 0; r < {ROWS}; ++r) {{
       const float s = wp[k * {ROWS} + r];
       for (int v = 0; v < nv; ++v) acc[r][v] += s * xv[v];
@@ -329,7 +376,7 @@ static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk(
 }}"""
 
 
-def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
+def _px_grouped_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
     """``og_pw_px_mk<nv>`` (or a variant's): the panel's rows in groups of
     :data:`ROW_GROUP`, ``nv`` vectors."""
     size, g = 4 * lanes, ROW_GROUP
@@ -339,7 +386,7 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
     # (znver3 to GCC 12 on this Zen 4), GCC folded the loads into the multiply-adds, 16
     # loads per 12 of them (~15 % slower)
     loads = " ".join(
-        f"og_pwv b{v}; __builtin_memcpy(&b{v}, x + k * ldx + {v * lanes}, {size}); "
+        f"og_pwv b{v}; __builtin_memcpy(&b{v}, {reads.row(v, lanes)}, {size}); "
         f'__asm__("" : "+x"(b{v}));'
         for v in range(nv)
     )
@@ -362,10 +409,11 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
     full = f"R - g >= {g} && cols == {nv * lanes}"
     stored = form.stored("t[r][j]", "(g + r) * ldy + j")
     bias = f"\n    {form.whole_or_not(full, biasing)}" if form.biased else ""
-    return f"""static inline __attribute__((always_inline)) void og_pw_px{form.suffix}_mk{nv}(
-    const float* restrict wp, const float* restrict x, long ldx, long K, float* restrict y,
+    name = f"og_pw_{reads.name}{form.suffix}_mk{nv}"
+    return f"""static inline __attribute__((always_inline)) void {name}(
+    const float* restrict wp, {reads.params}, long K, float* restrict y,
     long ldy, long R, long cols{form.params}) {{
-  for (long g = 0; g < R; g += {g}) {{
+  {reads.setup(str(nv), lanes)}for (long g = 0; g < R; g += {g}) {{
     const float* restrict wg = wp + g;
     float* restrict yg = y + g * ldy;
     {zero}
@@ -385,17 +433,18 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form) -> str:
 }}"""
 
 
-def _px_grouped(lanes: int, nv: int, form: _Form) -> str:
+def _px_grouped(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
     """``og_pw_px`` (or a variant) with :data:`ROW_GROUP`-row groups (see there)."""
-    suffix = form.suffix
-    kernels = "\n".join(_px_grouped_mk(lanes, v, form) for v in range(1, nv + 1))
+    name = f"og_pw_{reads.name}{form.suffix}_mk"
+    kernels = "\n".join(_px_grouped_mk(lanes, v, form, reads) for v in range(1, nv + 1))
     driver = _px_driver(
         lanes,
         nv,
-        lambda v, a: f"og_pw_px{suffix}_mk{v}(wp, x + o, ldx, K, y + o, ldy, R, c{a})",
+        lambda v, a: f"{name}{v}(wp, {reads.args}, K, y + o, ldy, R, c{a})",
         form,
+        reads,
     )
-    if form.biased:  # og_pw_px's vector type is there already
+    if form.biased or reads is _PLANES:  # og_pw_px's vector type is there already
         return f"{kernels}\n{driver}"
     return f"""typedef float og_pwv __attribute__((vector_size({4 * lanes})));
 /* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R, j < cols <= nv *
@@ -730,6 +779,10 @@ KERNELS: dict[str, Callable[[int, int, int], str]] = {
     "pw_ch": _channel_variant(_PLAIN),
     "pw_chb": _channel_variant(_BIASED),
     "pw_chr": _channel_variant(_RESIDUAL),
+    "pw_pl": _variant(_PLAIN, _PLANES),
+    "pw_plb": _variant(_BIASED, _PLANES),
+    "pw_plr": _variant(_RESIDUAL, _PLANES),
+    "pw_plh": _variant(_HARD_SWISH, _PLANES),
 }
 for _name, _make in KERNELS.items():
     dialect.helper(_name)(functools.partial(_branches, _make))

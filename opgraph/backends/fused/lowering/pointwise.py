@@ -71,7 +71,9 @@ class PointwiseConvStep(ConvStep):
     floats, then (``compact``) the dense (N, C, OH·OW) copy of the pixels the filters read;
     or (``unit_patches``) per thread the ``C x`` block patches of one unit's pixels (the
     ``pixels`` layout, block sizes from :func:`pixel_blocks`), then (``plane_rows`` > 0)
-    the padded phase planes of the input at ``planes_at`` (:func:`phase_planes`)."""
+    the padded phase planes of the input at ``planes_at`` (:func:`phase_planes`); with
+    ``from_planes`` only the planes (at 0), which the products read in place of patches
+    (:func:`reads_planes`)."""
 
     channels_first: bool = False
     compact: bool = False
@@ -79,6 +81,7 @@ class PointwiseConvStep(ConvStep):
     plane_rows: int = 0  # rows of each padded phase plane (0: patches read the input)
     plane_cols: int = 0  # columns of each padded phase plane
     planes_at: int = 0  # where the planes start in the scratch (floats)
+    from_planes: bool = False  # the products read the planes: no patch blocks
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,9 @@ PLANE_FLOATS = 1 << 18
 #: step (``kh·kw >= PLANE_REUSE·sh·sw``: each input value copied into that many patch rows):
 #: the 7x7 stride-2 stem (49 taps, 4 per step: its patches 0.92x the time per core,
 #: docs/performance.md). A 3x3 stride-2 layer (ResNet-18's 64 -> 128 at 56x56) or Whisper's
-#: k3 Conv1d measured the same with and without them.
+#: k3 Conv1d measured the same with and without them. Steps whose products read the planes
+#: in place of patches (:func:`reads_planes`) build them whatever their taps: MobileNetV3's
+#: 3x3 stride-2 stem 0.82x, EfficientNet-B0's 0.94x the time per core (h130).
 PLANE_REUSE = 4
 
 
@@ -273,6 +278,16 @@ def phase_planes(
     (kh, kw), (sh, sw), (dh, dw), _ = windows
     oh, ow = out_hw
     return (oh - 1) * sh + (kh - 1) * dh + 1, (kw - 1) * dw // sw + ow
+
+
+def reads_planes(out_hw: tuple[int, int]) -> bool:
+    """Whether a ``unit_patches`` step with phase planes multiplies straight from them, each
+    vector of output pixels at one run of a plane row per patch row (its offset from a
+    table), instead of copying each unit's patches into a block first: where every vector
+    of :data:`TAIL` (the widest lanes) pixels lies in one output row (units start at whole
+    ``BLOCK_STEP`` runs: whole vectors). The 7x7 stem (112 columns) copied 0.10 of its
+    1.05 ms per core into patch blocks (docs/performance.md, h130)."""
+    return out_hw[1] % TAIL == 0
 
 
 #: The ``channels`` layout's transposed stores cost about this many multiply-adds per
@@ -402,15 +417,18 @@ def _packed_step(
     # back: the 7x7 stem's is 7.4 MB) when every unit has its own pixels (one channel block)
     unit_patches = compact and patches and not channels_first and n * blocks >= 2 * builder.threads
     rows = cols = at = 0
+    direct = False
     if unit_patches:
         size = at = builder.threads * c * per
         rows, cols = phase_planes(int(data.shape[1]), (oh, ow), windows)
         planes = n * int(data.shape[1]) * strides[1] * rows * cols
         taps, step = kernel[0] * kernel[1], strides[0] * strides[1]
-        if planes <= PLANE_FLOATS and taps >= PLANE_REUSE * step:
-            size += planes
+        direct = reads_planes((oh, ow))
+        if planes <= PLANE_FLOATS and (direct or taps >= PLANE_REUSE * step):
+            size, at = (planes, 0) if direct else (size + planes, at)
         else:
             rows = cols = at = 0
+            direct = False
     else:
         size = builder.threads * c * TAIL + (n * c * pixels if compact else 0)
     scratch = builder.scratch(et.f32, (size,))
@@ -419,4 +437,5 @@ def _packed_step(
         padding, 1, 1, scratch, False, (n, oh, ow),
         channels_first=channels_first, compact=compact and not unit_patches,
         unit_patches=unit_patches, plane_rows=rows, plane_cols=cols, planes_at=at,
+        from_planes=direct,
     )  # fmt: skip
