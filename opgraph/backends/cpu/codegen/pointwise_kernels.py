@@ -95,19 +95,24 @@ def _tile(lanes: int, nv: int, rb: int) -> str:
 class _Form:
     """``og_pw_px`` or a variant of it that adds each row's bias (``og_pw_pxb``), or its
     bias and a residual tensor of the output's layout (``og_pw_pxr``), to the products in
-    registers, then ReLU or not: name suffix, extra parameters, extra arguments of the
-    driver's calls (``o``: the tile's first pixel), the note on its comment, whether it adds
-    a bias and whether a residual too, and the call that adds the bias and applies the
-    activation (``{acc}``: the accumulator, ``{row}``: its row, clamped to the valid ones)
-    where there is no residual."""
+    registers, then ReLU or not, or hard-swish after the bias (``og_pw_pxh``); the same
+    forms of ``og_pw_ch`` (``og_pw_chb``, ``og_pw_chr``, ``og_pw_chh``): name suffix, extra
+    parameters, extra arguments of the drivers' calls (``{at}``: the tile's first pixel), the
+    note on its comment (``pixels`` layout, ``channels`` layout), whether it adds a bias and
+    whether a residual too, the call that adds the bias and applies the activation to a
+    vector (``{acc}``: the accumulator, ``{row}``: its row or channel) where there is no
+    residual, and the same for one value stored element by element in the ``channels``
+    layout (``{value}``: the product, ``{channel}``, ``{at}``: its place in ``y``)."""
 
     suffix: str
     params: str
     args: str
     note: str
+    channel_note: str = ""
     biased: bool = False
     residual: bool = False
     activation: str = "og_pw_bias({acc}, bias, {row}, relu)"
+    scalar: str = "og_pw_res1({value}, bias[{channel}], relu)"
 
     def epilogue(self, acc: str, row: str, at: str, whole: bool) -> str:
         """The assignment of accumulator ``acc`` of panel row ``row`` (``R`` rows valid),
@@ -145,6 +150,8 @@ _BIASED = _Form(
     ", bias, relu",
     "; row r's outputs are bias[r] plus the products (then, with relu, negatives\n   "
     "made +0), added in registers (og_pw_bias)",
+    ";\n   channel j's outputs are bias[j] plus the products (then, with relu,"
+    "\n   negatives made +0), added in registers before they are stored",
     biased=True,
 )
 #: The residual in a third function, not in ``og_pw_pxb``: modules without a residual
@@ -152,28 +159,36 @@ _BIASED = _Form(
 _RESIDUAL = _Form(
     "r",
     ", const float* restrict bias, const float* restrict res, int relu",
-    ", bias, res + o, relu",
+    ", bias, res + {at}, relu",
     "; row r's outputs are bias[r] plus the products, plus res[r * ldy + j] (then,\n   "
     "with relu, negatives made +0), added in registers (og_pw_biasr)",
+    ";\n   channel j's outputs are bias[j] plus the products, plus res at y's place (then,"
+    " with relu,\n   negatives made +0), added in registers before they are stored",
     biased=True,
     residual=True,
+    scalar="og_pw_res1({value} + bias[{channel}], res[{at}], relu)",
 )
-#: Hard-swish in a fourth function (``og_pw_pxh``), its line's constants as parameters.
+#: Hard-swish in a fourth function (``og_pw_pxh``, ``og_pw_chh``), its line's constants as
+#: parameters.
 _HARD_SWISH = _Form(
     "h",
     ", const float* restrict bias, float alpha, float beta",
     ", bias, alpha, beta",
     "; row r's outputs are v = bias[r] plus the products, then\n   "
     "v * max(min(v * alpha + beta, 1), +0) (hard-swish), in registers (og_pw_biash)",
+    ";\n   channel j's outputs are v = bias[j] plus the products, then"
+    "\n   v * max(min(v * alpha + beta, 1), +0) (hard-swish), before they are stored",
     biased=True,
     activation="og_pw_biash({acc}, bias, {row}, alpha, beta)",
+    scalar="og_pw_biash1({value}, bias[{channel}], alpha, beta)",
 )
 
 
 def _px_driver(lanes: int, nv: int, make: Callable[[int, str], str], form: _Form) -> str:
     """``og_pw_px`` (or a variant): the panel's pixels in whole tiles of ``nv`` vectors,
     then the rest, each by a ``switch`` over its vector count of ``make(vectors, args)``."""
-    cases = " ".join(f"case {v}: {make(v, form.args)}; break;" for v in range(nv, 0, -1))
+    args = form.args.format(at="o")
+    cases = " ".join(f"case {v}: {make(v, args)}; break;" for v in range(nv, 0, -1))
     return f"""/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
    {nv * lanes}, then what is left{form.note}. */
 __attribute__((noinline, noclone)) static void og_pw_px{form.suffix}(
@@ -231,7 +246,9 @@ def _hard_swish(lanes: int, nv: int, rb: int) -> str:
     """``og_pw_biash``: a vector of products plus its row's bias, ``v``, then
     ``v * (max(+0, min(1, v * alpha + beta)) + 0)``: the operations of the hard-swish pass
     (``Max`` / ``Min`` against a constant bound, ``lowering/elementwise.py``) in its order,
-    ``v * alpha + beta`` contracted as GCC contracts the pass's."""
+    ``v * alpha + beta`` contracted as GCC contracts the pass's; ``og_pw_biash1``: the same
+    on one value (``channels``-layout values stored element by element), the clamps as the
+    selects ``vminps`` / ``vmaxps`` make."""
     extrema = "\n".join(
         f"""static inline __attribute__((always_inline)) og_pwv og_pw_{op}(og_pwv a, og_pwv b) {{
   {_EXTREMA[lanes].format(op=op, cmp=cmp)}
@@ -246,6 +263,14 @@ static inline __attribute__((always_inline)) og_pwv og_pw_biash(
   v += bias[r];
   og_pwv t = v * alpha + beta;
   t = og_pw_max(zero, og_pw_min(zero + 1.0f, t)) + 0.0f;
+  return v * t;
+}}
+static inline __attribute__((always_inline)) float og_pw_biash1(
+    float v, float bias, float alpha, float beta) {{
+  v += bias;
+  float t = v * alpha + beta;
+  t = 1.0f < t ? 1.0f : t;
+  t = (0.0f > t ? 0.0f : t) + 0.0f;
   return v * t;
 }}"""
 
@@ -406,20 +431,13 @@ def _px_grouped(lanes: int, nv: int, form: _Form) -> str:
 
 
 def _channel_variant(form: _Form) -> Callable[[int, int, int], str]:
-    """``og_pw_ch``, or ``og_pw_chb`` / ``og_pw_chr`` (after ``og_pw_ch`` and ``pw_bias``)."""
+    """``og_pw_ch``, or ``og_pw_chb`` / ``og_pw_chr`` / ``og_pw_chh`` (after ``og_pw_ch`` and
+    ``pw_bias`` / ``pw_hswish``)."""
 
     def make(lanes: int, nv: int, rb: int) -> str:
         return _channels(lanes, rb, form)
 
     return make
-
-
-def _channel_args(form: _Form, at: str) -> str:
-    """The extra arguments ``og_pw_ch`` (or a variant) passes a tile at pixel ``at``."""
-    if not form.biased:
-        return ""
-    residual = f", res + {at}" if form.residual else ""
-    return f", bias{residual}, relu"
 
 
 def _channel_tuning(form: _Form) -> str:
@@ -433,26 +451,12 @@ def _channel_tuning(form: _Form) -> str:
     return ', target("tune=generic")' if form.biased else ""
 
 
-def _channel_note(form: _Form) -> str:
-    """The comment's note on what ``og_pw_ch`` (or a variant) adds to the products."""
-    if not form.biased:
-        return ""
-    residual = ", plus res at y's place" if form.residual else ""
-    return (
-        f";\n   channel j's outputs are bias[j] plus the products{residual} (then, with relu,"
-        "\n   negatives made +0), added in registers before they are stored"
-    )
-
-
 def _channel_value(form: _Form, value: str, channel: str, at: str) -> str:
     """The value stored element by element at ``y + at`` of a panel's ``channel``: the
-    product ``value`` plus the channel's bias, plus ``res[at]`` (the residual form), then
-    ReLU or not (``og_pw_res1``: the vector forms' bits)."""
+    product ``value`` and the form's epilogue (``_Form.scalar``: the vector forms' bits)."""
     if not form.biased:
         return value
-    if form.residual:
-        return f"og_pw_res1({value} + bias[{channel}], res[{at}], relu)"
-    return f"og_pw_res1({value}, bias[{channel}], relu)"
+    return form.scalar.format(value=value, channel=channel, at=at)
 
 
 def _channels(lanes: int, rb: int, form: _Form) -> str:
@@ -463,7 +467,7 @@ def _channels(lanes: int, rb: int, form: _Form) -> str:
     name = f"og_pw_ch{form.suffix}"
     chunks = [c for c in (8, 4, 2, 1) if c < rb]  # the rest of a range, as in binary
     one = one_pass_pixel(lanes)
-    run = f"wt, x + a, ldx, K, y + a, ldy, valid{_channel_args(form, 'a')}"
+    run = f"wt, x + a, ldx, K, y + a, ldy, valid{form.args.format(at='a')}"
     runs = {c: f"{name}_run({c}, {run})" for c in chunks}
     one_kernel = _one_pixel(lanes, form) + "\n" if one else ""
     if one:
@@ -488,7 +492,7 @@ def _channels(lanes: int, rb: int, form: _Form) -> str:
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
 typedef int og_pwi __attribute__((vector_size({size})));
 /* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels j of
-   pass h ({wp} of the panel's {PANEL}) below valid{_channel_note(form)}. */
+   pass h ({wp} of the panel's {PANEL}) below valid{form.channel_note}. */
 static inline __attribute__((always_inline)) void {name}_mk(
     const int R, long h, const float* restrict wt, const float* restrict x, long ldx, long K,
     float* restrict y, long ldy, long valid{form.params}) {{
@@ -669,12 +673,12 @@ TRANSPOSED_LOADS: dict[int, Callable[[str, str], str]] = {16: _masked_load, 8: _
 
 def _row_epilogue(form: _Form, lanes: int, j: int, row: str, channel: str) -> str:
     """C declaring ``e{j}``: transposed row ``row`` (one channel's pixels) plus the channel's
-    bias, plus the residual's row at the same place (``og_pw_chr``), then ReLU or not; or ''
-    (``og_pw_ch``)."""
+    bias, plus the residual's row at the same place (``og_pw_chr``), then ReLU or not, or
+    hard-swish (``og_pw_chh``: the form's ``activation``); or '' (``og_pw_ch``)."""
     if not form.biased:
         return ""
     if not form.residual:
-        return f"        const og_pwv e{j} = og_pw_bias({row}, bias, {channel}, relu);"
+        return f"        const og_pwv e{j} = {form.activation.format(acc=row, row=channel)};"
     load = TRANSPOSED_LOADS[lanes](f"r{j}", f"res + ({channel}) * ldy")
     value = f"og_pw_relu(og_pw_bias({row}, bias, {channel}, 0) + r{j}, relu)"
     return f"{load}\n        const og_pwv e{j} = {value};"
@@ -730,6 +734,7 @@ KERNELS: dict[str, Callable[[int, int, int], str]] = {
     "pw_ch": _channel_variant(_PLAIN),
     "pw_chb": _channel_variant(_BIASED),
     "pw_chr": _channel_variant(_RESIDUAL),
+    "pw_chh": _channel_variant(_HARD_SWISH),
 }
 for _name, _make in KERNELS.items():
     dialect.helper(_name)(functools.partial(_branches, _make))
