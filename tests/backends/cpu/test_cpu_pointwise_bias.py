@@ -215,8 +215,8 @@ def test_hard_swish_in_registers_gives_the_pass_bits(request, backend, shape):
 @pytest.mark.parametrize("shape", list(CHANNEL_SHAPES), ids=list(CHANNEL_SHAPES))
 def test_channels_hard_swish_in_registers_gives_the_pass_bits(request, backend, shape):
     """``og_pw_chh``: transposed tiles (12, 13, 6 and 4 pixels), tiles stored element by
-    element (``og_pw_biash1``: AVX-512 rests under 8 pixels, one-pixel tiles), partial
-    panels, strided inputs and batches."""
+    element (AVX-512 rests under 8 pixels, one-pixel tiles), partial panels (biases of 5, 8,
+    16 and 24 channels: ``og_pw_biasv``'s partial vectors), strided inputs and batches."""
     _check_hard_swish(request.getfixturevalue(backend), CHANNEL_SHAPES[shape], True)
 
 

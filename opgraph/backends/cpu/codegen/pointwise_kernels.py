@@ -22,6 +22,9 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   ``og_pw_pxr`` (the same ``_Form`` s): each transposed row (one channel's pixels) plus the
   channel's bias, plus the residual's row at the same place, then ReLU or not, before its
   store; element by element where the tile is stored so (:func:`_channel_value`).
+  ``og_pw_chh`` (``og_pw_pxh``'s ``_Form``) adds the bias and applies hard-swish to the
+  tile's accumulators, vectors of channels, before the transpose (:func:`_on_accumulators`),
+  then stores the tile as ``og_pw_ch`` does.
 """
 
 from __future__ import annotations
@@ -102,7 +105,9 @@ class _Form:
     whether a residual too, the call that adds the bias and applies the activation to a
     vector (``{acc}``: the accumulator, ``{row}``: its row or channel) where there is no
     residual, and the same for one value stored element by element in the ``channels``
-    layout (``{value}``: the product, ``{channel}``, ``{at}``: its place in ``y``)."""
+    layout (``{value}``: the product, ``{channel}``, ``{at}``: its place in ``y``); or, in
+    the ``channels`` layout, the call applied to every accumulator before the tile is stored
+    (``{acc}``, ``{bias}``: the vector of its channels' biases; :func:`_on_accumulators`)."""
 
     suffix: str
     params: str
@@ -113,6 +118,7 @@ class _Form:
     residual: bool = False
     activation: str = "og_pw_bias({acc}, bias, {row}, relu)"
     scalar: str = "og_pw_res1({value}, bias[{channel}], relu)"
+    accumulators: str = ""
 
     def epilogue(self, acc: str, row: str, at: str, whole: bool) -> str:
         """The assignment of accumulator ``acc`` of panel row ``row`` (``R`` rows valid),
@@ -177,10 +183,11 @@ _HARD_SWISH = _Form(
     "; row r's outputs are v = bias[r] plus the products, then\n   "
     "v * max(min(v * alpha + beta, 1), +0) (hard-swish), in registers (og_pw_biash)",
     ";\n   channel j's outputs are v = bias[j] plus the products, then"
-    "\n   v * max(min(v * alpha + beta, 1), +0) (hard-swish), before they are stored",
+    "\n   v * max(min(v * alpha + beta, 1), +0) (hard-swish), in registers before the"
+    "\n   tile is transposed",
     biased=True,
     activation="og_pw_biash({acc}, bias, {row}, alpha, beta)",
-    scalar="og_pw_biash1({value}, bias[{channel}], alpha, beta)",
+    accumulators="og_pw_hswish({acc} + {bias}, alpha, beta)",
 )
 
 
@@ -246,9 +253,9 @@ def _hard_swish(lanes: int, nv: int, rb: int) -> str:
     """``og_pw_biash``: a vector of products plus its row's bias, ``v``, then
     ``v * (max(+0, min(1, v * alpha + beta)) + 0)``: the operations of the hard-swish pass
     (``Max`` / ``Min`` against a constant bound, ``lowering/elementwise.py``) in its order,
-    ``v * alpha + beta`` contracted as GCC contracts the pass's; ``og_pw_biash1``: the same
-    on one value (``channels``-layout values stored element by element), the clamps as the
-    selects ``vminps`` / ``vmaxps`` make."""
+    ``v * alpha + beta`` contracted as GCC contracts the pass's (``og_pw_hswish``: after the
+    bias); ``og_pw_biasv``: the vector of ``n`` channels' biases at ``bias`` (lanes past
+    ``n`` zero: no read past a partial panel's channels)."""
     extrema = "\n".join(
         f"""static inline __attribute__((always_inline)) og_pwv og_pw_{op}(og_pwv a, og_pwv b) {{
   {_EXTREMA[lanes].format(op=op, cmp=cmp)}
@@ -257,21 +264,26 @@ def _hard_swish(lanes: int, nv: int, rb: int) -> str:
     )
     return f"""typedef int og_pwi __attribute__((vector_size({4 * lanes})));
 {extrema}
-static inline __attribute__((always_inline)) og_pwv og_pw_biash(
-    og_pwv v, const float* restrict bias, long r, float alpha, float beta) {{
+static inline __attribute__((always_inline)) og_pwv og_pw_hswish(
+    og_pwv v, float alpha, float beta) {{
   const og_pwv zero = {{0}};
-  v += bias[r];
   og_pwv t = v * alpha + beta;
   t = og_pw_max(zero, og_pw_min(zero + 1.0f, t)) + 0.0f;
   return v * t;
 }}
-static inline __attribute__((always_inline)) float og_pw_biash1(
-    float v, float bias, float alpha, float beta) {{
-  v += bias;
-  float t = v * alpha + beta;
-  t = 1.0f < t ? 1.0f : t;
-  t = (0.0f > t ? 0.0f : t) + 0.0f;
-  return v * t;
+static inline __attribute__((always_inline)) og_pwv og_pw_biash(
+    og_pwv v, const float* restrict bias, long r, float alpha, float beta) {{
+  v += bias[r];
+  return og_pw_hswish(v, alpha, beta);
+}}
+static inline __attribute__((always_inline)) og_pwv og_pw_biasv(
+    const float* restrict bias, long n) {{
+  og_pwv b = {{0}};
+  if (n >= {lanes})
+    __builtin_memcpy(&b, bias, {4 * lanes});
+  else
+    for (long i = 0; i < n; ++i) b[i] = bias[i];
+  return b;
 }}"""
 
 
@@ -459,6 +471,23 @@ def _channel_value(form: _Form, value: str, channel: str, at: str) -> str:
     return form.scalar.format(value=value, channel=channel, at=at)
 
 
+def _on_accumulators(form: _Form, lanes: int, vectors: int, rows: str, at: str, n: str) -> str:
+    """C applying ``form.accumulators`` (``og_pw_chh``'s hard-swish) to accumulators
+    ``acc[r][v]``, ``r < rows``, ``v < vectors``, of the ``n`` channels from ``at`` (their
+    biases' vectors: ``og_pw_biasv``), before the tile is stored as ``og_pw_ch`` stores it: a
+    tile's whole vectors of channels, not its transposed rows (AVX2: 6-pixel rows in 8 lanes),
+    and no constants beside the transpose's registers; or ''."""
+    if not form.accumulators:
+        return ""
+    value = form.accumulators.format(acc="acc[r][v]", bias="bv[v]")
+    return f"""
+  og_pwv bv[{vectors}];
+  for (int v = 0; v < {vectors}; ++v)
+    bv[v] = og_pw_biasv(bias + {at} + v * {lanes}, {n} - v * {lanes});
+  for (int r = 0; r < {rows}; ++r)
+    for (int v = 0; v < {vectors}; ++v) acc[r][v] = {value};"""
+
+
 def _channels(lanes: int, rb: int, form: _Form) -> str:
     """``og_pw_ch`` (or a variant: ``form``) and its tiles for ``lanes``-lane vectors."""
     size = 4 * lanes
@@ -486,8 +515,10 @@ def _channels(lanes: int, rb: int, form: _Form) -> str:
             f"    {name}_run({tile}, {run});\n"
             f"    a = p1;\n  }}"
         )
-    transposed = _transposed_store(lanes, pp, tile, form) if lanes in TRANSPOSED_STORES else ""
-    stored = _channel_value(form, "t[r][j]", f"h * {wp} + j", f"(h * {wp} + j) * ldy + r")
+    stores = _PLAIN if form.accumulators else form  # the tile's stores' epilogue
+    transposed = _transposed_store(lanes, pp, tile, stores) if lanes in TRANSPOSED_STORES else ""
+    stored = _channel_value(stores, "t[r][j]", f"h * {wp} + j", f"(h * {wp} + j) * ldy + r")
+    activated = _on_accumulators(form, lanes, pp, "R", f"h * {wp}", "last")
     extra, passed = (", ...", ", __VA_ARGS__") if form.biased else ("", "")
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
 typedef int og_pwi __attribute__((vector_size({size})));
@@ -508,7 +539,7 @@ static inline __attribute__((always_inline)) void {name}_mk(
       for (int v = 0; v < {pp}; ++v) acc[r][v] += s * b[v];
     }}
   }}
-  long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};{transposed}
+  long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};{activated}{transposed}
   float t[{tile}][{wp}];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
@@ -597,6 +628,8 @@ def _one_pixel(lanes: int, form: _Form) -> str:
         else ""
     )
     apart = f" x {splits}, k mod {splits} apart" if splits > 1 else ""
+    activated = _on_accumulators(form, lanes, vectors, "1", "0", "valid")
+    stored = _channel_value(_PLAIN if form.accumulators else form, "t[j]", "j", "j * ldy")
     return f"""/* y[j * ldy] = sum_k wt[k * {PANEL} + j] * x[k * ldx], j < valid: one pixel, the
    whole panel in one pass ({vectors}{apart} accumulators). */
 static inline __attribute__((always_inline)) void og_pw_ch{form.suffix}_one(
@@ -608,10 +641,10 @@ static inline __attribute__((always_inline)) void og_pw_ch{form.suffix}_one(
   long k = 0;
   for (; k + {splits} <= K; k += {splits})
     for (int c = 0; c < {splits}; ++c) {{{_pixel_k(lanes, "(k + c)", "c", "      ", True)}
-    }}{rest}
+    }}{rest}{activated}
   float t[{PANEL}];
   for (int v = 0; v < {vectors}; ++v) __builtin_memcpy(t + v * {lanes}, &acc[0][v], {size});
-  for (long j = 0; j < valid; ++j) y[j * ldy] = {_channel_value(form, "t[j]", "j", "j * ldy")};
+  for (long j = 0; j < valid; ++j) y[j * ldy] = {stored};
 }}"""
 
 
