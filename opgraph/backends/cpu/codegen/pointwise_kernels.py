@@ -58,12 +58,19 @@ BLOCKING = (
 ROW_GROUP = 4
 #: Pixels of the largest ``channels`` tile on any instruction set.
 RB_MAX = max(rb for _, _, _, rb in BLOCKING)
-#: Rows of the filter panel ``og_pw_ch`` prefetches ahead of the one it multiplies (AVX-512;
-#: 0: none). A panel's first tile reads it from memory when the filters are larger than L2
-#: (ResNet-50's 1024 -> 2048 at 7x7: 8 MB, read once a call). C harness, one thread, hot:
-#: that layer 2.13 / 2.14 -> 1.95 / 2.00 ms; 2048 -> 512 and 512 -> 2048 at 7x7, 1024 -> 256
-#: and 256 -> 1024 at 14x14: 0.98-1.02x (docs/performance.md, H94).
-PANEL_PREFETCH = 16
+#: Rows of the filter panel ``og_pw_ch`` prefetches ahead of the one it multiplies (0: none),
+#: both of a row's lines, with the vector widths of :data:`PREFETCHED_LANES`. A panel's
+#: first tile reads it from memory when the filters are larger than L2 (ResNet-50's 1024 ->
+#: 2048 at 7x7: 8 MB, read once a call); H94 (Zen 4) took 16 rows, AVX-512 only. On the Zen
+#: 5 (one thread, per-step minimums, one process, docs/performance.md h131) the ``channels``
+#: steps gain from 48-128 rows, each tile's panel read again from L2 (60-150 KB panels
+#: beside a 48 KB L1): their sum, 16 -> 64 rows native, MobileNetV3 845 -> 756 us,
+#: EfficientNet-B0 2080 -> 1822, ResNet-50 10043 -> 9184; AVX2 (no prefetch before)
+#: MobileNetV3 2344 -> 2209, EfficientNet-B0 4652 -> 4454, ResNet-50 19786 -> 19004.
+PANEL_PREFETCH = 64
+#: The vector widths (lanes) whose ``og_pw_ch`` prefetches its panel (AVX-512 and AVX2: the
+#: measured ones).
+PREFETCHED_LANES = frozenset({16, 8})
 #: Vector registers of each instruction set (AVX-512: 32, else 16).
 REGISTERS = {16: 32, 8: 16, 4: 16}
 
@@ -591,8 +598,8 @@ def one_pass_pixel(lanes: int) -> bool:
 
 def _prefetch(lanes: int, row: str, indent: str) -> str:
     """The prefetches of the filter panel's row :data:`PANEL_PREFETCH` rows ahead of row
-    ``row`` (AVX-512 only; each line after ``indent``)."""
-    ahead = PANEL_PREFETCH * PANEL if lanes == 16 else 0  # floats ahead
+    ``row`` (:data:`PREFETCHED_LANES` only; each line after ``indent``)."""
+    ahead = PANEL_PREFETCH * PANEL if lanes in PREFETCHED_LANES else 0  # floats ahead
     return "".join(
         f"{indent}__builtin_prefetch(wt + {row} * {PANEL} + {ahead + line});"
         for line in range(0, PANEL, 16)
