@@ -481,9 +481,10 @@ def _channel_value(form: _Form, value: str, channel: str, at: str) -> str:
 def _on_accumulators(form: _Form, lanes: int, vectors: int, rows: str, at: str, n: str) -> str:
     """C applying ``form.accumulators`` (``og_pw_chh``'s hard-swish) to accumulators
     ``acc[r][v]``, ``r < rows``, ``v < vectors``, of the ``n`` channels from ``at`` (their
-    biases' vectors: ``og_pw_biasv``), before the tile is stored as ``og_pw_ch`` stores it: a
-    tile's whole vectors of channels, not its transposed rows (AVX2: 6-pixel rows in 8 lanes),
-    and no constants beside the transpose's registers; or ''."""
+    biases' vectors: ``og_pw_biasv``), before the tile is stored as ``og_pw_ch`` stores it
+    (:func:`_stores`): whole vectors of channels, not the transposed rows (AVX2: 6-pixel
+    rows in 8 lanes, 16 rows for 12 accumulators; 1-2 % slower, docs/performance.md h131);
+    or ''."""
     if not form.accumulators:
         return ""
     value = form.accumulators.format(acc="acc[r][v]", bias="bv[v]")
@@ -493,6 +494,12 @@ def _on_accumulators(form: _Form, lanes: int, vectors: int, rows: str, at: str, 
     bv[v] = og_pw_biasv(bias + {at} + v * {lanes}, {n} - v * {lanes});
   for (int r = 0; r < {rows}; ++r)
     for (int v = 0; v < {vectors}; ++v) acc[r][v] = {value};"""
+
+
+def _stores(form: _Form) -> _Form:
+    """The form whose epilogue a ``channels`` tile's stores apply: ``form``'s, or none where
+    ``form`` applies its own to the accumulators (:func:`_on_accumulators`)."""
+    return _PLAIN if form.accumulators else form
 
 
 def _channels(lanes: int, rb: int, form: _Form) -> str:
@@ -522,7 +529,7 @@ def _channels(lanes: int, rb: int, form: _Form) -> str:
             f"    {name}_run({tile}, {run});\n"
             f"    a = p1;\n  }}"
         )
-    stores = _PLAIN if form.accumulators else form  # the tile's stores' epilogue
+    stores = _stores(form)
     transposed = _transposed_store(lanes, pp, tile, stores) if lanes in TRANSPOSED_STORES else ""
     stored = _channel_value(stores, "t[r][j]", f"h * {wp} + j", f"(h * {wp} + j) * ldy + r")
     activated = _on_accumulators(form, lanes, pp, "R", f"h * {wp}", "last")
@@ -636,7 +643,7 @@ def _one_pixel(lanes: int, form: _Form) -> str:
     )
     apart = f" x {splits}, k mod {splits} apart" if splits > 1 else ""
     activated = _on_accumulators(form, lanes, vectors, "1", "0", "valid")
-    stored = _channel_value(_PLAIN if form.accumulators else form, "t[j]", "j", "j * ldy")
+    stored = _channel_value(_stores(form), "t[j]", "j", "j * ldy")
     return f"""/* y[j * ldy] = sum_k wt[k * {PANEL} + j] * x[k * ldx], j < valid: one pixel, the
    whole panel in one pass ({vectors}{apart} accumulators). */
 static inline __attribute__((always_inline)) void og_pw_ch{form.suffix}_one(
