@@ -384,15 +384,17 @@ def test_one_pixel_pass_where_it_gives_more_chains():
     }
 
 
+@pytest.mark.parametrize("isa", ["native", "avx2"])
 @pytest.mark.parametrize("shape", [(1, 160, 96, 7), (1, 256, 256, 14)])
-def test_panel_prefetch_changes_no_value(monkeypatch, shape):
+def test_panel_prefetch_changes_no_value(monkeypatch, shape, isa):
     """``PANEL_PREFETCH`` only adds prefetches of the filter panel's rows ahead (past its end
-    on the last rows: prefetches do not fault): bitwise the outputs without them."""
+    on the last rows: prefetches do not fault), with AVX-512 and AVX2: bitwise the outputs
+    without them."""
     from opgraph.backends.cpu.codegen import pointwise_kernels
 
     fn, args = graph(*shape, epilogue="bias residual")
     ahead = (pointwise_kernels.PANEL_PREFETCH, 0)
-    config = default_config()
+    config = dataclasses.replace(default_config(), isa=isa)
     results, sources = channels_builds(monkeypatch, fn, args, config, "PANEL_PREFETCH", ahead)
     assert "__builtin_prefetch(wt + k" in sources[0]
     assert "__builtin_prefetch(wt + k" not in sources[1]

@@ -4,8 +4,8 @@ not, then ReLU or not, adds them to the accumulators in ``og_pw_pxb`` / ``og_pw_
 transpose) (``channel_bias``): the same bits as the product followed by the epilogue's pass
 (``(y + bias) + residual`` in f32, ``v < 0 ? +0 : v``), on both instruction sets, over whole
 tiles, pixel tails, partial panels, patches, strided inputs and batches; a bias then
-hard-swish in the ``pixels`` layout (``og_pw_pxh``) gives the bits of the hard-swish pass;
-other epilogues keep their pass."""
+hard-swish (``og_pw_pxh``, ``og_pw_chh``) gives the bits of the hard-swish pass in both
+layouts; other epilogues keep their pass."""
 
 import re
 
@@ -32,8 +32,14 @@ CALLS = {
     False: (IN_REGISTERS, WITH_RESIDUAL),
     True: (CHANNELS_IN_REGISTERS, CHANNELS_WITH_RESIDUAL),
 }
-#: ``og_pw_pxh`` called with a panel's bias and the hard-swish line's alpha and beta.
-HARD_SWISH = re.compile(r"og_pw_pxh\([^;]*b0 \+ q \* 8L, \(([^()]*)\), \(([^()]*)\)\)")
+#: ``og_pw_pxh`` (``og_pw_chh``) called with a panel's bias and the hard-swish line's alpha
+#: and beta, per layout (``channels_first``).
+HARD_SWISH = {
+    False: re.compile(r"og_pw_pxh\([^;]*b0 \+ q \* 8L, \(([^()]*)\), \(([^()]*)\)\)"),
+    True: re.compile(r"og_pw_chh\([^;]*b0 \+ q \* 32L, \(([^()]*)\), \(([^()]*)\)\)"),
+}
+#: alpha (1/6 in f32) and beta (1/2) as the calls spell them.
+LINE = ("0x1.5555560000000p-3f", "0x1.0000000000000p-1f")
 EPILOGUES = ["bias", "bias relu", "bias residual", "bias residual relu", "residual first relu"]
 
 
@@ -174,66 +180,80 @@ def test_channels_bias_in_registers_gives_the_pass_bits(request, backend, epilog
 
 def _pass_bits(cpu, plain, b, args):
     """The products of ``plain``, then ``hard_swish(y + b)`` as a pass of its own (a kernel on
-    the products as an input): the pass ``og_pw_pxh`` replaces."""
+    the products as an input): the pass ``og_pw_pxh`` and ``og_pw_chh`` replace."""
     products = cpu.compile(plain)(args[0])[0]
     y = og.parameter(og.f32, products.shape)
     bias = ops.broadcast(og.constant(b), y.shape, (0, 2, 3))
     return cpu.compile(og.Function([ops.hard_swish(ops.add(y, bias))], [y]))(products)[0]
 
 
-@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
-@pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
-def test_hard_swish_in_registers_gives_the_pass_bits(request, backend, shape):
-    cpu = request.getfixturevalue(backend)
-    plain, fused, b, args = _graph(*SHAPES[shape], "bias hard-swish")
+def _check_hard_swish(cpu, shape, channels_first):
+    """``shape``'s convolution with a bias then hard-swish in the layout ``channels_first``
+    calls its kernel's hard-swish form and gives the bits of the products then the pass."""
+    plain, fused, b, args = _graph(*shape, "bias hard-swish")
     exe = cpu.compile(fused)
-    (step,) = _steps(exe, False)
+    (step,) = _steps(exe, channels_first)
     found = channel_bias(step)
     assert found is not None and found.hard_swish == HardSwish(float(np.float32(1 / 6)), 0.5)
     assert not found.relu and found.residual is None
-    assert set(HARD_SWISH.findall(exe.source())) == {
-        ("0x1.5555560000000p-3f", "0x1.0000000000000p-1f")
-    }
+    assert set(HARD_SWISH[channels_first].findall(exe.source())) == {LINE}
+    assert "_ep(" not in exe.source()  # no epilogue pass
     got = exe(*args)[0]
     want = _pass_bits(cpu, plain, b, args)
-    assert (np.signbit(want) & (want == 0)).any()  # -0 where v <= -3: v * +0
+    # -0 where v <= -3 (v * +0); one-pixel planes: every output reads a NaN or an infinity
+    assert (np.signbit(want) & (want == 0)).any() or not np.isfinite(want).any()
     _assert_bits(got, want)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
-def test_hard_swish_in_registers_on_chosen_values(request, backend):
-    """Two input channels, the first zero (weights and values), so that each output channel
-    is one rounding of a chosen scale of the second; the biases chosen: ties of the clamps
-    (v = 3 and -3), zeros of both signs (-1e-30 times 1e-30 rounds to -0, and -0 plus a -0
-    bias stays -0), infinities, NaN and values just inside the bounds."""
+@pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
+def test_hard_swish_in_registers_gives_the_pass_bits(request, backend, shape):
+    _check_hard_swish(request.getfixturevalue(backend), SHAPES[shape], False)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+@pytest.mark.parametrize("shape", list(CHANNEL_SHAPES), ids=list(CHANNEL_SHAPES))
+def test_channels_hard_swish_in_registers_gives_the_pass_bits(request, backend, shape):
+    """``og_pw_chh``: transposed tiles (12, 13, 6 and 4 pixels), tiles stored element by
+    element (AVX-512 rests under 8 pixels, one-pixel tiles), partial panels (biases of 5, 8,
+    16 and 24 channels: ``og_pw_biasv``'s partial vectors), strided inputs and batches."""
+    _check_hard_swish(request.getfixturevalue(backend), CHANNEL_SHAPES[shape], True)
+
+
+#: (images, input channels, output channels, plane side, layout) of the chosen-values test:
+#: a ``pixels`` plane; a 7x7 plane in the ``channels`` layout (tiles of 12 and 13 or 6 and
+#: one pixel); 2x2 planes (AVX-512: tiles stored element by element; AVX2: transposed
+#: 4-pixel tiles).
+CHOSEN = {
+    "pixels 8x8": (1, 2, 16, 8, False),
+    "channels 7x7": (1, 16, 32, 7, True),
+    "channels 2x2, 64 channels": (3, 16, 64, 2, True),
+}
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+@pytest.mark.parametrize("case", list(CHOSEN), ids=list(CHOSEN))
+def test_hard_swish_in_registers_on_chosen_values(request, backend, case):
+    """Input channels all zero (weights and values) but the second, so that each output
+    channel is one rounding of a chosen scale of the second; the biases chosen: ties of the
+    clamps (v = 3 and -3), zeros of both signs (-1e-30 times 1e-30 rounds to -0), infinities,
+    NaN and values just inside the bounds."""
     cpu = request.getfixturevalue(backend)
-    o, size = 16, 8
-    scales = np.array([1, -1e-30, 1, 1, -1, 1, 2, 0.5] * 2, np.float32)
-    filters = np.zeros((o, 2, 1, 1), np.float32)
+    n, c, o, size, channels_first = CHOSEN[case]
+    scales = np.resize(np.array([1, -1e-30, 1, 1, -1, 1, 2, 0.5], np.float32), o)
+    filters = np.zeros((o, c, 1, 1), np.float32)
     filters[:, 1, 0, 0] = scales
-    biases = np.array([0, -0.0, -0.0, 0, 1.5, -1.5, 3, -3] * 2, np.float32)
-    plain, fused, _, args = _graph(1, 2, o, size, 1, 1, "bias hard-swish", filters, biases)
+    biases = np.resize(np.array([0, -0.0, -0.0, 0, 1.5, -1.5, 3, -3], np.float32), o)
+    plain, fused, _, args = _graph(n, c, o, size, 1, 1, "bias hard-swish", filters, biases)
     values = [3, -3, 1e-30, -0.0, 0.0, np.inf, -np.inf, np.nan, 2.9999998, -2.9999998, 6, -6]
-    args[0][0, 0] = 0
-    args[0][0, 1] = np.resize(np.array(values, np.float32), (size, size))
+    args[0][:] = 0
+    args[0][:, 1] = np.resize(np.array(values, np.float32), (n, size, size))
     exe = cpu.compile(fused)
-    assert "og_pw_pxh(" in exe.source()
+    assert len(_steps(exe, channels_first)) == 1
+    assert HARD_SWISH[channels_first].search(exe.source()) is not None
     want = _pass_bits(cpu, plain, biases, args)
     assert (np.signbit(want) & (want == 0)).any() and np.isnan(want).any()
     _assert_bits(exe(*args)[0], want)
-
-
-def test_hard_swish_in_the_channels_layout_keeps_its_pass(avx2_cpu):
-    """A 14x14 plane with 112 output channels takes the ``channels`` layout on AVX2, which has
-    no ``og_pw_pxh``: its hard-swish stays a pass (and right)."""
-    _, fused, _, args = _graph(1, 112, 96, 14, 1, 1, "bias hard-swish")
-    exe = avx2_cpu.compile(fused)
-    steps = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
-    assert [s.channels_first for s in steps] == [True]
-    assert "og_pw_pxh(" not in exe.source()
-    assert CHANNELS_IN_REGISTERS.search(exe.source()) is None
-    want = og.backend("INTERPRETER").compile(fused)(*args)[0]
-    np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5)
 
 
 OTHERS = [
@@ -258,6 +278,6 @@ def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue, channels_first):
     for calls in CALLS[channels_first]:
         assert calls.search(source) is None
     assert "og_pw_pxr(" not in source and "og_pw_chr(" not in source
-    assert "og_pw_pxh(" not in source
+    assert "og_pw_pxh(" not in source and "og_pw_chh(" not in source
     want = og.backend("INTERPRETER").compile(fused)(*args)[0]
     np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5)

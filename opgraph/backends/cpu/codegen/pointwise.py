@@ -9,8 +9,8 @@ Units are (image, block of output channels, block of pixels), sized so that a un
 block and output stay in L2; each unit runs the fused epilogue on its outputs right after
 computing them, but for a per-channel bias (then a residual or not, then ReLU or not), which
 ``og_pw_pxb`` (``og_pw_pxr``) in the ``pixels`` layout and ``og_pw_chb`` (``og_pw_chr``) in
-the ``channels`` layout add to the accumulators before they store them, as ``og_pw_pxh`` adds
-a bias and applies hard-swish in the ``pixels`` layout (``channel_bias``).
+the ``channels`` layout add to the accumulators before they store them, as ``og_pw_pxh`` and
+``og_pw_chh`` add a bias and apply hard-swish (``channel_bias``).
 With at most :data:`PANEL_OUTER_CHANNELS` input channels a unit runs its panels of 8
 output channels one after the other, each over all of its pixels and followed by its
 epilogue; otherwise every panel is run on one block of 48 pixels before the next block.
@@ -83,12 +83,9 @@ class PointwiseConvEmitter:
         self.threads = module.num_threads
         self.parallel = self.n * self.o * self.c * self.pixels >= PARALLEL_MACS
         self.per = BLOCK_STEP
-        # the kernels add a bias (then a residual, then ReLU; or hard-swish in the pixels
-        # layout: og_pw_ch has no hard-swish form) in registers: no epilogue pass
-        bias = channel_bias(step)
-        swish = bias is not None and bias.hard_swish is not None
-        self.bias = None if swish and step.channels_first else bias
-        self.kernel = "og_pw_pl" if step.from_planes else "og_pw_px"
+        # the kernels add a bias (then a residual, then ReLU; or hard-swish) in registers:
+        # no epilogue pass
+        self.bias = channel_bias(step)
 
     def emit(self) -> str:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
@@ -96,9 +93,7 @@ class PointwiseConvEmitter:
         if self.bias is not None:  # after pw_px: its vector type
             swish = self.bias.hard_swish is not None
             self.module.helper("pw_hswish" if swish else "pw_bias")
-            layout = "ch" if self.step.channels_first else self.kernel[6:]
-            kind = "h" if swish else "b" if self.bias.residual is None else "r"
-            self.module.helper(f"pw_{layout}{kind}")
+            self.module.helper(f"pw_{self.variant()}")
         elif self.step.from_planes:
             self.module.helper("pw_pl")
         s = self.step
@@ -242,36 +237,46 @@ class PointwiseConvEmitter:
             "    }",
         ]
 
-    def px_call(self, args: str, at: str, cols: str = "cols") -> str:
-        """The ``pixels`` kernel's call on ``args`` for panel ``q``, storing at ``yq + at``:
-        ``og_pw_pxb`` with the panel's rows' bias and the ReLU flag where the epilogue is
-        one, ``og_pw_pxr`` with the residual at the same place too (``channel_bias``)."""
-        kernel = self.kernel
+    def variant(self) -> str:
+        """The kernel's name after ``og_``'s ``pw_``: ``px`` / ``pl`` / ``ch`` (the layout;
+        ``pl``: the products from the phase planes), then ``b`` (bias, then ReLU or not),
+        ``r`` (and a residual) or ``h`` (hard-swish) where the epilogue is in registers
+        (``channel_bias``)."""
+        s = self.step
+        layout = "ch" if s.channels_first else "pl" if s.from_planes else "px"
         if self.bias is None:
-            return f"{kernel}({args}, yq + {at}, {self.pixels}L, rows, {cols});"
-        head = f"{args}, yq + {at}, {self.pixels}L, rows, {cols}, b0 + q * {ROWS}L"
+            return layout
+        if self.bias.hard_swish is not None:
+            return f"{layout}h"
+        return f"{layout}{'b' if self.bias.residual is None else 'r'}"
+
+    def call(self, head: str, bias: str, residual: str) -> str:
+        """The kernel's call on ``head`` (:meth:`variant`), then the epilogue's arguments:
+        ``bias``, the residual at ``residual`` and the ReLU flag, or hard-swish's line."""
+        name = f"og_pw_{self.variant()}"
+        if self.bias is None:
+            return f"{name}({head});"
         swish = self.bias.hard_swish
         if swish is not None:
             line = ", ".join(dialect.C.literal(c, et.f32) for c in (swish.alpha, swish.beta))
-            return f"{kernel}h({head}, {line});"
+            return f"{name}({head}, {bias}, {line});"
         relu = int(self.bias.relu)
         if self.bias.residual is None:
-            return f"{kernel}b({head}, {relu});"
-        return f"{kernel}r({head}, res + (yq - y) + {at}, {relu});"
+            return f"{name}({head}, {bias}, {relu});"
+        return f"{name}({head}, {bias}, {residual}, {relu});"
+
+    def px_call(self, args: str, at: str, cols: str = "cols") -> str:
+        """The ``pixels`` kernel's call on ``args`` for panel ``q``, storing at ``yq + at``
+        (:meth:`call`: the panel's rows' bias, the residual at the same place)."""
+        head = f"{args}, yq + {at}, {self.pixels}L, rows, {cols}"
+        return self.call(head, f"b0 + q * {ROWS}L", f"res + (yq - y) + {at}")
 
     def ch_call(self, args: str, at: str) -> str:
         """The ``channels`` kernel's call on ``args`` for pixels ``p0 .. p1`` of panel ``q``,
-        storing at ``y + at``: ``og_pw_chb`` with the panel's channels' bias and the ReLU
-        flag where the epilogue is one, ``og_pw_chr`` with the residual at the same place
-        too (``channel_bias``)."""
+        storing at ``y + at`` (:meth:`call`: the panel's channels' bias, the residual at the
+        same place)."""
         head = f"{args}, y + {at}, {self.pixels}L, p0, p1, valid"
-        if self.bias is None:
-            return f"og_pw_ch({head});"
-        relu = int(self.bias.relu)
-        bias = f"b0 + q * {PANEL}L"
-        if self.bias.residual is None:
-            return f"og_pw_chb({head}, {bias}, {relu});"
-        return f"og_pw_chr({head}, {bias}, res + {at}, {relu});"
+        return self.call(head, f"b0 + q * {PANEL}L", f"res + {at}")
 
     def pixel_body(self, pixel_blocks: int, worker: str) -> list[str]:
         c, o, p = self.c, self.o, self.pixels

@@ -24,6 +24,9 @@ library, int8 kernels included, on its first compile in a cache (8 s, measured).
   ``og_pw_pxr`` (the same ``_Form`` s): each transposed row (one channel's pixels) plus the
   channel's bias, plus the residual's row at the same place, then ReLU or not, before its
   store; element by element where the tile is stored so (:func:`_channel_value`).
+  ``og_pw_chh`` (``og_pw_pxh``'s ``_Form``) adds the bias and applies hard-swish to the
+  tile's accumulators, vectors of channels, before the transpose (:func:`_on_accumulators`),
+  then stores the tile as ``og_pw_ch`` does.
 """
 
 from __future__ import annotations
@@ -57,12 +60,19 @@ BLOCKING = (
 ROW_GROUP = 4
 #: Pixels of the largest ``channels`` tile on any instruction set.
 RB_MAX = max(rb for _, _, _, rb in BLOCKING)
-#: Rows of the filter panel ``og_pw_ch`` prefetches ahead of the one it multiplies (AVX-512;
-#: 0: none). A panel's first tile reads it from memory when the filters are larger than L2
-#: (ResNet-50's 1024 -> 2048 at 7x7: 8 MB, read once a call). C harness, one thread, hot:
-#: that layer 2.13 / 2.14 -> 1.95 / 2.00 ms; 2048 -> 512 and 512 -> 2048 at 7x7, 1024 -> 256
-#: and 256 -> 1024 at 14x14: 0.98-1.02x (docs/performance.md, H94).
-PANEL_PREFETCH = 16
+#: Rows of the filter panel ``og_pw_ch`` prefetches ahead of the one it multiplies (0: none),
+#: both of a row's lines, with the vector widths of :data:`PREFETCHED_LANES`. A panel's
+#: first tile reads it from memory when the filters are larger than L2 (ResNet-50's 1024 ->
+#: 2048 at 7x7: 8 MB, read once a call); H94 (Zen 4) took 16 rows, AVX-512 only. On the Zen
+#: 5 (one thread, per-step minimums, one process, docs/performance.md h131) the ``channels``
+#: steps gain from 48-128 rows, each tile's panel read again from L2 (60-150 KB panels
+#: beside a 48 KB L1): their sum, 16 -> 64 rows native, MobileNetV3 845 -> 756 us,
+#: EfficientNet-B0 2080 -> 1822, ResNet-50 10043 -> 9184; AVX2 (no prefetch before)
+#: MobileNetV3 2344 -> 2209, EfficientNet-B0 4652 -> 4454, ResNet-50 19786 -> 19004.
+PANEL_PREFETCH = 64
+#: The vector widths (lanes) whose ``og_pw_ch`` prefetches its panel (AVX-512 and AVX2: the
+#: measured ones).
+PREFETCHED_LANES = frozenset({16, 8})
 #: Vector registers of each instruction set (AVX-512: 32, else 16).
 REGISTERS = {16: 32, 8: 16, 4: 16}
 
@@ -97,19 +107,27 @@ def _tile(lanes: int, nv: int, rb: int) -> str:
 class _Form:
     """``og_pw_px`` or a variant of it that adds each row's bias (``og_pw_pxb``), or its
     bias and a residual tensor of the output's layout (``og_pw_pxr``), to the products in
-    registers, then ReLU or not: name suffix, extra parameters, extra arguments of the
-    driver's calls (``o``: the tile's first pixel), the note on its comment, whether it adds
-    a bias and whether a residual too, and the call that adds the bias and applies the
-    activation (``{acc}``: the accumulator, ``{row}``: its row, clamped to the valid ones)
-    where there is no residual."""
+    registers, then ReLU or not, or hard-swish after the bias (``og_pw_pxh``); the same
+    forms of ``og_pw_ch`` (``og_pw_chb``, ``og_pw_chr``, ``og_pw_chh``): name suffix, extra
+    parameters, extra arguments of the drivers' calls (``{at}``: the tile's first pixel), the
+    note on its comment (``pixels`` layout, ``channels`` layout), whether it adds a bias and
+    whether a residual too, the call that adds the bias and applies the activation to a
+    vector (``{acc}``: the accumulator, ``{row}``: its row or channel) where there is no
+    residual, and the same for one value stored element by element in the ``channels``
+    layout (``{value}``: the product, ``{channel}``, ``{at}``: its place in ``y``); or, in
+    the ``channels`` layout, the call applied to every accumulator before the tile is stored
+    (``{acc}``, ``{bias}``: the vector of its channels' biases; :func:`_on_accumulators`)."""
 
     suffix: str
     params: str
     args: str
     note: str
+    channel_note: str = ""
     biased: bool = False
     residual: bool = False
     activation: str = "og_pw_bias({acc}, bias, {row}, relu)"
+    scalar: str = "og_pw_res1({value}, bias[{channel}], relu)"
+    accumulators: str = ""
 
     def epilogue(self, acc: str, row: str, at: str, whole: bool) -> str:
         """The assignment of accumulator ``acc`` of panel row ``row`` (``R`` rows valid),
@@ -147,6 +165,8 @@ _BIASED = _Form(
     ", bias, relu",
     "; row r's outputs are bias[r] plus the products (then, with relu, negatives\n   "
     "made +0), added in registers (og_pw_bias)",
+    ";\n   channel j's outputs are bias[j] plus the products (then, with relu,"
+    "\n   negatives made +0), added in registers before they are stored",
     biased=True,
 )
 #: The residual in a third function, not in ``og_pw_pxb``: modules without a residual
@@ -154,21 +174,29 @@ _BIASED = _Form(
 _RESIDUAL = _Form(
     "r",
     ", const float* restrict bias, const float* restrict res, int relu",
-    ", bias, res + o, relu",
+    ", bias, res + {at}, relu",
     "; row r's outputs are bias[r] plus the products, plus res[r * ldy + j] (then,\n   "
     "with relu, negatives made +0), added in registers (og_pw_biasr)",
+    ";\n   channel j's outputs are bias[j] plus the products, plus res at y's place (then,"
+    " with relu,\n   negatives made +0), added in registers before they are stored",
     biased=True,
     residual=True,
+    scalar="og_pw_res1({value} + bias[{channel}], res[{at}], relu)",
 )
-#: Hard-swish in a fourth function (``og_pw_pxh``), its line's constants as parameters.
+#: Hard-swish in a fourth function (``og_pw_pxh``, ``og_pw_chh``), its line's constants as
+#: parameters.
 _HARD_SWISH = _Form(
     "h",
     ", const float* restrict bias, float alpha, float beta",
     ", bias, alpha, beta",
     "; row r's outputs are v = bias[r] plus the products, then\n   "
     "v * max(min(v * alpha + beta, 1), +0) (hard-swish), in registers (og_pw_biash)",
+    ";\n   channel j's outputs are v = bias[j] plus the products, then"
+    "\n   v * max(min(v * alpha + beta, 1), +0) (hard-swish), in registers before the"
+    "\n   tile is transposed",
     biased=True,
     activation="og_pw_biash({acc}, bias, {row}, alpha, beta)",
+    accumulators="og_pw_hswish({acc} + {bias}, alpha, beta)",
 )
 
 
@@ -218,7 +246,8 @@ def _px_driver(
     """``og_pw_px`` (or a variant; ``og_pw_pl`` and its variants: ``reads``): the panel's
     pixels in whole tiles of ``nv`` vectors, then the rest, each by a ``switch`` over its
     vector count of ``make(vectors, args)``."""
-    cases = " ".join(f"case {v}: {make(v, form.args)}; break;" for v in range(nv, 0, -1))
+    args = form.args.format(at="o")
+    cases = " ".join(f"case {v}: {make(v, args)}; break;" for v in range(nv, 0, -1))
     return f"""/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
    {nv * lanes}, then what is left{form.note}{reads.note}. */
 __attribute__((noinline, noclone)) static void og_pw_{reads.name}{form.suffix}(
@@ -276,7 +305,9 @@ def _hard_swish(lanes: int, nv: int, rb: int) -> str:
     """``og_pw_biash``: a vector of products plus its row's bias, ``v``, then
     ``v * (max(+0, min(1, v * alpha + beta)) + 0)``: the operations of the hard-swish pass
     (``Max`` / ``Min`` against a constant bound, ``lowering/elementwise.py``) in its order,
-    ``v * alpha + beta`` contracted as GCC contracts the pass's."""
+    ``v * alpha + beta`` contracted as GCC contracts the pass's (``og_pw_hswish``: after the
+    bias); ``og_pw_biasv``: the vector of ``n`` channels' biases at ``bias`` (lanes past
+    ``n`` zero: no read past a partial panel's channels)."""
     extrema = "\n".join(
         f"""static inline __attribute__((always_inline)) og_pwv og_pw_{op}(og_pwv a, og_pwv b) {{
   {_EXTREMA[lanes].format(op=op, cmp=cmp)}
@@ -285,13 +316,26 @@ def _hard_swish(lanes: int, nv: int, rb: int) -> str:
     )
     return f"""typedef int og_pwi __attribute__((vector_size({4 * lanes})));
 {extrema}
-static inline __attribute__((always_inline)) og_pwv og_pw_biash(
-    og_pwv v, const float* restrict bias, long r, float alpha, float beta) {{
+static inline __attribute__((always_inline)) og_pwv og_pw_hswish(
+    og_pwv v, float alpha, float beta) {{
   const og_pwv zero = {{0}};
-  v += bias[r];
   og_pwv t = v * alpha + beta;
   t = og_pw_max(zero, og_pw_min(zero + 1.0f, t)) + 0.0f;
   return v * t;
+}}
+static inline __attribute__((always_inline)) og_pwv og_pw_biash(
+    og_pwv v, const float* restrict bias, long r, float alpha, float beta) {{
+  v += bias[r];
+  return og_pw_hswish(v, alpha, beta);
+}}
+static inline __attribute__((always_inline)) og_pwv og_pw_biasv(
+    const float* restrict bias, long n) {{
+  og_pwv b = {{0}};
+  if (n >= {lanes})
+    __builtin_memcpy(&b, bias, {4 * lanes});
+  else
+    for (long i = 0; i < n; ++i) b[i] = bias[i];
+  return b;
 }}"""
 
 
@@ -455,20 +499,13 @@ def _px_grouped(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
 
 
 def _channel_variant(form: _Form) -> Callable[[int, int, int], str]:
-    """``og_pw_ch``, or ``og_pw_chb`` / ``og_pw_chr`` (after ``og_pw_ch`` and ``pw_bias``)."""
+    """``og_pw_ch``, or ``og_pw_chb`` / ``og_pw_chr`` / ``og_pw_chh`` (after ``og_pw_ch`` and
+    ``pw_bias`` / ``pw_hswish``)."""
 
     def make(lanes: int, nv: int, rb: int) -> str:
         return _channels(lanes, rb, form)
 
     return make
-
-
-def _channel_args(form: _Form, at: str) -> str:
-    """The extra arguments ``og_pw_ch`` (or a variant) passes a tile at pixel ``at``."""
-    if not form.biased:
-        return ""
-    residual = f", res + {at}" if form.residual else ""
-    return f", bias{residual}, relu"
 
 
 def _channel_tuning(form: _Form) -> str:
@@ -482,26 +519,36 @@ def _channel_tuning(form: _Form) -> str:
     return ', target("tune=generic")' if form.biased else ""
 
 
-def _channel_note(form: _Form) -> str:
-    """The comment's note on what ``og_pw_ch`` (or a variant) adds to the products."""
-    if not form.biased:
-        return ""
-    residual = ", plus res at y's place" if form.residual else ""
-    return (
-        f";\n   channel j's outputs are bias[j] plus the products{residual} (then, with relu,"
-        "\n   negatives made +0), added in registers before they are stored"
-    )
-
-
 def _channel_value(form: _Form, value: str, channel: str, at: str) -> str:
     """The value stored element by element at ``y + at`` of a panel's ``channel``: the
-    product ``value`` plus the channel's bias, plus ``res[at]`` (the residual form), then
-    ReLU or not (``og_pw_res1``: the vector forms' bits)."""
+    product ``value`` and the form's epilogue (``_Form.scalar``: the vector forms' bits)."""
     if not form.biased:
         return value
-    if form.residual:
-        return f"og_pw_res1({value} + bias[{channel}], res[{at}], relu)"
-    return f"og_pw_res1({value}, bias[{channel}], relu)"
+    return form.scalar.format(value=value, channel=channel, at=at)
+
+
+def _on_accumulators(form: _Form, lanes: int, vectors: int, rows: str, at: str, n: str) -> str:
+    """C applying ``form.accumulators`` (``og_pw_chh``'s hard-swish) to accumulators
+    ``acc[r][v]``, ``r < rows``, ``v < vectors``, of the ``n`` channels from ``at`` (their
+    biases' vectors: ``og_pw_biasv``), before the tile is stored as ``og_pw_ch`` stores it
+    (:func:`_stores`): whole vectors of channels, not the transposed rows (AVX2: 6-pixel
+    rows in 8 lanes, 16 rows for 12 accumulators; 1-2 % slower, docs/performance.md h131);
+    or ''."""
+    if not form.accumulators:
+        return ""
+    value = form.accumulators.format(acc="acc[r][v]", bias="bv[v]")
+    return f"""
+  og_pwv bv[{vectors}];
+  for (int v = 0; v < {vectors}; ++v)
+    bv[v] = og_pw_biasv(bias + {at} + v * {lanes}, {n} - v * {lanes});
+  for (int r = 0; r < {rows}; ++r)
+    for (int v = 0; v < {vectors}; ++v) acc[r][v] = {value};"""
+
+
+def _stores(form: _Form) -> _Form:
+    """The form whose epilogue a ``channels`` tile's stores apply: ``form``'s, or none where
+    ``form`` applies its own to the accumulators (:func:`_on_accumulators`)."""
+    return _PLAIN if form.accumulators else form
 
 
 def _channels(lanes: int, rb: int, form: _Form) -> str:
@@ -512,7 +559,7 @@ def _channels(lanes: int, rb: int, form: _Form) -> str:
     name = f"og_pw_ch{form.suffix}"
     chunks = [c for c in (8, 4, 2, 1) if c < rb]  # the rest of a range, as in binary
     one = one_pass_pixel(lanes)
-    run = f"wt, x + a, ldx, K, y + a, ldy, valid{_channel_args(form, 'a')}"
+    run = f"wt, x + a, ldx, K, y + a, ldy, valid{form.args.format(at='a')}"
     runs = {c: f"{name}_run({c}, {run})" for c in chunks}
     one_kernel = _one_pixel(lanes, form) + "\n" if one else ""
     if one:
@@ -531,13 +578,15 @@ def _channels(lanes: int, rb: int, form: _Form) -> str:
             f"    {name}_run({tile}, {run});\n"
             f"    a = p1;\n  }}"
         )
-    transposed = _transposed_store(lanes, pp, tile, form) if lanes in TRANSPOSED_STORES else ""
-    stored = _channel_value(form, "t[r][j]", f"h * {wp} + j", f"(h * {wp} + j) * ldy + r")
+    stores = _stores(form)
+    transposed = _transposed_store(lanes, pp, tile, stores) if lanes in TRANSPOSED_STORES else ""
+    stored = _channel_value(stores, "t[r][j]", f"h * {wp} + j", f"(h * {wp} + j) * ldy + r")
+    activated = _on_accumulators(form, lanes, pp, "R", f"h * {wp}", "last")
     extra, passed = (", ...", ", __VA_ARGS__") if form.biased else ("", "")
     return f"""typedef float og_pwv __attribute__((vector_size({size})));
 typedef int og_pwi __attribute__((vector_size({size})));
 /* y[j * ldy + r] = sum_k wt[k * {PANEL} + j] * x[k * ldx + r], r < R, for the channels j of
-   pass h ({wp} of the panel's {PANEL}) below valid{_channel_note(form)}. */
+   pass h ({wp} of the panel's {PANEL}) below valid{form.channel_note}. */
 static inline __attribute__((always_inline)) void {name}_mk(
     const int R, long h, const float* restrict wt, const float* restrict x, long ldx, long K,
     float* restrict y, long ldy, long valid{form.params}) {{
@@ -553,7 +602,7 @@ static inline __attribute__((always_inline)) void {name}_mk(
       for (int v = 0; v < {pp}; ++v) acc[r][v] += s * b[v];
     }}
   }}
-  long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};{transposed}
+  long last = valid - h * {wp} < {wp} ? valid - h * {wp} : {wp};{activated}{transposed}
   float t[{tile}][{wp}];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(t[r] + v * {lanes}, &acc[r][v], {size});
@@ -605,8 +654,8 @@ def one_pass_pixel(lanes: int) -> bool:
 
 def _prefetch(lanes: int, row: str, indent: str) -> str:
     """The prefetches of the filter panel's row :data:`PANEL_PREFETCH` rows ahead of row
-    ``row`` (AVX-512 only; each line after ``indent``)."""
-    ahead = PANEL_PREFETCH * PANEL if lanes == 16 else 0  # floats ahead
+    ``row`` (:data:`PREFETCHED_LANES` only; each line after ``indent``)."""
+    ahead = PANEL_PREFETCH * PANEL if lanes in PREFETCHED_LANES else 0  # floats ahead
     return "".join(
         f"{indent}__builtin_prefetch(wt + {row} * {PANEL} + {ahead + line});"
         for line in range(0, PANEL, 16)
@@ -642,6 +691,8 @@ def _one_pixel(lanes: int, form: _Form) -> str:
         else ""
     )
     apart = f" x {splits}, k mod {splits} apart" if splits > 1 else ""
+    activated = _on_accumulators(form, lanes, vectors, "1", "0", "valid")
+    stored = _channel_value(_stores(form), "t[j]", "j", "j * ldy")
     return f"""/* y[j * ldy] = sum_k wt[k * {PANEL} + j] * x[k * ldx], j < valid: one pixel, the
    whole panel in one pass ({vectors}{apart} accumulators). */
 static inline __attribute__((always_inline)) void og_pw_ch{form.suffix}_one(
@@ -653,10 +704,10 @@ static inline __attribute__((always_inline)) void og_pw_ch{form.suffix}_one(
   long k = 0;
   for (; k + {splits} <= K; k += {splits})
     for (int c = 0; c < {splits}; ++c) {{{_pixel_k(lanes, "(k + c)", "c", "      ", True)}
-    }}{rest}
+    }}{rest}{activated}
   float t[{PANEL}];
   for (int v = 0; v < {vectors}; ++v) __builtin_memcpy(t + v * {lanes}, &acc[0][v], {size});
-  for (long j = 0; j < valid; ++j) y[j * ldy] = {_channel_value(form, "t[j]", "j", "j * ldy")};
+  for (long j = 0; j < valid; ++j) y[j * ldy] = {stored};
 }}"""
 
 
@@ -718,12 +769,12 @@ TRANSPOSED_LOADS: dict[int, Callable[[str, str], str]] = {16: _masked_load, 8: _
 
 def _row_epilogue(form: _Form, lanes: int, j: int, row: str, channel: str) -> str:
     """C declaring ``e{j}``: transposed row ``row`` (one channel's pixels) plus the channel's
-    bias, plus the residual's row at the same place (``og_pw_chr``), then ReLU or not; or ''
-    (``og_pw_ch``)."""
+    bias, plus the residual's row at the same place (``og_pw_chr``), then ReLU or not, or
+    hard-swish (``og_pw_chh``: the form's ``activation``); or '' (``og_pw_ch``)."""
     if not form.biased:
         return ""
     if not form.residual:
-        return f"        const og_pwv e{j} = og_pw_bias({row}, bias, {channel}, relu);"
+        return f"        const og_pwv e{j} = {form.activation.format(acc=row, row=channel)};"
     load = TRANSPOSED_LOADS[lanes](f"r{j}", f"res + ({channel}) * ldy")
     value = f"og_pw_relu(og_pw_bias({row}, bias, {channel}, 0) + r{j}, relu)"
     return f"{load}\n        const og_pwv e{j} = {value};"
@@ -779,6 +830,7 @@ KERNELS: dict[str, Callable[[int, int, int], str]] = {
     "pw_ch": _channel_variant(_PLAIN),
     "pw_chb": _channel_variant(_BIASED),
     "pw_chr": _channel_variant(_RESIDUAL),
+    "pw_chh": _channel_variant(_HARD_SWISH),
     "pw_pl": _variant(_PLAIN, _PLANES),
     "pw_plb": _variant(_BIASED, _PLANES),
     "pw_plr": _variant(_RESIDUAL, _PLANES),
