@@ -91,11 +91,8 @@ class PointwiseConvEmitter:
         for helper in ("pw_tile", "pw_px", "pw_ch"):
             self.module.helper(helper)
         if self.bias is not None:  # after pw_px: its vector type
-            swish = self.bias.hard_swish is not None
-            self.module.helper("pw_hswish" if swish else "pw_bias")
-            self.module.helper(f"pw_{self.variant()}")
-        elif self.step.from_planes:
-            self.module.helper("pw_pl")
+            self.module.helper("pw_hswish" if self.bias.hard_swish is not None else "pw_bias")
+        self.module.helper(f"pw_{self.variant()}")  # (pw_px and pw_ch: requested above)
         s = self.step
         head = [f"/* {self.name}: pointwise convolution: {s.label.replace('*/', '* /')} */"]
         if s.epilogue is not None and self.bias is None:

@@ -212,32 +212,39 @@ class _Reads:
     params: str  # after ``wp``
     args: str  # the driver's, for the tile at pixel ``o``
     note: str
+    row_at: str  # vector ``{v}`` of input row ``k`` (``{offset}``: its first float)
+    pointers: str = ""  # C before the loop over ``k`` (``{nv}`` vectors of ``{lanes}``)
 
     def setup(self, nv: str, lanes: int) -> str:
-        """C before the loop over ``k``: the vectors' row pointers (``og_pw_pl``)."""
-        if self.name == "px":
-            return ""
-        return (
-            f"const float* restrict xp[{nv}];\n  for (int v = 0; v < {nv}; ++v) {{\n"
-            f"    const long pv = p + v * {lanes};\n"
-            "    xp[v] = x + pv / ow * ldr + pv % ow;\n  }\n  "
-        )
+        """C before the loop over ``k`` (``og_pw_pl``: the vectors' row pointers)."""
+        return self.pointers.format(nv=nv, lanes=lanes)
 
     def row(self, v: int | str, lanes: int) -> str:
         """The address of vector ``v`` (a number, or a C variable) of input row ``k``."""
-        if self.name == "px":
-            return f"x + k * ldx + {v * lanes if isinstance(v, int) else f'{v} * {lanes}'}"
-        return f"xp[{v}] + off[k]"
+        offset = v * lanes if isinstance(v, int) else f"{v} * {lanes}"
+        return self.row_at.format(v=v, offset=offset)
 
 
-_ROWS = _Reads("px", "const float* restrict x, long ldx", "x + o, ldx", "")
+_ROWS = _Reads(
+    "px", "const float* restrict x, long ldx", "x + o, ldx", "", "x + k * ldx + {offset}"
+)
 #: The stem's products straight from its phase planes (``PointwiseConvStep.from_planes``).
 _PLANES = _Reads(
     "pl",
     "const float* restrict x, const long* restrict off, long p, long ow, long ldr",
     "x, off, p + o, ow, ldr",
     "; input row k of the vector at pixel p at x + off[k] + p / ow * ldr + p % ow",
+    "xp[{v}] + off[k]",
+    "const float* restrict xp[{nv}];\n  for (int v = 0; v < {nv}; ++v) {{\n"
+    "    const long pv = p + v * {lanes};\n"
+    "    xp[v] = x + pv / ow * ldr + pv % ow;\n  }}\n  ",
 )
+
+
+def _declares_vector_type(form: _Form, reads: _Reads) -> bool:
+    """Whether a ``pixels`` kernel declares ``og_pwv``: ``og_pw_px`` itself; its variants and
+    ``og_pw_pl`` come after it and use its."""
+    return form is _PLAIN and reads is _ROWS
 
 
 def _px_driver(
@@ -352,7 +359,7 @@ def _variant(form: _Form, reads: _Reads = _ROWS) -> Callable[[int, int, int], st
     def make(lanes: int, nv: int, rb: int) -> str:
         if _grouped(lanes, nv):
             return _px_grouped(lanes, nv, form, reads)
-        vector = "" if form.biased or reads is _PLANES else _vector_type(lanes)
+        vector = _vector_type(lanes) if _declares_vector_type(form, reads) else ""
         return vector + _px_one(lanes, nv, form, reads)
 
     return make
@@ -488,7 +495,7 @@ def _px_grouped(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
         form,
         reads,
     )
-    if form.biased or reads is _PLANES:  # og_pw_px's vector type is there already
+    if not _declares_vector_type(form, reads):  # og_pw_px's vector type is there already
         return f"{kernels}\n{driver}"
     return f"""typedef float og_pwv __attribute__((vector_size({4 * lanes})));
 /* y[r * ldy + j] = sum_k wp[k * {ROWS} + r] * x[k * ldx + j] for r < R, j < cols <= nv *
