@@ -173,6 +173,31 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+#: The L2 cache size assumed where the CPU does not say (Zen 5's and Sapphire Rapids' per core
+#: are 1 and 2 MiB; Zen 4's 1 MiB).
+DEFAULT_L2_BYTES = 1 << 20
+_SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20}
+
+
+@functools.cache
+def l2_cache_bytes() -> int:
+    """The first core's level-2 data (or unified) cache in bytes, from sysfs
+    (``cpu0/cache/index*/{level,type,size}``); :data:`DEFAULT_L2_BYTES` where none is listed or
+    its size does not read as a number of bytes, KiB or MiB."""
+    for index in sorted(_SYSFS_CACHES.glob("index*")):
+        try:
+            level, kind, size = (
+                (index / name).read_text().strip() for name in ("level", "type", "size")
+            )
+        except OSError:
+            continue
+        found = re.fullmatch(r"(\d+)([KM]?)", size)
+        if level == "2" and kind in ("Data", "Unified") and found and int(found[1]) > 0:
+            return int(found[1]) * _SIZE_UNITS[found[2]]
+    return DEFAULT_L2_BYTES
+
+
 #: Precisions ``CpuBackend.compile(fn, precision=...)`` accepts, and the CPU flags each needs
 #: (any one of them): bf16 runs ``vdpbf16ps`` (AVX512-BF16; every CPU with AMX-BF16 has it too).
 PRECISIONS: dict[str, frozenset[str]] = {

@@ -16,18 +16,27 @@ RNG = np.random.default_rng(105)
 
 
 def test_groups_hold_several_slices():
-    """Groups of four 768-row slices and three 1024-row ones (BERT's products on one core)."""
+    """Groups of four 768-row slices and three 1024-row ones (where ``a``'s inner block leaves
+    no L2 room for single panels and the next one's prefetch: ``NEXT_GROUP_L2_BYTES``)."""
     assert dialect.PANEL_GROUP_BYTES // (768 * 32 * 4) == 4
     assert dialect.PANEL_GROUP_BYTES // (1024 * 32 * 4) == 3
     text = dialect.HELPERS["gemm_panels"]()
     avx512 = text.split("#elif")[0]
-    assert f"{dialect.PANEL_GROUP_BYTES}L / ((k1 - k0) * 128L)" in avx512
+    assert "long slice = (k1 - k0) * 128L" in avx512
+    assert f"{dialect.PANEL_GROUP_BYTES}L / slice" in avx512
     assert "group" not in text.split("#elif")[1]  # AVX2 keeps its order
 
 
 @pytest.mark.parametrize(
     ("rows", "inner", "cols"),
-    [(40, 768, 416), (29, 3072, 300), (128, 768, 3072), (7, 64, 100), (96, 200, 1000)],
+    [
+        (40, 768, 416),
+        (29, 3072, 300),
+        (128, 768, 3072),
+        (7, 64, 100),
+        (96, 200, 1000),
+        (256, 1024, 520),  # a's 1 MiB block over NEXT_GROUP_L2_BYTES: groups of three
+    ],
 )
 def test_grouped_panels_match(cpu, parallel_cpu, rows, inner, cols):
     x = og.parameter(og.f32, (rows, inner))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from opgraph.backends.cpu.codegen import vector_math
+from opgraph.backends.cpu.config import l2_cache_bytes
 from opgraph.backends.fused.dialect import CStyleDialect
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -272,7 +273,7 @@ GEMM_BLOCKING = (
 #: 128x3072x768 227.2 / 233.2 / 229.4, 128x768x2304 230.7 / 231.7 / 237.7, 128x768x768 231.0 /
 #: 236.6 / 238.2 (docs/performance.md, 2026-11-26, H105). AVX2 and SSE keep panels outer
 #: (their text unchanged; not measured). Products whose ``a`` block is small walk single panels
-#: instead (:data:`NEXT_GROUP_A_BYTES`).
+#: instead (:data:`NEXT_GROUP_L2_BYTES`).
 PANEL_GROUP_BYTES = 384 << 10
 #: The panel GEMM of AVX2 builds over half panels (``gemm_half_panels``): each 32-column panel
 #: stored as its two 16-column halves, one after the other (K x 16 each), so the 6 x 16 tile
@@ -332,17 +333,29 @@ def _stream_prefetch(lanes: int, pw: int) -> str:
     return panel_prefetch("p", str(pw), lanes) if lanes == BROADCAST_LANES else ""
 
 
-#: ``a``'s inner block up to which the AVX-512 panel GEMM walks single panels and prefetches
-#: the next (:data:`_NEXT_GROUP`): 256 KiB, beside a group of slices (:data:`PANEL_GROUP_BYTES`)
-#: and the next in a 1 MiB L2. Ungated, the MLP's 256 x 784 block (800 KiB) lost its rows from
-#: L2 to the prefetched panels: W3 b256 per core 1.37-1.40 -> 1.39-1.44 ms (thread CPU, main
-#: and this alternating process by process, load 1.9-2.0); gated, 1.36-1.43 against
-#: 1.37-1.41. BERT's 128 x 768 blocks (384 KiB) keep main's code and groups.
-NEXT_GROUP_A_BYTES = 256 << 10
-#: Where ``a``'s inner block (rows x block floats) takes at most :data:`NEXT_GROUP_A_BYTES`
-#: (``ahead``), the AVX-512 kernel walks the panels one at a time (groups of one: ``a``'s block
-#: stays in L2 either way) and the row tiles after a panel's first prefetch the next panel's
-#: slice (this inner block's next panel, else the first panel's slice of the next block) into
+#: The share of the L2 cache (:func:`~opgraph.backends.cpu.config.l2_cache_bytes`, read from
+#: sysfs; 1 MiB where unknown) that ``a``'s inner block and two panel slices (the one multiplied
+#: and the next, prefetched) may take for the AVX-512 panel GEMM to walk single panels and
+#: prefetch the next (:data:`_NEXT_GROUP`). The size is a literal of the unit's C text, so the
+#: module cache's keys (which hash the source) follow the CPU's L2. On a 1 MiB L2 (896 KiB):
+#: ResNet's 49-row blocks (176 KiB), BERT's 128 x 768 blocks (384 KiB + 2 x 96) and 128 x 1024
+#: ones (FFN 2: 512 KiB + 2 x 128) and the MLP's 256 x 512 (512 + 2 x 64) prefetch; the MLP's
+#: 256 x 784 block (784 KiB) does not: ungated, it lost its rows from L2 to the prefetched
+#: panels (W3 b256 per core 1.37-1.40 -> 1.39-1.44 ms; h129). Where the budget holds it also
+#: overrides rows outer (``M > 32 * panels``: BERT's FFN 2 in the two-thread split's 3-panel
+#: units), which streamed each inner block's panels cold in the first row tile: rows outer and
+#: a group of all the panels are the same order. C harness (``bench/gemm_tiles.py``'s driver,
+#: 8 column blocks, 8 weight copies, one thread, thread CPU, alternated, Zen 5, load 1.6-2.0),
+#: GF/s, main (the gate at 256 KiB of ``a``) / this: 128x768x3072 251.0 / 258.6, 128x3072x768
+#: 254.4 / 262.4, 128x768x2304 260.7 / 269.8, 128x768x768 267.1 / 274.1, 256x512x512 260.2 /
+#: 265.2; 256x784x512, 49x4608x512, 196x256x1024 within 1 %. Groups of two or four panels
+#: with the prefetch (the budget allowing) measured 1-3 % under single panels on BERT's
+#: 768-deep products (docs/performance.md, 2026-11-27, h132).
+NEXT_GROUP_L2_BYTES = l2_cache_bytes() * 7 // 8
+#: Where ``a``'s inner block and two slices fit :data:`NEXT_GROUP_L2_BYTES` (``ahead``), the
+#: AVX-512 kernel walks the panels one at a time (groups of one: ``a``'s block stays in L2)
+#: and the row tiles after a panel's first prefetch the next panel's slice
+#: (this inner block's next panel, else the first panel's slice of the next block) into
 #: L2: row tile ``outer`` takes part ``outer - 1`` of ``tiles - 1``, one ``prefetcht1`` a
 #: 64-byte line further per inner step from ``pf`` (``pfb`` 64; 0 for the first row tile and
 #: where nothing follows: it then prefetches one line it holds). Without it the first row
@@ -395,10 +408,10 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
         const char* pf = 0;
         long pfb = 0;
 """
-    slice_bytes = f"((k1 - k0) * {4 * pw}L)"
-    a_floats = NEXT_GROUP_A_BYTES // 4
-    return f"""    int ahead = !rows_outer && M * (k1 - k0) <= {a_floats}L;
-    long group = rows_outer ? panels : ahead ? 1 : {PANEL_GROUP_BYTES}L / {slice_bytes};
+    budget = NEXT_GROUP_L2_BYTES
+    return f"""    long slice = (k1 - k0) * {4 * pw}L, room = {budget}L - M * (k1 - k0) * 4L;
+    int ahead = room >= 2 * slice;
+    long group = ahead ? 1 : rows_outer ? panels : {PANEL_GROUP_BYTES}L / slice;
     if (group < 1) group = 1;
     for (long g0 = 0; g0 < panels; g0 += group)
     for (long outer = 0; outer < tiles; ++outer)

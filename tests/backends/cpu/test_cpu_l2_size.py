@@ -1,0 +1,50 @@
+"""``config.l2_cache_bytes`` reads the first core's L2 size from sysfs (the panel GEMM's L2
+budget, ``dialect.NEXT_GROUP_L2_BYTES``, is a share of it): KiB and MiB sizes, data or unified
+caches of level 2 only, and ``DEFAULT_L2_BYTES`` where sysfs lists none or an unreadable size."""
+
+from __future__ import annotations
+
+import pytest
+
+from opgraph.backends.cpu import config as cpu_config
+
+
+def _caches(root, *indexes, first=0):
+    for i, (level, kind, size) in enumerate(indexes, first):
+        index = root / f"index{i}"
+        index.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (index / name).write_text(value + "\n")
+
+
+@pytest.mark.parametrize(
+    ("indexes", "want"),
+    [
+        ([("1", "Data", "48K"), ("1", "Instruction", "32K"), ("2", "Unified", "1024K")], 1 << 20),
+        ([("1", "Data", "48K"), ("2", "Unified", "2M"), ("3", "Unified", "32768K")], 2 << 20),
+        ([("2", "Instruction", "512K"), ("2", "Data", "256K")], 256 << 10),
+        ([("1", "Data", "48K"), ("3", "Unified", "32M")], cpu_config.DEFAULT_L2_BYTES),
+        ([("2", "Unified", "1.5M")], cpu_config.DEFAULT_L2_BYTES),  # not a whole size
+        ([("2", "Unified", "0K")], cpu_config.DEFAULT_L2_BYTES),
+        ([], cpu_config.DEFAULT_L2_BYTES),  # no sysfs caches (another OS, a container)
+    ],
+)
+def test_l2_cache_bytes_reads_sysfs(monkeypatch, tmp_path, indexes, want):
+    _caches(tmp_path, *indexes)
+    monkeypatch.setattr(cpu_config, "_SYSFS_CACHES", tmp_path)
+    cpu_config.l2_cache_bytes.cache_clear()
+    try:
+        assert cpu_config.l2_cache_bytes() == want
+    finally:
+        cpu_config.l2_cache_bytes.cache_clear()
+
+
+def test_l2_cache_bytes_skips_an_unreadable_index(monkeypatch, tmp_path):
+    (tmp_path / "index0").mkdir()  # no level/type/size files
+    _caches(tmp_path, ("2", "Unified", "512K"), first=1)
+    monkeypatch.setattr(cpu_config, "_SYSFS_CACHES", tmp_path)
+    cpu_config.l2_cache_bytes.cache_clear()
+    try:
+        assert cpu_config.l2_cache_bytes() == 512 << 10
+    finally:
+        cpu_config.l2_cache_bytes.cache_clear()
