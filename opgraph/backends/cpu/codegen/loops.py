@@ -57,13 +57,6 @@ PAIRWISE_BLOCK = 512
 SHORT_ROWS = 64
 #: Rows (output columns) a column kernel accumulates at once, in stack arrays.
 COLUMN_BLOCK = 256
-#: A parallel row kernel's blocks hold at least ``parallel_threshold // ROW_BLOCK_SHARE``
-#: elements (whole rows). The threshold's grain assumes a nanosecond per element and cost
-#: unit, but a row kernel's vector loops run far below that: BERT's bias + residual +
-#: LayerNorm rows (768 elements, cost 17) take ~0.17 us a row, so its grain of one row made
-#: 128 blocks of a claim each; in blocks of 8192 elements (11 rows) its two norms took 0.025
-#: instead of 0.030 ms a call on two threads, quiet (docs/performance.md, fifteenth session).
-ROW_BLOCK_SHARE = 4
 
 
 class CLoopEmitter(LoopEmitter):
@@ -632,34 +625,14 @@ class CLoopEmitter(LoopEmitter):
         if total == 0:
             lines.append("  return 0;")
         elif threads > 1 and cost >= self.module.parallel_threshold and total >= 2:
-            grain = self.grain(max(cost // total, 1), self.domain.static_length)
+            unit = max(cost // total, 1)
+            grain = max(self.module.parallel_threshold // (2 * unit), 1)
             lines.append(f"  return og_parallel({self.name}, T, A, {total}L, {grain}L, {threads});")
             self.module.uses_pool = True
         else:
             lines.append(f"  return {self.name}(T, A, 0, {total}L);")
         lines.append("}")
         return "\n".join(lines)
-
-    def grain(self, unit: int, length: int) -> int:
-        """Units of the range a parallel block holds at least: ``parallel_threshold / 2`` of
-        work at ``unit`` a unit, and for a row kernel at least ``parallel_threshold //
-        ROW_BLOCK_SHARE`` elements of rows ``length`` long."""
-        threshold = self.module.parallel_threshold
-        grain = max(threshold // (2 * unit), 1)
-        if self.kernel.axes:
-            grain = max(grain, -(-(threshold // ROW_BLOCK_SHARE) // max(length, 1)))
-        return grain
-
-    def symbolic_row_grain(self, length: Dim) -> list[str]:
-        """C raising a row kernel's ``grain_`` to :meth:`grain`'s rows of ``length``."""
-        if not self.kernel.axes:
-            return []
-        least = self.module.parallel_threshold // ROW_BLOCK_SHARE
-        return [
-            f"    long length_ = {self.size_expr(length)};",
-            f"    long rows_ = length_ > 0 ? ({least}L + length_ - 1) / length_ : 1L;",
-            "    if (grain_ < rows_) grain_ = rows_;",
-        ]
 
     def symbolic_driver(self) -> str:
         """The driver of a kernel with symbolic sizes: the split is decided per call, as
@@ -679,7 +652,6 @@ class CLoopEmitter(LoopEmitter):
                 f"  long unit_ = {self.size_expr(unit)};",
                 f"  if (total_ >= 2 && total_ * unit_ >= {threshold}L) {{",
                 f"    long grain_ = {threshold}L / (2 * unit_);",
-                *self.symbolic_row_grain(length),
                 f"    return og_parallel({self.name}, T, A, total_, grain_ > 0 ? grain_ : 1L,"
                 f" {threads});",
                 "  }",
