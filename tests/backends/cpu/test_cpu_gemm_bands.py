@@ -64,9 +64,11 @@ def test_bands_match_the_interpreter_and_one_thread(name, threads):
     fn, data = _layer(rows, inner, cols)
     exe = _backend(threads).compile(fn)
     source, name_ = _source(exe)
-    banded = f"og_parallel({name_}, T, A, {threads}L, 1L" in source  # a unit per thread
+    banded = "og_gemm_panels(a + first * " in source  # each unit a block of rows
     assert banded is WHOLE_PANELS
-    assert ("og_gemm_panels(a + first * " in source) is banded  # each unit a block of rows
+    # a unit per thread where banded (column blocks can give the same count: AVX2's 45
+    # columns on three threads are three blocks of one half-panel pair or less)
+    assert not banded or f"og_parallel({name_}, T, A, {threads}L, 1L, {threads});" in source
     assert f"first = first / {blas.ROW_TILE} * {blas.ROW_TILE};" not in source  # split evenly
     want = og.backend("INTERPRETER").compile(fn)(data)[0].astype(np.float64)
     got = exe(data)[0]
