@@ -48,10 +48,20 @@ STREAM_BLOCKS = {16: 64, 8: 512}
 #: line to memory: W2 (16 MiB in, 16 MiB out) took 13-18 % more CPU time per call streamed
 #: in a C harness, 0-10 % more at ``exe.call`` on a loaded machine (docs/performance.md, H80).
 STREAM_FOOTPRINT = 32 << 20
-#: Elements per block of a pairwise sum: the vectorized loop sums a block in its lanes (32 or
-#: 64 elements per lane with 16- or 8-float vectors), then blocks combine pairwise. Measured
-#: on row sums and softmax of 64 x 4096 (in cache): 256 cost 6-7 %, 512 nothing.
+#: Elements per block of a pairwise sum with 16-float vectors: the vectorized loop sums a block
+#: in its lanes, then blocks combine pairwise. Measured on row sums and softmax of 64 x 4096 (in
+#: cache): 256 cost 6-7 %, 512 nothing. Kernels with 8-float vectors (AVX2) take blocks of
+#: :data:`PAIRWISE_BLOCK_8`.
 PAIRWISE_BLOCK = 512
+#: Elements per block of a pairwise sum with 8-float vectors (AVX2). With 512, long sums were
+#: twice as far off as with AVX-512 and past the tests' bound of 4 ulps of the total: 10^4-10^7
+#: copies of 0.1f 8.6 ulps off (``OPGRAPH_CPU_ISA=avx2``), 256 4.4-5.5, 128 1.8-2.4, against
+#: AVX-512's 2.3-2.9 with 512; 1e16 plus nineteen small f64 4.0 off the exact sum against 2.0.
+#: Per core (one thread, thread CPU, the three alternated in one process, three runs), row sums
+#: of 64 x 4096 / 256 x 1024 / one of 10^6 took 13.4-16.8 / 13.7-16.8 / 48.8-57.7 us with 512
+#: and 15.0-17.0 / 16.2-16.7 / 54.5-59.9 with 128: within the runs' spread, up to ~15 % slower
+#: in one of the three. Rows of at most a block (BERT's softmax over 128 keys) need no cascade.
+PAIRWISE_BLOCK_8 = 128
 #: Rows shorter than this that read or write bytes are vectorized 16 lanes wide (see
 #: ``CLoopEmitter.short_bytes``).
 SHORT_ROWS = 64
@@ -355,6 +365,11 @@ class CLoopEmitter(LoopEmitter):
         self.lines.append("  }")
         return self.lines
 
+    def pairwise_block(self) -> int:
+        """Elements per block of this module's pairwise sums: :data:`PAIRWISE_BLOCK` with
+        16-float vectors, :data:`PAIRWISE_BLOCK_8` with AVX2's 8-float ones."""
+        return PAIRWISE_BLOCK if self.module.vector_lanes == 16 else PAIRWISE_BLOCK_8
+
     def columnwise(self) -> bool:
         """Whether the column schedule fits: one row axis walked contiguously (or not at all)
         by every access, one reduced axis walked by none contiguously and by some at a stride,
@@ -373,7 +388,7 @@ class CLoopEmitter(LoopEmitter):
         reductions = [n for n in nodes if n.kind is KKind.REDUCE]
         if any(n.kind is KKind.GATHER for n in nodes) or len({n.phase for n in reductions}) != 1:
             return False
-        if any(rule_pairwise(r) for r in reductions) and static(inner.size) > PAIRWISE_BLOCK:
+        if any(rule_pairwise(r) for r in reductions) and static(inner.size) > self.pairwise_block():
             return False
         reduced = {r.index for r in reductions}
         for k, _ in self.kernel.stores:
@@ -535,7 +550,8 @@ class CLoopEmitter(LoopEmitter):
         clauses = self.declare_accumulators(reductions)
         pairwise = [r for r in reductions if rule_pairwise(r)]
         length = self.domain.row_length
-        cascade = bool(pairwise) and (type(length) is not int or length > PAIRWISE_BLOCK)
+        block = self.pairwise_block()
+        cascade = bool(pairwise) and (type(length) is not int or length > block)
         phase = f"_{pairwise[0].index}" if pairwise else ""
         if cascade:
             self.lines.append(
@@ -546,7 +562,7 @@ class CLoopEmitter(LoopEmitter):
             ]
         resets = [f"a{r.index} = {self.identity(r)};" for r in pairwise] if cascade else []
         body: list[str] = []
-        indent, closers = self.open_loops(body, "    ", PAIRWISE_BLOCK if cascade else 0, resets)
+        indent, closers = self.open_loops(body, "    ", block if cascade else 0, resets)
         start = len(body)
         self.node_cost = {}
         self.load_saved(saved, body, indent)
