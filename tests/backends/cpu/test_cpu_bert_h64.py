@@ -12,18 +12,16 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 import pytest
+from bf16_support import needs_bf16  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import bf16
 from opgraph.backends.cpu.codegen.blas import PARALLEL_MACS
 from opgraph.backends.fused.lowering.row_padding import PAD
 from opgraph.backends.fused.program import GemmStep
 
-HAS_BF16 = "avx512_bf16" in cpu_config.cpu_flags()
-needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
 RNG = np.random.default_rng(64)
 #: How a product over the rows rounded once calls its kernel (the helper defines it always).
 ROWS_CALL = "og_gemm_bf16_rows((const uint16_t*)"

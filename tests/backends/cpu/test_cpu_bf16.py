@@ -9,15 +9,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from asm_checks import STACK, innermost_loops  # beside this file (rootdir import)
+from bf16_support import needs_bf16  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfigError, default_config
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import bf16, dialect
-
-HAS_BF16 = "avx512_bf16" in cpu_config.cpu_flags()
-needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
 
 #: The documented bound: max |bf16 - f32| / max |f32| on every product and model below.
 BOUND = 1e-2

@@ -16,15 +16,14 @@ from asm_checks import (  # beside this file (rootdir import)
     compile_to_asm,
     innermost_loops,
 )
+from bf16_support import needs_bf16  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import bf16, dialect
 from opgraph.backends.cpu.compiler import CFLAGS
 
-HAS_BF16 = "avx512_bf16" in cpu_config.cpu_flags()
 ENTRY = "void entry(const float* A, const uint16_t* Q, float* C, int M, int K, int N) {"
 
 
@@ -88,7 +87,7 @@ def _exact_products() -> tuple[og.Function, list[np.ndarray], list[np.ndarray]]:
     return og.Function(outputs, params, name="products"), data, want
 
 
-@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
+@needs_bf16
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("extra", [(), ZEN4], ids=["this-cpu", "zen4-form"])
 def test_both_forms_exact(extra, threads):
@@ -101,7 +100,7 @@ def test_both_forms_exact(extra, threads):
         np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
+@needs_bf16
 def test_both_forms_give_the_same_bits_on_random_values():
     """Random floats (rounded to bf16 as the kernels read them): the two forms run the same
     instructions on the same values, so their sums are bit-identical."""
