@@ -8,11 +8,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from bf16_support import needs_bf16  # beside this file (rootdir import)
 
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.config import cpu_flags, supports_isa
+from opgraph.backends.cpu.config import supports_isa
 from opgraph.backends.fused.lowering import pointwise
 from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep
 from opgraph.backends.fused.program import ConvStep, WinogradStep
@@ -97,9 +98,7 @@ def test_patches_over_the_limit_keep_the_im2col_path(monkeypatch):
     assert not any(isinstance(s, PointwiseConvStep) for s in steps)
 
 
-@pytest.mark.skipif(
-    "avx512_bf16" not in cpu_flags(), reason="this CPU has no AVX512-BF16 (bf16 mode refused)"
-)
+@needs_bf16
 def test_bf16_mode_keeps_the_im2col_path():
     """bf16 mode converts a ``ConvStep``'s product to bf16; patch steps would stay f32."""
     fn, args = conv_graph(1, 3, 16, (20, 20), (3, 3), (2, 2), (1, 1))
