@@ -388,7 +388,8 @@ class CLoopEmitter(LoopEmitter):
         reductions = [n for n in nodes if n.kind is KKind.REDUCE]
         if any(n.kind is KKind.GATHER for n in nodes) or len({n.phase for n in reductions}) != 1:
             return False
-        if any(rule_pairwise(r) for r in reductions) and static(inner.size) > self.pairwise_block():
+        # the column schedule sums each column in order, not in lanes: the same bound on every ISA
+        if any(rule_pairwise(r) for r in reductions) and static(inner.size) > PAIRWISE_BLOCK:
             return False
         reduced = {r.index for r in reductions}
         for k, _ in self.kernel.stores:
