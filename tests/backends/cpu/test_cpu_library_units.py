@@ -26,6 +26,12 @@ from opgraph.core.errors import RegistryError
 ROOT = Path(__file__).resolve().parents[3]
 
 
+#: The panel GEMM unit the default configuration builds (here and in the subprocesses): AVX2's
+#: half panels where the configured build is AVX2 without AVX-512 (an AVX2-only CPU, or
+#: ``OPGRAPH_CPU_ISA=avx2``).
+PANEL_UNIT = "gemm_half_panels" if default_config().panel_halves() else "gemm_panels"
+
+
 def backend_at(directory: Path) -> CpuBackend:
     return CpuBackend(dataclasses.replace(default_config(), cache_dir=directory))
 
@@ -55,10 +61,9 @@ def int8_product() -> og.Function:
 
 def test_a_float_model_builds_only_the_units_it_calls(tmp_path):
     backend = backend_at(tmp_path)
-    unit = "gemm_half_panels" if backend.config.panel_halves() else "gemm_panels"  # AVX2-only
     exe = backend.compile(float_product())
-    assert f"kernel:{unit}" in exe.generated.needs
-    assert units_in(tmp_path) == [unit]  # no 8-bit kernels for a float model
+    assert f"kernel:{PANEL_UNIT}" in exe.generated.needs
+    assert units_in(tmp_path) == [PANEL_UNIT]  # no 8-bit kernels for a float model
     x = np.linspace(-1, 1, 8 * 64, dtype=np.float32).reshape(8, 64)
     want = og.backend("INTERPRETER").compile(float_product())(x)[0]
     np.testing.assert_allclose(exe(x)[0], want, rtol=1e-5, atol=1e-6)
@@ -181,11 +186,6 @@ def finish(process: subprocess.Popen[str]) -> dict:
     assert process.returncode == 0, err[-3000:]
     line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT ") :])
-
-
-#: The panel GEMM unit the subprocesses build: AVX2's half panels where the configured build
-#: is AVX2 without AVX-512 (an AVX2-only CPU, or ``OPGRAPH_CPU_ISA=avx2``).
-PANEL_UNIT = "gemm_half_panels" if default_config().panel_halves() else "gemm_panels"
 
 
 def test_two_processes_building_the_same_units_at_once(tmp_path):
