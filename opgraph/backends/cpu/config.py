@@ -176,26 +176,40 @@ def cpu_flags() -> frozenset[str]:
 #: The L2 cache size assumed where the CPU does not say (Zen 5's and Sapphire Rapids' per core
 #: are 1 and 2 MiB; Zen 4's 1 MiB).
 DEFAULT_L2_BYTES = 1 << 20
+#: The L3 cache size assumed where the CPU does not say (a Zen 4 or Zen 5 CCD's 32 MiB;
+#: Sapphire Rapids' 1.875 MiB a core).
+DEFAULT_L3_BYTES = 32 << 20
 _SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20}
 
 
-@functools.cache
-def l2_cache_bytes() -> int:
-    """The first core's level-2 data (or unified) cache in bytes, from sysfs
-    (``cpu0/cache/index*/{level,type,size}``); :data:`DEFAULT_L2_BYTES` where none is listed or
-    its size does not read as a number of bytes, KiB or MiB."""
+def _cache_bytes(level: str, default: int) -> int:
+    """The first core's data (or unified) cache of ``level`` in bytes, from sysfs
+    (``cpu0/cache/index*/{level,type,size}``); ``default`` where none is listed or its size
+    does not read as a number of bytes, KiB or MiB."""
     for index in sorted(_SYSFS_CACHES.glob("index*")):
         try:
-            level, kind, size = (
+            found_level, kind, size = (
                 (index / name).read_text().strip() for name in ("level", "type", "size")
             )
         except OSError:
             continue
         found = re.fullmatch(r"(\d+)([KM]?)", size)
-        if level == "2" and kind in ("Data", "Unified") and found and int(found[1]) > 0:
+        if found_level == level and kind in ("Data", "Unified") and found and int(found[1]) > 0:
             return int(found[1]) * _SIZE_UNITS[found[2]]
-    return DEFAULT_L2_BYTES
+    return default
+
+
+@functools.cache
+def l2_cache_bytes() -> int:
+    """The first core's level-2 cache in bytes (:data:`DEFAULT_L2_BYTES` where unknown)."""
+    return _cache_bytes("2", DEFAULT_L2_BYTES)
+
+
+@functools.cache
+def l3_cache_bytes() -> int:
+    """The first core's level-3 cache in bytes (:data:`DEFAULT_L3_BYTES` where unknown)."""
+    return _cache_bytes("3", DEFAULT_L3_BYTES)
 
 
 #: Precisions ``CpuBackend.compile(fn, precision=...)`` accepts, and the CPU flags each needs

@@ -1,6 +1,7 @@
 """``config.l2_cache_bytes`` reads the first core's L2 size from sysfs (the panel GEMM's L2
 budget, ``dialect.NEXT_GROUP_L2_BYTES``, is a share of it): KiB and MiB sizes, data or unified
-caches of level 2 only, and ``DEFAULT_L2_BYTES`` where sysfs lists none or an unreadable size."""
+caches of level 2 only, and ``DEFAULT_L2_BYTES`` where sysfs lists none or an unreadable size;
+``config.l3_cache_bytes`` the L3's the same way (``DEFAULT_L3_BYTES``)."""
 
 from __future__ import annotations
 
@@ -30,13 +31,18 @@ def _caches(root, *indexes, first=0):
     ],
 )
 def test_l2_cache_bytes_reads_sysfs(monkeypatch, tmp_path, indexes, want):
+    assert _read(monkeypatch, tmp_path, indexes, cpu_config.l2_cache_bytes) == want
+
+
+def _read(monkeypatch, tmp_path, indexes, reader):
+    """``reader()`` (a cached sysfs reader of ``config``) over the caches ``indexes``."""
     _caches(tmp_path, *indexes)
     monkeypatch.setattr(cpu_config, "_SYSFS_CACHES", tmp_path)
-    cpu_config.l2_cache_bytes.cache_clear()
+    reader.cache_clear()
     try:
-        assert cpu_config.l2_cache_bytes() == want
+        return reader()
     finally:
-        cpu_config.l2_cache_bytes.cache_clear()
+        reader.cache_clear()
 
 
 def test_l2_cache_bytes_skips_an_unreadable_index(monkeypatch, tmp_path):
@@ -48,3 +54,17 @@ def test_l2_cache_bytes_skips_an_unreadable_index(monkeypatch, tmp_path):
         assert cpu_config.l2_cache_bytes() == 512 << 10
     finally:
         cpu_config.l2_cache_bytes.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("indexes", "want"),
+    [
+        ([("2", "Unified", "1024K"), ("3", "Unified", "32768K")], 32 << 20),
+        ([("1", "Data", "48K"), ("3", "Unified", "105M")], 105 << 20),
+        ([("2", "Unified", "1024K")], cpu_config.DEFAULT_L3_BYTES),  # no L3 listed
+        ([("3", "Instruction", "8M")], cpu_config.DEFAULT_L3_BYTES),
+    ],
+)
+def test_l3_cache_bytes_reads_sysfs(monkeypatch, tmp_path, indexes, want):
+    """``config.l3_cache_bytes`` (``dialect.RESIDENT_BYTES`` is half of it) reads the same way."""
+    assert _read(monkeypatch, tmp_path, indexes, cpu_config.l3_cache_bytes) == want

@@ -20,16 +20,17 @@ from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu import config as cpu_config
 from opgraph.backends.cpu.codegen import dialect, kernels
+from opgraph.backends.cpu.codegen.context import panel_unit
 from opgraph.backends.fused import derived
 from opgraph.core.errors import RegistryError
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-#: The panel GEMM unit the default configuration builds (here and in the subprocesses): AVX2's
-#: half panels where the configured build is AVX2 without AVX-512 (an AVX2-only CPU, or
-#: ``OPGRAPH_CPU_ISA=avx2``).
-PANEL_UNIT = "gemm_half_panels" if default_config().panel_halves() else "gemm_panels"
+#: The panel GEMM unit the default configuration builds for these small models (here and in the
+#: subprocesses): AVX2's half panels where the configured build is AVX2 without AVX-512 (an
+#: AVX2-only CPU, or ``OPGRAPH_CPU_ISA=avx2``), else the unit for panels that stay in L3.
+PANEL_UNIT = panel_unit(default_config().panel_halves(), resident=True)
 
 
 def backend_at(directory: Path) -> CpuBackend:

@@ -19,6 +19,15 @@ def static_dim(d: Dim) -> str:
     return f"{d}L"
 
 
+def panel_unit(panel_halves: bool, resident: bool) -> str:
+    """The library unit a module's ``og_gemm_panels`` comes from: AVX2's half panels
+    (``panel_halves``), else whole panels with the next-slice prefetch, or without it where
+    the module's panels stay in L3 (``resident``: ``dialect.RESIDENT_BYTES``)."""
+    if panel_halves:
+        return "gemm_half_panels"
+    return "gemm_panels_resident" if resident else "gemm_panels"
+
+
 @dataclass
 class ModuleContext:
     """Shared state of one generated module.
@@ -34,6 +43,8 @@ class ModuleContext:
         panel_halves: the 32-column panels ``og_gemm_panels`` reads are stored as two
             16-column halves (``TargetFeatures.panel_halves``; ``CpuConfig.panel_halves()``).
         vector_lanes: the f32 lanes of the kernels' vectors (``CpuConfig.vector_lanes()``).
+        panels_resident: the module's buffers fit :data:`~dialect.RESIDENT_BYTES`, so its
+            whole panels stay in L3 between calls (``og_gemm_panels`` without the prefetch).
     """
 
     base: Callable[[int], str]
@@ -48,6 +59,7 @@ class ModuleContext:
     symbolic: bool = False
     panel_halves: bool = False
     vector_lanes: int = 16
+    panels_resident: bool = False
 
     def streamable(self, buffer: int) -> bool:
         size = self.sizes.get(buffer, 0)
@@ -61,8 +73,9 @@ class ModuleContext:
         self.helpers.setdefault(name, None)
 
     def gemm_panels(self) -> None:
-        """Call ``og_gemm_panels``: the unit made for this module's panel layout."""
-        self.helper("gemm_half_panels" if self.panel_halves else "gemm_panels")
+        """Call ``og_gemm_panels``: the unit made for this module's panel layout (and, for
+        whole panels, for where they come from: ``panels_resident``)."""
+        self.helper(panel_unit(self.panel_halves, self.panels_resident))
 
     def use_math(self, name: str, t: ElementType) -> None:
         self.math.add((name, t))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from opgraph.backends.cpu.codegen import vector_math
-from opgraph.backends.cpu.config import l2_cache_bytes
+from opgraph.backends.cpu.config import l2_cache_bytes, l3_cache_bytes
 from opgraph.backends.fused.dialect import CStyleDialect
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -394,12 +394,13 @@ def _group_prefetch(lanes: int) -> str:
     return "    __builtin_prefetch(pf + (k - k0) * pfb, 0, 2);" if lanes == BROADCAST_LANES else ""
 
 
-def _tile_order(lanes: int, rows: int, pw: int) -> str:
+def _tile_order(lanes: int, rows: int, pw: int, budget: int) -> str:
     """The loops over row tiles and panels inside an inner block, opening the block that sets
     ``nb`` (the panel) and ``m`` (the first row) and the micro-kernels' ``pf``, ``pfb``: panels
     or row tiles outer (``rows_outer``), and for the AVX-512 kernel panels outer in groups of
     :data:`PANEL_GROUP_BYTES` with the row tiles outer within each group, or one panel at a time
-    with the next one's slice prefetched (:data:`_NEXT_GROUP`)."""
+    with the next one's slice prefetched (:data:`_NEXT_GROUP`) where ``a``'s block and two
+    slices fit ``budget`` bytes."""
     if lanes != BROADCAST_LANES:
         return f"""    for (long outer = 0; outer < (rows_outer ? tiles : panels); ++outer)
       for (long inner = 0; inner < (rows_outer ? panels : tiles); ++inner) {{
@@ -408,7 +409,6 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
         const char* pf = 0;
         long pfb = 0;
 """
-    budget = NEXT_GROUP_L2_BYTES
     return f"""    long slice = (k1 - k0) * {4 * pw}L, room = {budget}L - M * (k1 - k0) * 4L;
     int ahead = room >= 2 * slice;
     long group = ahead ? 1 : rows_outer ? panels : {PANEL_GROUP_BYTES}L / slice;
@@ -499,11 +499,13 @@ def _gemm_panels(
     prefetch: bool = False,
     a_in_l2: int = 0,
     halves: bool = False,
+    budget: int | None = None,
 ) -> str:
     """The panel GEMM for vectors of ``lanes`` floats and tiles of ``rows`` rows (``halves``:
     each 32-column panel stored as two 16-column halves, which are 16-column panels: the
     kernel runs over 16-column panels, each streamed by every row tile in turn before the
-    next, for 16-column tiles)."""
+    next, for 16-column tiles); ``budget``: the L2 bytes of the next-slice prefetch
+    (:data:`NEXT_GROUP_L2_BYTES` where None)."""
     width = 2 * lanes  # columns per tile: two vectors
     assert not halves or width == 16, "half panels are read by 16-column tiles"
     pw = 16 if halves else 32  # columns per panel as the kernel walks them
@@ -515,6 +517,7 @@ def _gemm_panels(
     read = "a 16-column half of a 32-column panel" if halves else "a 32-column panel"
     tiles = ("", "") if halves else _full_tiles(lanes, rows)
     order = f"M > {pw} * panels"
+    walk = _tile_order(lanes, rows, pw, NEXT_GROUP_L2_BYTES if budget is None else budget)
     if a_in_l2:  # panels outer while a's inner block fits in L2 (GEMM_BLOCKING)
         order += f" && M * K > {a_in_l2}L * ((K + {depth - 1}) / {depth})"
     return f"""typedef float og_vf __attribute__((vector_size({4 * lanes})));
@@ -535,7 +538,7 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
     /* a last tile of under a third of the rows waits on its few multiply-add chains: it
        and the tile before share their rows evenly (49 = 3 x 12 + 7 + 6, not 4 x 12 + 1) */
     long even = tiles > 1 && 3 * tail < {rows} ? ({rows} + tail + 1) / 2 : {rows};
-{_tile_order(lanes, rows, pw)}        long valid = n1 - nb * {pw} < {pw} ? n1 - nb * {pw} : {pw};
+{walk}        long valid = n1 - nb * {pw} < {pw} ? n1 - nb * {pw} : {pw};
         for (long j0 = 0; j0 < valid; j0 += {width}) {{
           long nvalid = valid - j0 < {width} ? valid - j0 : {width};
           const float* p = P + nb * K * {pw} + j0;
@@ -550,16 +553,40 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
 }}"""
 
 
-def _gemm_panels_per_isa() -> str:
+def _gemm_panels_per_isa(budget: int | None = None) -> str:
     branches = []
     for i, (test, lanes, rows, depth, prefetch, a_in_l2) in enumerate(GEMM_BLOCKING):
         keyword = "#if" if i == 0 else "#elif"
-        kernel = _gemm_panels(lanes, rows, depth, prefetch, a_in_l2)
+        kernel = _gemm_panels(lanes, rows, depth, prefetch, a_in_l2, budget=budget)
         branches.append(f"{keyword} {test}\n{kernel}")
     return "\n".join(branches) + "\n#endif"
 
 
+#: A module whose buffers (weights, arguments, results and intermediates, without reuse) take
+#: at most this many bytes (half the L3, :func:`~opgraph.backends.cpu.config.l3_cache_bytes`)
+#: finds its panels in L3 on every call after the first, and calls the panel GEMM without the
+#: next-slice prefetch (``gemm_panels_resident``: panel groups of :data:`PANEL_GROUP_BYTES`,
+#: the code before h132's budget). The prefetch hides the first row tile's wait on a slice
+#: from memory; from L3 that wait is short, and single panels reread each row tile of ``a``
+#: from L2 per panel where a group rereads it from L1 (h132 saw BERT FFN 2's other tiles slow
+#: 5 %). W3 MLP b256 (2.6 MB of panels), its bands (128 x 784, 128 x 512) built with and
+#: without the prefetch in one process, alternated (Zen 5, 32 MiB L3, load 3-4): two threads,
+#: paired call minima, without / with 0.987-0.993 (lower in 127-155 of 150-200 rounds); the
+#: same blocks on one thread (thread CPU) 0.992 (76 of 100); with 64 MB written before each
+#: call (the panels from memory) 1.027 (lower in 5 of 60): there the prefetch pays, as in
+#: BERT (28 MB of weights) and ResNet-18 (45 MB), which stream them from memory
+#: (docs/performance.md, 2026-11-27, h135).
+RESIDENT_BYTES = l3_cache_bytes() // 2
+
+
+def panels_resident(footprint: int) -> bool:
+    """Whether a module touching ``footprint`` bytes a call calls ``gemm_panels_resident``
+    (:data:`RESIDENT_BYTES`)."""
+    return footprint <= RESIDENT_BYTES
+
+
 HELPERS["gemm_panels"] = _gemm_panels_per_isa
+HELPERS["gemm_panels_resident"] = lambda: _gemm_panels_per_isa(0)
 
 
 @helper("gemm_half_panels")

@@ -60,18 +60,15 @@ def library_helper(name: str, prototypes: str | dict[str, str]) -> None:
     LIBRARY_HELPERS[name] = functions
 
 
-library_helper(
-    "gemm_panels",
+_PANELS = (
     "void {name}(const float* restrict A, long lda, const float* restrict P, "
-    "float* restrict C, long ldc, long M, long K, long n0, long n1);",
+    "float* restrict C, long ldc, long M, long K, long n0, long n1);"
 )
-library_helper(  # the same function over half panels (AVX2 builds: dialect.HALF_PANELS)
-    "gemm_half_panels",
-    {
-        "og_gemm_panels": "void {name}(const float* restrict A, long lda, "
-        "const float* restrict P, float* restrict C, long ldc, long M, long K, long n0, long n1);"
-    },
-)
+library_helper("gemm_panels", _PANELS)
+# The same function over half panels (AVX2 builds: dialect.HALF_PANELS), and without the
+# next-slice prefetch for modules whose panels stay in L3 (dialect.RESIDENT_BYTES).
+library_helper("gemm_half_panels", {"og_gemm_panels": _PANELS})
+library_helper("gemm_panels_resident", {"og_gemm_panels": _PANELS})
 library_helper(  # codegen/int8.py
     "q8_gemm",
     "void {name}(const uint8_t* restrict A, long lda, const int8_t* restrict P, "
@@ -145,7 +142,7 @@ def needs_of(helpers: Iterable[str]) -> set[str]:
 #: Library units of one panel layout (``CpuConfig.panel_halves()``): whether each serves the
 #: half-panel layout. A target builds only its own layout's unit by default (the half-panel
 #: unit refuses to compile for any other target); units not named serve every target.
-LAYOUT_UNITS = {"gemm_panels": False, "gemm_half_panels": True}
+LAYOUT_UNITS = {"gemm_panels": False, "gemm_panels_resident": False, "gemm_half_panels": True}
 
 
 def target_units(panel_halves: bool) -> tuple[str, ...]:

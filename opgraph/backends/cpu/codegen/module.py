@@ -160,6 +160,7 @@ def generate(
     module = ModuleContext(base, config.num_threads, config.parallel_threshold)
     module.panel_halves = config.panel_halves()  # as the lowering packed them (backend.py)
     module.vector_lanes = config.vector_lanes()
+    module.panels_resident = _resident(program)
     if symbolic is not None:
         module.symbolic = True
         module.dim = functools.partial(render_dim, slots=symbolic.symbols)
@@ -182,6 +183,13 @@ def generate(
     needs |= {"mvec"} if any(n in dialect.VECTOR_MATH for n, _ in module.math) else set()
     needs |= kernels.needs_of(module.helpers)
     return GeneratedModule(units, frozenset(needs), tuple(checks))
+
+
+def _resident(program: Program) -> bool:
+    """Whether the module's buffers, each counted whole (intermediates without reuse), fit
+    ``dialect.RESIDENT_BYTES`` (a symbolic size never does)."""
+    sizes = [b.nbytes for b in program.buffers]
+    return all(type(n) is int for n in sizes) and dialect.panels_resident(sum(map(int, sizes)))
 
 
 def group_steps(functions: list[str], unit_chars: int = UNIT_CHARS) -> list[list[int]]:
