@@ -54,6 +54,15 @@ SETTLE = 0.15  # seconds between runtime blocks: longer than OpenBLAS spin-waits
 
 def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) -> dict[str, float]:
     """Median seconds per run of each runtime, interleaved."""
+    return {
+        name: statistics.median(times) for name, times in samples(prepared, rounds, block).items()
+    }
+
+
+def samples(
+    prepared: dict[str, runners.Prepared], rounds: int, block: float
+) -> dict[str, list[float]]:
+    """Seconds of each timed run of each runtime, interleaved (``measure``'s samples)."""
     iterations = {}
     for name, p in prepared.items():
         for _ in range(3):
@@ -62,7 +71,7 @@ def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) ->
         p.run()
         once = max(time.perf_counter() - started, 1e-7)
         iterations[name] = int(min(max(block / once, 1), 5000))
-    samples: dict[str, list[float]] = {name: [] for name in prepared}
+    times: dict[str, list[float]] = {name: [] for name in prepared}
     names = list(prepared)
     shuffle = random.Random(0)
     time.sleep(SETTLE)  # the last warm-up's threads go idle before round 0 too
@@ -77,9 +86,9 @@ def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) ->
             for _ in range(iterations[name]):
                 started = time.perf_counter_ns()
                 run()
-                samples[name].append((time.perf_counter_ns() - started) * 1e-9)
+                times[name].append((time.perf_counter_ns() - started) * 1e-9)
             time.sleep(SETTLE)  # let this runtime's spinning threads go idle before the next
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return times
 
 
 def prepare(
