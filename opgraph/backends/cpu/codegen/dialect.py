@@ -394,7 +394,10 @@ _NEXT_GROUP = """        const char* pf = (const char*)P;
 #: block's first: a thread claims its home's blocks in order (``runtime.py``), so that is most
 #: often the block it runs next, whose first row tile otherwise streamed the slice from memory.
 #: Not past the output's row (``ldc``: the product's end when ``C`` is a whole matrix).
-_NEXT_BLOCK = """          if (nk0 == K && (first + panels) * {pw} < ldc) {{ np = panels; nk0 = 0; nk1 = K / blocks; }}"""
+_NEXT_BLOCK = (
+    "          if (nk0 == K && (first + panels) * {pw} < ldc) "
+    "{{ np = panels; nk0 = 0; nk1 = K / blocks; }}"
+)
 
 
 def _group_prefetch(lanes: int) -> str:
