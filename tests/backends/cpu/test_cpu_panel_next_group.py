@@ -1,15 +1,12 @@
 """The AVX-512 panel GEMM walks single panels where ``a``'s inner block and two panel slices fit
 ``dialect.NEXT_GROUP_L2_BYTES`` (a share of the L2 cache, ``config.l2_cache_bytes``), and the
 row tiles after a panel's first prefetch the next panel's slice into L2
-(``dialect._NEXT_GROUP``), after a column block's last slice the next column block's first
-(``dialect._NEXT_BLOCK``). None changes a sum: the unit gives the same bits as the same unit
-without the next block's prefetch, without any prefetch and as one with
-``NEXT_GROUP_L2_BYTES`` 0 (panel groups or rows outer, no prefetch), each built apart and
-called through ``ctypes`` on random floats (so any change of the summation order would show),
-for products whose next slice is the next panel's in the inner block, the first panel's of the
-next block or of the next column block, or none (one row tile, the last block, ``a``'s inner
-block too large), over all columns (``C`` a whole matrix, or the first columns of wider rows,
-whose last column unit prefetches past the panels' end), in the 64-column units of a panel
+(``dialect._NEXT_GROUP``). Neither changes a sum: the unit gives the same bits as the same unit
+without the prefetch and as one with ``NEXT_GROUP_L2_BYTES`` 0 (panel groups or rows outer, no
+prefetch), each built apart and called through ``ctypes`` on random floats (so any change of
+the summation order would show), for products whose next slice is the next panel's in the
+inner block, the first panel's of the next block, or none (one row tile, the last block,
+``a``'s inner block too large), over all columns, in the 64-column units of a panel
 convolution and in 96-column units (rows outer without the budget: BERT's FFN 2 in a
 two-thread split), and the float64 product's values. The budget is a literal of the unit's
 text, so the library unit's cache key follows it. No timing."""
@@ -36,8 +33,6 @@ def test_only_the_avx512_kernels_prefetch_the_next_group():
     # og_mk_full (Zen 4's full tiles) and og_mk_tile, once in each inner loop
     assert avx512.count(PREFETCH) == 2
     assert "nk1 = K * (kb + 2) / blocks" in avx512
-    # after a column block's last slice, the next column block's first, within C's row
-    assert "if (nk0 == K && (first + panels) * 32 < ldc) { np = panels; nk0 = 0;" in avx512
     # single panels, and the prefetch, only where a's inner block leaves L2 room for two slices
     room = f"room = {dialect.NEXT_GROUP_L2_BYTES}L - M * (k1 - k0) * 4L;"
     assert room in avx512
@@ -47,22 +42,16 @@ def test_only_the_avx512_kernels_prefetch_the_next_group():
         assert "__builtin_prefetch(pf" not in branch
 
 
-def _product(
-    lib: ctypes.CDLL, a: np.ndarray, panels: np.ndarray, cols: int, unit: int, wider: int = 0
-) -> np.ndarray:
-    """``a`` times the packed panels in column units of ``unit``, into the first ``cols``
-    columns of a ``C`` whose rows are ``wider`` columns longer (its ``ldc``: where the column
-    block after the last would begin, the next-block prefetch reads past the panels' end)."""
+def _product(lib: ctypes.CDLL, a: np.ndarray, panels: np.ndarray, cols: int, unit: int):
     rows, inner = a.shape
-    c = np.full((rows, cols + wider), np.nan, np.float32)
+    c = np.full((rows, cols), np.nan, np.float32)
     for n0 in range(0, cols, unit):
         lib.og_gemm_panels(
             a.ctypes.data_as(POINTER), ctypes.c_long(inner), panels.ctypes.data_as(POINTER),
-            c.ctypes.data_as(POINTER), ctypes.c_long(cols + wider), ctypes.c_long(rows),
+            c.ctypes.data_as(POINTER), ctypes.c_long(cols), ctypes.c_long(rows),
             ctypes.c_long(inner), ctypes.c_long(n0), ctypes.c_long(min(n0 + unit, cols)),
         )  # fmt: skip
-    assert np.isnan(c[:, cols:]).all(), "wrote past the product's columns"
-    return c[:, :cols]
+    return c
 
 
 @pytest.mark.parametrize("name", ["native", "avx512-zen4"])
@@ -82,10 +71,7 @@ def _product(
 def test_same_bits_without_the_prefetch(monkeypatch, tmp_path, name, rows, inner, cols):
     monkeypatch.setattr(dialect, "NEXT_GROUP_L2_BYTES", 896 << 10)  # a 1 MiB L2's, any CPU
     units = []
-    for variant in ("with", "no next block", "without", "groups"):
-        if variant == "no next block":
-            monkeypatch.setattr(dialect, "_NEXT_BLOCK", "")
-            assert "np = panels" not in dialect.HELPERS["gemm_panels"]()
+    for variant in ("with", "without", "groups"):
         if variant == "without":
             monkeypatch.setattr(dialect, "_group_prefetch", lambda lanes: "")
             assert PREFETCH not in dialect.HELPERS["gemm_panels"]()
@@ -102,8 +88,6 @@ def test_same_bits_without_the_prefetch(monkeypatch, tmp_path, name, rows, inner
         for other in units[1:]:
             np.testing.assert_array_equal(got, _product(other, a, panels, cols, unit))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        # C a part of wider rows: the last unit prefetches past the panels (never faults)
-        np.testing.assert_array_equal(got, _product(units[0], a, panels, cols, unit, 4096))
 
 
 def test_the_budget_is_a_share_of_the_l2_and_keys_the_unit(monkeypatch):

@@ -380,24 +380,12 @@ _NEXT_GROUP = """        const char* pf = (const char*)P;
         if (ahead && outer > 0) {{
           long np = inner + 1, nk0 = k0, nk1 = k1;
           if (np == panels) {{ np = 0; nk0 = k1; nk1 = K * (kb + 2) / blocks; }}
-{next_block}
           if (nk0 < K) {{
             long lo = (nk1 - nk0) * {row_bytes}L * (outer - 1) / (tiles - 1);
             pf = (const char*)(P + (first + np) * K * {pw} + nk0 * {pw}) + lo;
             pfb = 64;
           }}
         }}"""
-
-
-#: The last panel's row tiles of a column block's last inner block (nothing of this block
-#: follows) prefetch instead the first slice of the panel after the block, the next column
-#: block's first: a thread claims its home's blocks in order (``runtime.py``), so that is most
-#: often the block it runs next, whose first row tile otherwise streamed the slice from memory.
-#: Not past the output's row (``ldc``: the product's end when ``C`` is a whole matrix).
-_NEXT_BLOCK = (
-    "          if (nk0 == K && (first + panels) * {pw} < ldc) "
-    "{{ np = panels; nk0 = 0; nk1 = K / blocks; }}"
-)
 
 
 def _group_prefetch(lanes: int) -> str:
@@ -430,7 +418,7 @@ def _tile_order(lanes: int, rows: int, pw: int) -> str:
       for (long inner = g0; inner < (g0 + group < panels ? g0 + group : panels); ++inner) {{
         long nb = first + inner, tile = outer;
         long m = {rows} * tile - (tile == tiles - 1 && tiles > 1 ? {rows} - even : 0);
-{_NEXT_GROUP.format(pw=pw, row_bytes=4 * pw, next_block=_NEXT_BLOCK.format(pw=pw))}
+{_NEXT_GROUP.format(pw=pw, row_bytes=4 * pw)}
 """
 
 
