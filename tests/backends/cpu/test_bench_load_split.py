@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("onnx", reason="onnx is not installed (the bench extra)")
 pytest.importorskip("torch", reason="torch is not installed (bench/models.py needs it)")
+pytest.importorskip("openvino", reason="openvino is not installed (the bench extra)")
 
 ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
 if str(ROOT) not in sys.path:
