@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen import dialect, narrow_gemm
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.fused.lowering.linalg import blas_layout
@@ -197,7 +197,13 @@ class GemmEmitter:
         where whole tiles would give 120 + 136). One block per thread: four column blocks a
         band (each thread's home its band) ran 0.6-3 % slower on two threads (their panel
         groups of 3 + 1 panels), at the cost of what a preempted thread holds. AVX2's half
-        panels keep column blocks (their 6-row tiles in bands measured 2-4 % slower)."""
+        panels keep column blocks (their 6-row tiles in bands measured 2-4 % slower).
+
+        The narrow GEMM (``narrow_gemm.py``) always splits into bands: its ``a`` was written
+        in bands by the product before it (the W3 MLP's 256 x 512 @ 512 x 10: 9.5-10.3 µs
+        against 11.0 in four 12-row-aligned blocks a thread, two threads, step minima)."""
+        if self.step.panel == narrow_gemm.WIDTH:
+            return self.rows > 1
         return (
             self.f32_panels()
             and not self.module.panel_halves
@@ -261,8 +267,8 @@ class GemmEmitter:
         if self.t not in (et.f32, et.f64):
             return self.loops()
         self.module.uses_blas = True
-        if self.step.panel == 16:
-            return self.panel_gemv()
+        if self.step.panel == narrow_gemm.WIDTH:
+            return self.panel_gemv() if self.rows == 1 else self.narrow_gemm()
         if self.step.panel == 32:
             return self.panel_gemm()
         if self.rows == 1 or self.cols == 1:
@@ -329,6 +335,22 @@ class GemmEmitter:
             return f"og_gemv_panels(a, {inc}L, b, c, {self.inner}L, {first}, {first} + {count});"
 
         return self.cols, call
+
+    def narrow_gemm(self) -> tuple[int, Call]:
+        """Rows times a constant matrix of at most 16 columns stored as one 16-column panel
+        (``narrow_gemm.py``): split into bands of rows (``band_split``), every column in
+        each."""
+        self.module.helper("gemm_narrow")
+        lda, ldc = self.a.strides[0], self.ldc()
+        self.split_columns = False
+
+        def call(first: str, count: str) -> str:
+            return (
+                f"og_gemm_narrow(a + {first} * {lda}L, {lda}L, b, c + {first} * {ldc}L, "
+                f"{ldc}L, {count}, {self.inner}L, {self.cols}L);"
+            )
+
+        return self.rows, call
 
     def gemv(self) -> tuple[int, Call]:
         """One row (x @ B) or one column (A @ x): y over ``length`` outputs."""

@@ -196,12 +196,20 @@ def _gemv_panels(lanes: int, unroll: int) -> str:
     )
 
 
-def _gemv_panels_per_isa() -> str:
+def isa_branches(
+    blocking: tuple[tuple[str, int, int], ...], make: Callable[[int, int], str]
+) -> str:
+    """``#if`` / ``#elif`` over ``blocking``'s (macro test, floats per vector, n) rows, each
+    branch ``make(floats per vector, n)`` (the per-instruction-set helpers)."""
     branches = []
-    for i, (test, lanes, unroll) in enumerate(GEMV_BLOCKING):
+    for i, (test, lanes, n) in enumerate(blocking):
         keyword = "#if" if i == 0 else "#elif"
-        branches.append(f"{keyword} {test}\n{_gemv_panels(lanes, unroll)}")
+        branches.append(f"{keyword} {test}\n{make(lanes, n)}")
     return "\n".join(branches) + "\n#endif"
+
+
+def _gemv_panels_per_isa() -> str:
+    return isa_branches(GEMV_BLOCKING, _gemv_panels)
 
 
 HELPERS["gemv_panels"] = _gemv_panels_per_isa

@@ -37,6 +37,10 @@ GEMM_PANEL = 32  # columns per panel of a repacked GEMM matrix: two vectors per 
 #: the W3 MLP's 512 x 10 output layer took 0.65 µs more through sgemv than 512 x 16 through
 #: the panel (a 3.3 µs call, 2026-11-26, H66); narrower matrices would read mostly padding.
 GEMV_MIN_COLUMNS = 8
+#: Fewest columns a product of several rows by a constant f32 matrix of at most
+#: ``GEMV_PANEL`` columns reads from one zero-padded 16-column panel (the CPU's narrow
+#: GEMM) instead of BLAS's sgemm (the W3 MLP's 256 x 512 @ 512 x 10 output layer).
+NARROW_MIN_COLUMNS = 8
 
 
 def blas_layout(view: View) -> tuple[bool, Dim] | None:
@@ -140,15 +144,18 @@ def _panels(
 ) -> tuple[View, int] | None:
     """A product by a constant f32 matrix reads the matrix as contiguous column panels,
     repacked once at compile time (what BLAS would do on every call): 16 wide for a one-row
-    GEMV (one panel, zero-padded, down to ``GEMV_MIN_COLUMNS``), 32 wide for the
-    register-blocked GEMM (whose rows must be contiguous). None where
-    the target reads plain matrices (``TargetFeatures.panels`` False: the GPU's cuBLAS)."""
+    GEMV (one panel, zero-padded, down to ``GEMV_MIN_COLUMNS``) and for the narrow GEMM of
+    static rows by ``NARROW_MIN_COLUMNS`` to 16 columns, 32 wide for the register-blocked GEMM
+    (whose rows must be contiguous). None where the target reads plain matrices
+    (``TargetFeatures.panels`` False: the GPU's cuBLAS)."""
     rows, inner = left.shape
-    width = GEMV_PANEL if rows == 1 else GEMM_PANEL
-    source, transposed = _constant_matrix(b, rows == 1)
+    narrow = not builder.symbolic and type(cols) is int and cols <= GEMV_PANEL
+    width = GEMV_PANEL if rows == 1 or narrow else GEMM_PANEL
+    source, transposed = _constant_matrix(b, width == GEMV_PANEL)
     if not builder.features.panels or compute is not et.f32 or source is None:
         return None
-    if type(cols) is not int or cols < (GEMV_MIN_COLUMNS if rows == 1 else width):
+    fewest = GEMV_MIN_COLUMNS if rows == 1 else NARROW_MIN_COLUMNS if narrow else width
+    if type(cols) is not int or cols < fewest:
         return None
     if (type(rows) is not int or rows > 1) and left.strides[1] != 1:
         return None
@@ -169,7 +176,8 @@ def _panels(
 
 
 def _constant_matrix(b: Output, gemv: bool) -> tuple[Constant | None, bool]:
-    """(the constant ``b`` is, False), or for a one-row product (``gemv``) (the 2-D constant
+    """(the constant ``b`` is, False), or for a 16-column panel product (``gemv``: the one-row
+    GEMV, the narrow GEMM) (the 2-D constant
     ``b`` is the transpose of, True): ONNX's ``Gemm`` with ``transB`` (every exported
     ``Linear``) reads its weights transposed; else (None, False)."""
     op = b.node.op
