@@ -8,9 +8,10 @@ kernel templates of ``codegen/``.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 from opgraph.backends.cpu.codegen import vector_math
 from opgraph.backends.cpu.config import l2_cache_bytes, l3_cache_bytes
@@ -196,15 +197,14 @@ def _gemv_panels(lanes: int, unroll: int) -> str:
     )
 
 
-def isa_branches(
-    blocking: tuple[tuple[str, int, int], ...], make: Callable[[int, int], str]
-) -> str:
-    """``#if`` / ``#elif`` over ``blocking``'s (macro test, floats per vector, n) rows, each
-    branch ``make(floats per vector, n)`` (the per-instruction-set helpers)."""
+def isa_branches(blocking: Sequence[tuple[Any, ...]], make: Callable[..., str]) -> str:
+    """``#if`` / ``#elif`` over ``blocking``'s (macro test, floats per vector, ...) rows, each
+    branch ``make(floats per vector, ...)``: the row's other fields in order (the
+    per-instruction-set helpers: ``GEMV_BLOCKING``, ``GEMM_BLOCKING``, ``NARROW_BLOCKING``)."""
     branches = []
-    for i, (test, lanes, n) in enumerate(blocking):
+    for i, (test, *fields) in enumerate(blocking):
         keyword = "#if" if i == 0 else "#elif"
-        branches.append(f"{keyword} {test}\n{make(lanes, n)}")
+        branches.append(f"{keyword} {test}\n{make(*fields)}")
     return "\n".join(branches) + "\n#endif"
 
 
@@ -562,12 +562,7 @@ static void og_gemm_panels(const float* restrict A, long lda, const float* restr
 
 
 def _gemm_panels_per_isa(budget: int | None = None) -> str:
-    branches = []
-    for i, (test, lanes, rows, depth, prefetch, a_in_l2) in enumerate(GEMM_BLOCKING):
-        keyword = "#if" if i == 0 else "#elif"
-        kernel = _gemm_panels(lanes, rows, depth, prefetch, a_in_l2, budget=budget)
-        branches.append(f"{keyword} {test}\n{kernel}")
-    return "\n".join(branches) + "\n#endif"
+    return isa_branches(GEMM_BLOCKING, functools.partial(_gemm_panels, budget=budget))
 
 
 #: A module whose buffers (weights, arguments, results and intermediates, without reuse) take
