@@ -34,6 +34,7 @@ from bench.run import fmt, measure  # noqa: E402
 from bench.runners import Prepared  # noqa: E402
 from bench.workloads import build  # noqa: E402
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config  # noqa: E402
+from opgraph.backends.cpu.config import CpuConfigError, check_precision  # noqa: E402
 
 
 def opgraph_cpu(case: Case, cache: Path, precision: str) -> Prepared:
@@ -94,6 +95,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
+    try:  # on a CPU without bf16 there is nothing to measure: say so, without a traceback
+        check_precision("bf16", default_config().isa)
+    except CpuConfigError as error:
+        parser.exit(2, f"bench/precision.py: bf16 not measured here: {error}\n")
     rounds, block = (3, 0.05) if args.quick else (8, 0.1)
     names = ["w4", "w5"] if args.workload == "all" else [args.workload]
     lines = [
