@@ -228,7 +228,7 @@ class GemmEmitter:
         stay in the L2 only where they fit it: the W3 MLP's 784 x 512 (1.6 MB) and 512 x 512
         (1 MB) in a 2 MiB L2 (Intel Xeon, model 207), not in Zen 5's 1 MiB, whose bands stay
         one unit as h123 measured them. W3 b256 on two threads, four units a band against one
-        (in-process A/B, load 3.6-4.5): paired call minima 0.964-0.992, medians 0.90-0.98; the
+        (in-process A/B, load 3.6-6.7): paired call minima 0.964-0.992, medians 0.82-0.98; the
         same units on one core level (1.006, n.s.); two units a band level (1.00-1.03). The
         narrow GEMM keeps one unit a band (its ``a`` written by the product before it, h137)."""
         if self.step.panel == narrow_gemm.WIDTH:
