@@ -15,7 +15,7 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
-from opgraph.backends.cpu.codegen import blas
+from opgraph.backends.cpu.codegen import blas, dialect
 from opgraph.backends.fused.program import GemmStep
 
 RNG = np.random.default_rng(123)
@@ -47,6 +47,13 @@ def _source(exe) -> tuple[str, str]:
     return exe.source(), f"g{exe.program.steps.index(step)}"
 
 
+def _band_units(rows: int, inner: int, cols: int, threads: int) -> int:
+    """``GemmEmitter.band_units``'s rule: ``BAND_UNITS`` a band where the constant fits the
+    L2 share and each unit keeps two whole tiles, else one."""
+    fits = 4 * inner * cols <= dialect.NEXT_GROUP_L2_BYTES
+    return blas.BAND_UNITS if fits and rows // (threads * blas.BAND_UNITS) >= 24 else 1
+
+
 CASES = {  # name: (rows, inner, cols)
     "the MLP's first layer": (256, 784, 512),
     "rows not a multiple of the tile, columns not of the panel": (203, 70, 45),
@@ -66,9 +73,10 @@ def test_bands_match_the_interpreter_and_one_thread(name, threads):
     source, name_ = _source(exe)
     banded = "og_gemm_panels(a + first * " in source  # each unit a block of rows
     assert banded is WHOLE_PANELS
-    # a unit per thread where banded (column blocks can give the same count: AVX2's 45
-    # columns on three threads are three blocks of one half-panel pair or less)
-    assert not banded or f"og_parallel({name_}, T, A, {threads}L, 1L, {threads});" in source
+    # band_units units a thread where banded (column blocks can give the same count: AVX2's
+    # 45 columns on three threads are three blocks of one half-panel pair or less)
+    units = threads * _band_units(rows, inner, cols, threads)
+    assert not banded or f"og_parallel({name_}, T, A, {units}L, 1L, {threads});" in source
     assert f"first = first / {blas.ROW_TILE} * {blas.ROW_TILE};" not in source  # split evenly
     want = og.backend("INTERPRETER").compile(fn)(data)[0].astype(np.float64)
     got = exe(data)[0]
@@ -115,3 +123,16 @@ def test_bands_need_several_threads():
     fn, _ = _layer(256, 784, 512)
     source, name_ = _source(_backend(1).compile(fn))
     assert f"og_parallel({name_}," not in source and "og_gemm_panels(a, " in source
+
+
+@pytest.mark.skipif(not WHOLE_PANELS, reason="bands need whole panels (AVX-512)")
+@pytest.mark.parametrize("share, units", [(1 << 30, blas.BAND_UNITS), (896 << 10, 1)])
+def test_band_units_follow_the_l2_share(monkeypatch, share, units):
+    """The MLP's 784 x 512 constant (1.6 MB) fits a 2 MiB L2's share: four units a band; in a
+    1 MiB L2's (Zen 5) one, as before. Either way the bits of one thread."""
+    monkeypatch.setattr(dialect, "NEXT_GROUP_L2_BYTES", share)
+    fn, data = _layer(256, 784, 512)
+    exe = _backend(2).compile(fn)
+    source, name = _source(exe)
+    assert f"og_parallel({name}, T, A, {2 * units}L, 1L, 2);" in source
+    np.testing.assert_array_equal(exe(data)[0], _backend(1).compile(fn)(data)[0])

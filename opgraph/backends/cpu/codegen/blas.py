@@ -47,6 +47,10 @@ ROW_TILE = 12
 BAND_COLUMNS_PER_ROW = 2
 BAND_ROWS = 64
 BAND_BYTES = 512 << 10
+#: A band is shared as this many units of rows (whole ``ROW_TILE`` tiles twice over at
+#: least) where the product's constant fits ``dialect.NEXT_GROUP_L2_BYTES`` (a share of
+#: the L2 read from sysfs), else as one (``GemmEmitter.band_units``).
+BAND_UNITS = 4
 
 
 def _pointer(module: ModuleContext, view: View, name: str, const: bool) -> str:
@@ -121,7 +125,7 @@ class GemmEmitter:
         elif parallel and len(batch) < threads and self.band_split(threads):
             self.split_columns = False
             extent = self.rows
-            blocks = self.bands = threads
+            blocks = self.bands = threads * self.band_units(threads)
         elif parallel and len(batch) < threads and extent >= 2 * BLOCK:
             blocks = min(self.blocks_per_thread() * threads, -(-extent // BLOCK))
         self.blocks = blocks  # for the calls that split() returned
@@ -212,6 +216,27 @@ class GemmEmitter:
             and self.cols <= BAND_COLUMNS_PER_ROW * self.rows
             and -(-self.rows // threads) * self.inner * self.t.itemsize <= BAND_BYTES
         )
+
+    def band_units(self, threads: int) -> int:
+        """Units of rows per band (:meth:`band_split`): ``BAND_UNITS`` where the product's
+        constant (``inner x cols``) fits the panel GEMM's share of the L2
+        (``dialect.NEXT_GROUP_L2_BYTES``) and each unit keeps two whole tiles, else one.
+
+        The pool gives each thread its band's units first (its home) and lets the other take
+        those it has not started: a worker that joins late or is preempted inside its band no
+        longer holds the call for the whole band. Each unit reads all the panels again, which
+        stay in the L2 only where they fit it: the W3 MLP's 784 x 512 (1.6 MB) and 512 x 512
+        (1 MB) in a 2 MiB L2 (Intel Xeon, model 207), not in Zen 5's 1 MiB, whose bands stay
+        one unit as h123 measured them. W3 b256 on two threads, four units a band against one
+        (in-process A/B, load 3.6-6.7): paired call minima 0.964-0.992, medians 0.82-0.98; the
+        same units on one core level (1.006, n.s.); two units a band level (1.00-1.03). The
+        narrow GEMM keeps one unit a band (its ``a`` written by the product before it, h137)."""
+        if self.step.panel == narrow_gemm.WIDTH:
+            return 1
+        weights = self.inner * self.cols * self.b.element_type.itemsize
+        rows_per_unit = self.rows // (threads * BAND_UNITS)
+        fits = weights <= dialect.NEXT_GROUP_L2_BYTES and rows_per_unit >= 2 * ROW_TILE
+        return BAND_UNITS if fits else 1
 
     def row_split(self) -> bool:
         """Whether the blocks are rows of ``a`` (the f32 panel product of a tall ``a``).
