@@ -196,6 +196,35 @@ def test_streamed_blocks_follow_the_vector_width(backend: str, request: pytest.F
     np.testing.assert_array_equal(exe(a, b)[0], (a + b) * b)
 
 
+@pytest.mark.parametrize("backend", ["parallel_cpu", "avx2_cpu"])
+def test_streamed_blocks_follow_the_first_results_lines(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A streamed loop's blocks end on the first result's line boundaries, not on multiples
+    of the block from the range's start: two results at different offsets from a line (4 and
+    20 bytes past one), a length whose last block is partial, split between threads, every
+    element written once and right and nothing written past either end."""
+    cpu = request.getfixturevalue(backend)
+    n = (1 << 22) + 7 * 16 + 5
+    x, y = og.parameter(og.f32, (n,)), og.parameter(og.f32, (n,))
+    total = ops.add(x, y)
+    exe = cpu.compile(og.Function([ops.multiply(total, y), ops.subtract(total, x)], [x, y]))
+    assert exe.source().count("og_stream_f32(") >= 3  # the helper and one call per result
+    rng = np.random.default_rng(8)
+    a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+    offsets = (1, 5)  # floats past a line: 4 and 20 bytes
+    storage = [np.full(n + 32, -1.0, np.float32) for _ in offsets]
+    starts = [(-s.ctypes.data // 4) % 16 + k for s, k in zip(storage, offsets, strict=True)]
+    outs = [
+        cpu.create_tensor(og.f32, (n,), s[i : i + n]) for s, i in zip(storage, starts, strict=True)
+    ]
+    exe.call(outs, [cpu.create_tensor(og.f32, (n,), a), cpu.create_tensor(og.f32, (n,), b)])
+    np.testing.assert_array_equal(outs[0].read(), (a + b) * b)
+    np.testing.assert_array_equal(outs[1].read(), (a + b) - a)
+    for s, i in zip(storage, starts, strict=True):
+        assert np.all(s[:i] == -1) and np.all(s[i + n :] == -1)
+
+
 @pytest.mark.parametrize(
     ("shapes", "streamed"),
     [

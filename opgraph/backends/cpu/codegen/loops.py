@@ -301,7 +301,12 @@ class CLoopEmitter(LoopEmitter):
         self, length: int, body: list[str], pragma: str, hoisted: list[str] | None = None
     ) -> list[str]:
         """The flat loop by blocks (``STREAM_BLOCKS``): compute into aligned stack buffers,
-        then stream each buffer to its destination."""
+        then stream each buffer to its destination. Blocks end on multiples of the block's
+        bytes in the first result's address (the first block of a range is shorter), so a
+        result that does not start on a cache line (``np.zeros`` of 64 MiB starts 16 bytes
+        past one) is still written in whole lines, not one line in four split between a
+        plain and a streaming store at every block's edges (``STREAM_BLOCKS`` are powers of
+        two)."""
         self.module.helper("stream_f32")
         block = STREAM_BLOCKS[self.module.vector_lanes]
         buffers = [
@@ -313,6 +318,7 @@ class CLoopEmitter(LoopEmitter):
             f"      og_stream_f32({name} + o_{name} + c_, s{slot}, e_ - c_);"
             for slot, name in enumerate(names)
         ]
+        first = f"{names[0]} + o_{names[0]} + c_"
         return [
             f"  long r_ = begin / {length}L, i_ = begin - r_ * {length}L;",
             "  while (begin < end) {",
@@ -320,8 +326,9 @@ class CLoopEmitter(LoopEmitter):
             "    if (n_ > end - begin) n_ = end - begin;",
             *self.row_offsets("r_"),
             *(hoisted or []),
-            f"    for (long c_ = i_; c_ < i_ + n_; c_ += {block}L) {{",
-            f"      long e_ = c_ + {block}L < i_ + n_ ? c_ + {block}L : i_ + n_;",
+            "    for (long c_ = i_, e_; c_ < i_ + n_; c_ = e_) {",
+            f"      e_ = c_ + {block}L - (long)(((unsigned long)({first}) >> 2) & {block - 1}UL);",
+            "      if (e_ > i_ + n_) e_ = i_ + n_;",
             *buffers,
             f"      #pragma omp simd{pragma}",
             "      for (long l0 = c_; l0 < e_; ++l0) {",
