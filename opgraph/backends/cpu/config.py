@@ -183,10 +183,10 @@ _SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20}
 
 
-def _cache_bytes(level: str, default: int) -> int:
-    """The first core's data (or unified) cache of ``level`` in bytes, from sysfs
-    (``cpu0/cache/index*/{level,type,size}``); ``default`` where none is listed or its size
-    does not read as a number of bytes, KiB or MiB."""
+def _cache_index(level: str) -> tuple[Path, int] | None:
+    """The first core's data (or unified) cache of ``level``: its sysfs directory
+    (``cpu0/cache/index*``) and size in bytes; None where none is listed or its size does not
+    read as a number of bytes, KiB or MiB."""
     for index in sorted(_SYSFS_CACHES.glob("index*")):
         try:
             found_level, kind, size = (
@@ -196,8 +196,14 @@ def _cache_bytes(level: str, default: int) -> int:
             continue
         found = re.fullmatch(r"(\d+)([KM]?)", size)
         if found_level == level and kind in ("Data", "Unified") and found and int(found[1]) > 0:
-            return int(found[1]) * _SIZE_UNITS[found[2]]
-    return default
+            return index, int(found[1]) * _SIZE_UNITS[found[2]]
+    return None
+
+
+def _cache_bytes(level: str, default: int) -> int:
+    """The size of :func:`_cache_index`'s cache of ``level``; ``default`` where it has none."""
+    found = _cache_index(level)
+    return default if found is None else found[1]
 
 
 @functools.cache
@@ -210,6 +216,39 @@ def l2_cache_bytes() -> int:
 def l3_cache_bytes() -> int:
     """The first core's level-3 cache in bytes (:data:`DEFAULT_L3_BYTES` where unknown)."""
     return _cache_bytes("3", DEFAULT_L3_BYTES)
+
+
+#: The most L3 a listed CPU is counted to have to itself (:func:`l3_held_bytes`): above every
+#: real core's share (Zen 4 and 5 X3D: 96 MiB over 8 cores, 12 MiB; Zen 5: 4 MiB; Xeons
+#: 1.875-5 MiB). An L3 of more a CPU sharing it is a socket's seen from a guest given a few of
+#: its cores (the seventeenth session's KVM guest: 260 MiB over 2 CPUs), the rest of it filled
+#: by other tenants' data.
+L3_BYTES_PER_CPU = 16 << 20
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """How many CPUs a sysfs CPU list (``0-1,4,6-7``) names."""
+    count = 0
+    for part in cpu_list.split(","):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    return count
+
+
+@functools.cache
+def l3_held_bytes() -> int:
+    """The L3 bytes a module can count on keeping between its calls: :func:`l3_cache_bytes`,
+    at most :data:`L3_BYTES_PER_CPU` for each CPU that sysfs lists sharing it
+    (``shared_cpu_list``; not capped where it lists none or cannot be read)."""
+    found = _cache_index("3")
+    if found is None:
+        return DEFAULT_L3_BYTES
+    index, size = found
+    try:
+        sharing = _cpu_count((index / "shared_cpu_list").read_text().strip())
+    except (OSError, ValueError):
+        return size
+    return min(size, L3_BYTES_PER_CPU * max(sharing, 1))
 
 
 #: Precisions ``CpuBackend.compile(fn, precision=...)`` accepts, and the CPU flags each needs

@@ -1,7 +1,8 @@
 """``config.l2_cache_bytes`` reads the first core's L2 size from sysfs (the panel GEMM's L2
 budget, ``dialect.NEXT_GROUP_L2_BYTES``, is a share of it): KiB and MiB sizes, data or unified
 caches of level 2 only, and ``DEFAULT_L2_BYTES`` where sysfs lists none or an unreadable size;
-``config.l3_cache_bytes`` the L3's the same way (``DEFAULT_L3_BYTES``)."""
+``config.l3_cache_bytes`` the L3's the same way (``DEFAULT_L3_BYTES``), and
+``config.l3_held_bytes`` the L3 at most ``L3_BYTES_PER_CPU`` a CPU sharing it."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from opgraph.backends.cpu import config as cpu_config
 
 
 def _caches(root, *indexes, first=0):
-    for i, (level, kind, size) in enumerate(indexes, first):
+    for i, (level, kind, size, *shared) in enumerate(indexes, first):
         index = root / f"index{i}"
         index.mkdir()
-        for name, value in (("level", level), ("type", kind), ("size", size)):
+        files = [("level", level), ("type", kind), ("size", size)]
+        files += [("shared_cpu_list", cpus) for cpus in shared]  # where given
+        for name, value in files:
             (index / name).write_text(value + "\n")
 
 
@@ -68,3 +71,22 @@ def test_l2_cache_bytes_skips_an_unreadable_index(monkeypatch, tmp_path):
 def test_l3_cache_bytes_reads_sysfs(monkeypatch, tmp_path, indexes, want):
     """``config.l3_cache_bytes`` (``dialect.RESIDENT_BYTES`` is half of it) reads the same way."""
     assert _read(monkeypatch, tmp_path, indexes, cpu_config.l3_cache_bytes) == want
+
+
+@pytest.mark.parametrize(
+    ("indexes", "want"),
+    [
+        # a Zen 5 guest's CCD (2 CPUs listed): 32 MiB, not capped
+        ([("2", "Unified", "1024K", "0"), ("3", "Unified", "32768K", "0-1")], 32 << 20),
+        # a 2-CPU guest of a 260 MiB Emerald Rapids socket: 16 MiB a CPU
+        ([("2", "Unified", "2048K", "0"), ("3", "Unified", "266240K", "0-1")], 32 << 20),
+        ([("3", "Unified", "266240K", "0-3,8,10-11")], 7 * cpu_config.L3_BYTES_PER_CPU),
+        ([("3", "Unified", "96M", "0-7")], 96 << 20),  # an X3D CCD: 12 MiB a CPU
+        ([("3", "Unified", "105M")], 105 << 20),  # no shared_cpu_list: not capped
+        ([("3", "Unified", "105M", "")], 105 << 20),  # unreadable: not capped
+        ([("2", "Unified", "1024K")], cpu_config.DEFAULT_L3_BYTES),  # no L3 listed
+    ],
+)
+def test_l3_held_bytes_caps_the_l3_per_cpu_sharing_it(monkeypatch, tmp_path, indexes, want):
+    """``config.l3_held_bytes`` (``dialect.RESIDENT_BYTES`` is half of it)."""
+    assert _read(monkeypatch, tmp_path, indexes, cpu_config.l3_held_bytes) == want

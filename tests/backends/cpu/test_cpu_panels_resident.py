@@ -1,4 +1,4 @@
-"""A module whose buffers fit ``dialect.RESIDENT_BYTES`` (half the L3, ``config.l3_cache_bytes``)
+"""A module whose buffers fit ``dialect.RESIDENT_BYTES`` (half the L3, ``config.l3_held_bytes``)
 calls the panel GEMM without the next-slice prefetch (``gemm_panels_resident``: the unit's text
 with an L2 budget of 0, so panel groups of ``PANEL_GROUP_BYTES`` and rows outer as before the
 budget); larger modules, and symbolic ones, call ``gemm_panels``; AVX2 builds the half panels
@@ -16,7 +16,7 @@ import opgraph as og
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu.codegen import dialect, kernels
 from opgraph.backends.cpu.codegen import module as codegen
-from opgraph.backends.cpu.config import l3_cache_bytes
+from opgraph.backends.cpu.config import l3_held_bytes
 
 WHOLE_PANELS = not default_config().panel_halves()
 
@@ -36,7 +36,7 @@ def test_the_resident_unit_is_the_panel_gemm_without_the_budget(monkeypatch):
 
 
 def test_the_threshold_is_half_the_l3():
-    assert l3_cache_bytes() // 2 == dialect.RESIDENT_BYTES
+    assert l3_held_bytes() // 2 == dialect.RESIDENT_BYTES
     assert dialect.panels_resident(dialect.RESIDENT_BYTES)
     assert not dialect.panels_resident(dialect.RESIDENT_BYTES + 1)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from opgraph.backends.cpu.codegen import vector_math
-from opgraph.backends.cpu.config import l2_cache_bytes, l3_cache_bytes
+from opgraph.backends.cpu.config import l2_cache_bytes, l3_held_bytes
 from opgraph.backends.fused.dialect import CStyleDialect
 from opgraph.core import element_type as et
 from opgraph.core.element_type import ElementType
@@ -566,7 +566,8 @@ def _gemm_panels_per_isa(budget: int | None = None) -> str:
 
 
 #: A module whose buffers (weights, arguments, results and intermediates, without reuse) take
-#: at most this many bytes (half the L3, :func:`~opgraph.backends.cpu.config.l3_cache_bytes`)
+#: at most this many bytes (half the L3 it can count on,
+#: :func:`~opgraph.backends.cpu.config.l3_held_bytes`: at most 16 MiB a CPU sharing it)
 #: finds its panels in L3 on every call after the first, and calls the panel GEMM without the
 #: next-slice prefetch (``gemm_panels_resident``: panel groups of :data:`PANEL_GROUP_BYTES`,
 #: the code before h132's budget). The prefetch hides the first row tile's wait on a slice
@@ -578,8 +579,12 @@ def _gemm_panels_per_isa(budget: int | None = None) -> str:
 #: same blocks on one thread (thread CPU) 0.992 (76 of 100); with 64 MB written before each
 #: call (the panels from memory) 1.027 (lower in 5 of 60): there the prefetch pays, as in
 #: BERT (28 MB of weights) and ResNet-18 (45 MB), which stream them from memory
-#: (docs/performance.md, 2026-11-27, h135).
-RESIDENT_BYTES = l3_cache_bytes() // 2
+#: (docs/performance.md, 2026-11-27, h135). A 2-CPU KVM guest of an Emerald Rapids socket
+#: lists its 260 MiB L3: half of it took BERT's 28 MB of weights for resident, and its
+#: one-thread layer measured 3-4 % slower than with the prefetch (thread CPU, alternated in
+#: one process, per-round ratios 0.961-0.967 in 20-29 of 30-40 rounds, load 4-5; the MLP b256
+#: level, 1.005); the L3 counted there is 32 MiB (docs/performance.md, 2026-11-28, h139).
+RESIDENT_BYTES = l3_held_bytes() // 2
 
 
 def panels_resident(footprint: int) -> bool:
