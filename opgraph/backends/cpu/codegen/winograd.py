@@ -77,9 +77,14 @@ def image_loop(
 #: kernels, GF/s median, one call / blocks of 128: 64x49x256 102.6 / 116.2, 104.7 / 116.5,
 #: 87.8 / 92.3, 101.6 / 103.9; 128x49x256 (the one-thread build's) 79.0 / 103.1, 86.3 / 112.9;
 #: 64x49x512 73.7 / 88.7, 74.3 / 91.3; 64x98x256 82.9 / 101.4, 82.4 / 95.2; blocks of 64 were
-#: slower for K = 128 (126.5 -> 121.9, 124.8 -> 118.7). The sums change rounding: two partial
-#: sums added instead of one running sum (docs/performance.md, 2026-11-28, h140).
+#: slower for K = 128 (126.5 -> 121.9, 124.8 -> 118.7). Only in builds of
+#: :data:`PRODUCT_DEPTH_LANES` f32 lanes (AVX-512: OpenBLAS' AVX-512 kernels): an AVX2 build
+#: loads its Haswell kernels, where the same loop measured the split level to 7 % slower
+#: (64x49x256 48.9 / 48.8 and 52.1 / 48.5, 128x49x256 52.1 / 49.2). The sums change rounding:
+#: two partial sums added instead of one running sum (docs/performance.md, 2026-11-28, h140).
 PRODUCT_DEPTH = 128
+#: The vector lanes (``ModuleContext.vector_lanes``) of builds that split the depth.
+PRODUCT_DEPTH_LANES = 16
 #: Multiply-adds (rows x tiles x depth) of one unit's product up to which its depth is split
 #: (:data:`PRODUCT_DEPTH`): the largest products measured were 1.6 M.
 PRODUCT_DEPTH_WORK = 1 << 21
@@ -192,7 +197,7 @@ class WinogradEmitter:
     def depth(self, o: int, c: int) -> int:
         """Input channels per product call (:func:`product_depth` of the largest unit)."""
         s = self.step
-        if not self.splits_depth:
+        if not self.splits_depth or self.module.vector_lanes != PRODUCT_DEPTH_LANES:
             return c
         tw = -(-static(self.out.shape[3]) // self.m)
         return product_depth(-(-o // s.channel_blocks), s.images * s.block_rows * tw, c)
