@@ -400,6 +400,7 @@ class Bf16WinogradEmitter(WinogradEmitter):
 
     gemm = "og_sgemm_bf16"
     shares_transform = False
+    splits_depth = False
 
     def emit(self) -> str:
         self.module.helper("gemm_bf16")

@@ -68,10 +68,43 @@ def image_loop(
     ]
 
 
+#: Input channels per OpenBLAS call of a unit's products ``M[ξ] = U[ξ] · V[ξ]`` (f32; each
+#: call after the first adds to ``M[ξ]``, ``beta`` 1), where the unit has more and each call
+#: stays within :data:`PRODUCT_DEPTH_WORK`. The whole depth in one call read its ``U[ξ]`` rows
+#: and ``V[ξ]`` block past L1 (64 x 256 + 256 x 49 floats, 114 KB, for ResNet's 14x14 layers
+#: against a 48 KiB L1d). C loop over 16 operand sets, one thread, thread CPU, shapes
+#: alternated in 41 rounds, Intel Xeon model 207 (AVX-512, 48 KiB L1d, 2 MiB L2), SkylakeX
+#: kernels, GF/s median, one call / blocks of 128: 64x49x256 102.6 / 116.2, 104.7 / 116.5,
+#: 87.8 / 92.3, 101.6 / 103.9; 128x49x256 (the one-thread build's) 79.0 / 103.1, 86.3 / 112.9;
+#: 64x49x512 73.7 / 88.7, 74.3 / 91.3; 64x98x256 82.9 / 101.4, 82.4 / 95.2; blocks of 64 were
+#: slower for K = 128 (126.5 -> 121.9, 124.8 -> 118.7). Only in builds of
+#: :data:`PRODUCT_DEPTH_LANES` f32 lanes (AVX-512: OpenBLAS' AVX-512 kernels): an AVX2 build
+#: loads its Haswell kernels, where the same loop measured the split level to 7 % slower
+#: (64x49x256 48.9 / 48.8 and 52.1 / 48.5, 128x49x256 52.1 / 49.2). The sums change rounding:
+#: two partial sums added instead of one running sum (docs/performance.md, 2026-11-28, h140).
+PRODUCT_DEPTH = 128
+#: The vector lanes (``ModuleContext.vector_lanes``) of builds that split the depth.
+PRODUCT_DEPTH_LANES = 16
+#: Multiply-adds (rows x tiles x depth) of one unit's product up to which its depth is split
+#: (:data:`PRODUCT_DEPTH`): the largest products measured were 1.6 M.
+PRODUCT_DEPTH_WORK = 1 << 21
+
+
+def product_depth(rows: int, tiles: int, depth: int) -> int:
+    """Input channels per call of a Winograd unit's f32 products of ``rows`` output channels
+    by ``tiles`` tiles over ``depth`` input channels (:data:`PRODUCT_DEPTH`; ``depth``: one
+    call)."""
+    if depth <= PRODUCT_DEPTH or rows * tiles * depth > PRODUCT_DEPTH_WORK:
+        return depth
+    return PRODUCT_DEPTH
+
+
 class WinogradEmitter:
     """``static int <name>(T, A, lo, hi)`` over (image, tile-row block) units."""
 
     gemm = "scipy_cblas_sgemm"  # the bf16 variant calls its own (codegen/bf16.py)
+    #: Whether the products split their depth (:func:`product_depth`; f32 OpenBLAS only).
+    splits_depth = True
     #: Whether a step split into output-channel blocks transforms its input once for all of
     #: them (``WinogradStep.shared``); the bf16 and symbolic-batch variants transform per unit.
     shares_transform = True
@@ -146,6 +179,9 @@ class WinogradEmitter:
         channels from ``o0``); a flipped step reads ``U[xi]`` as ``u[flip(xi)]ᵀ``."""
         v = "V + xi * vs, (int)tb, 0, M + xi * ms, (int)tb);"
         if not self.step.flipped:
+            kb = self.depth(o, c)
+            if kb < c:
+                return self.split_products(o, c, taps, kb)
             return [
                 f"    for (int xi = 0; xi < {taps}; ++xi)",
                 f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
@@ -156,6 +192,26 @@ class WinogradEmitter:
             f"    for (int xi = 0; xi < {taps}; ++xi)",
             f"      {self.gemm}(101, 112, 111, (int)op, (int)tb, {c}, 1, "
             f"u0 + {self.name}_flip[xi] * {o * c}L + o0, {o}, {v}",
+        ]
+
+    def depth(self, o: int, c: int) -> int:
+        """Input channels per product call (:func:`product_depth` of the largest unit)."""
+        s = self.step
+        if not self.splits_depth or self.module.vector_lanes != PRODUCT_DEPTH_LANES:
+            return c
+        tw = -(-static(self.out.shape[3]) // self.m)
+        return product_depth(-(-o // s.channel_blocks), s.images * s.block_rows * tw, c)
+
+    def split_products(self, o: int, c: int, taps: int, kb: int) -> list[str]:
+        """The unit's products in calls of ``kb`` input channels, each after the first adding
+        to ``M[xi]``."""
+        return [
+            f"    for (int xi = 0; xi < {taps}; ++xi)",
+            f"      for (long k0 = 0; k0 < {c}L; k0 += {kb}L)",
+            f"        {self.gemm}(101, 111, 111, (int)op, (int)tb, "
+            f"(int)(k0 + {kb}L < {c}L ? {kb}L : {c}L - k0), 1, "
+            f"u0 + xi * {o * c}L + o0 * {c}L + k0, {c}, V + xi * vs + k0 * tb, (int)tb, "
+            "k0 ? 1.0f : 0.0f, M + xi * ms, (int)tb);",
         ]
 
     def step_head(self, w: int) -> list[str]:
