@@ -11,6 +11,10 @@ import pytest
 _ROOT = Path(__file__).resolve().parents[1]
 _OUTSIDE_THE_LIBRARY = [str(_ROOT / "examples"), str(_ROOT / "tools")]
 sys.path[:0] = _OUTSIDE_THE_LIBRARY
+# bench/ lives beside the library too: tests of its scripts import it as ``bench`` (this
+# process only; the commands they start run from the checkout's root).
+if str(_ROOT) not in sys.path:
+    sys.path.append(str(_ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [*_OUTSIDE_THE_LIBRARY, *filter(None, [os.environ.get("PYTHONPATH")])]
 )

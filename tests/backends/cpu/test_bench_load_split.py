@@ -5,20 +5,14 @@ nothing here is timed."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("onnx", reason="onnx is not installed (the bench extra)")
 pytest.importorskip("torch", reason="torch is not installed (bench/models.py needs it)")
 pytest.importorskip("openvino", reason="openvino is not installed (the bench extra)")
 
-ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from bench import load_split, models, runners  # noqa: E402
+from bench import load_split, models, runners
 
 
 def _prepared() -> dict[str, runners.Prepared]:

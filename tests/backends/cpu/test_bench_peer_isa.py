@@ -18,8 +18,6 @@ pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the ben
 pytest.importorskip("torch", reason="torch is not installed (bench/models.py needs it)")
 
 ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from bench.run import PEERS, peers_of  # noqa: E402
 from opgraph.backends.cpu.config import supports_isa  # noqa: E402

@@ -5,7 +5,6 @@ flags the precision check reads; nothing here is timed."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,12 +12,9 @@ pytest.importorskip("onnx", reason="onnx is not installed (the bench extra)")
 pytest.importorskip("torch", reason="torch is not installed (bench/models.py needs it)")
 pytest.importorskip("openvino", reason="openvino is not installed (the bench extra)")
 
-ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from bench import precision  # noqa: E402
-from opgraph.backends.cpu import config as cpu_config  # noqa: E402
+from bench import precision
+from opgraph.backends.cpu import config as cpu_config
 
 
 def test_a_cpu_without_avx512_bf16_is_reported_not_measured(monkeypatch, capsys):

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from bench.gemm_pair import build  # noqa: E402
 from opgraph.backends.cpu import default_config  # noqa: E402

@@ -7,21 +7,16 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from asm_checks import compile_to_asm, innermost_loops  # beside this file (rootdir import)
 
-ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.gemm_tiles import PEAK_CHAINS, build, instrumented, peak_isa, peak_source  # noqa: E402
-from bench.machine import cpu_identity  # noqa: E402
-from opgraph.backends.cpu import default_config  # noqa: E402
-from opgraph.backends.cpu.codegen import dialect  # noqa: E402
-from opgraph.backends.cpu.config import supports_isa  # noqa: E402
+from bench.gemm_tiles import PEAK_CHAINS, build, instrumented, peak_isa, peak_source
+from bench.machine import cpu_identity
+from opgraph.backends.cpu import default_config
+from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.config import supports_isa
 
 FMA = re.compile(r"vfmadd231ps\s+%(\w+), %(\w+), %(\w+)")
 

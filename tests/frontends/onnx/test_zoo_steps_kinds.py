@@ -5,19 +5,13 @@ convolution kinds it had."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
 pytest.importorskip("torch", reason="torch is not installed (bench/models.py imports it)")
 
-ROOT = Path(__file__).resolve().parents[3]  # bench/ lives beside the library
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from bench.zoo_steps import node_kind, step_kind  # noqa: E402
+from bench.zoo_steps import node_kind, step_kind
 
 
 @pytest.mark.parametrize(
