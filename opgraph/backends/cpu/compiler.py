@@ -29,6 +29,7 @@ from opgraph.backends.cpu import host_team
 from opgraph.backends.cpu.cache import ModuleCache, module_cache
 from opgraph.backends.cpu.codegen import kernels, runtime
 from opgraph.backends.cpu.config import CpuConfig, resolve_compiler
+from opgraph.backends.cpu.gather_tuning import gather_flags
 from opgraph.core.errors import OpgraphError
 from opgraph.runtime.backend import Progress
 
@@ -210,7 +211,14 @@ class Toolchain:
         loops go through the runtime's thread pool (``og_parallel``, resolved when the module
         is loaded), so no module links OpenMP: -fopenmp-simd only enables ``omp simd``."""
         target = self.config.target_flags()  # -march: after -O3, as it always was
-        flags = [*CFLAGS[:1], *target, *CFLAGS[1:], "-fopenmp-simd", *self.config.extra_cflags]
+        flags = [
+            *CFLAGS[:1],
+            *target,
+            *CFLAGS[1:],
+            "-fopenmp-simd",
+            *gather_flags(self.compiler, self._target()),
+        ]
+        flags += self.config.extra_cflags
         if "blas" in needs:
             flags += blas(self.config.blas_coretype()).link_flags
         if "mvec" in needs:

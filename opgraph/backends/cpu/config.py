@@ -160,17 +160,29 @@ class CpuConfig:
         return 8 if self.panel_halves() else 16
 
 
-@functools.cache
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none, or off x86)."""
+def _cpuinfo_field(name: str) -> str:
+    """The first CPU's ``name`` field in ``/proc/cpuinfo`` ("" where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return frozenset()
+        return ""
     for line in text.splitlines():
-        if line.split(":")[0].strip() == "flags":
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+        if line.split(":")[0].strip() == name:
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none, or off x86)."""
+    return frozenset(_cpuinfo_field("flags").split())
+
+
+@functools.cache
+def cpu_vendor() -> str:
+    """The CPU's vendor as it reports it (``GenuineIntel``, ``AuthenticAMD``; "" where
+    ``/proc/cpuinfo`` has none)."""
+    return _cpuinfo_field("vendor_id")
 
 
 #: The L2 cache size assumed where the CPU does not say (Zen 5's and Sapphire Rapids' per core
