@@ -19,6 +19,8 @@ from opgraph.passes.fuse_quantized_products import fuse_quantized_products
 
 INTERPRETER = og.backend("INTERPRETER")
 HAS_AVX2 = {"avx2", "fma", "bmi2"} <= cpu_config.cpu_flags()
+#: What a forced ISA needs of this CPU (x86-64-v4: AVX-512 without VBMI, the gather loop).
+ISA_FLAGS = {"avx2": {"avx2", "fma", "bmi2"}, "avx512": {"avx512f", "avx512bw", "avx512vl"}}
 SHAPE = (4, 96)
 
 
@@ -32,10 +34,10 @@ def _like(value: float, x: og.Output) -> og.Output:
     return ops.broadcast(og.constant(np.float32(value)), x.shape, tuple(range(x.rank)))
 
 
-def gelu_chain(t: og.ElementType) -> og.Function:
+def gelu_chain(t: og.ElementType, shape: tuple[int, ...] = SHAPE) -> og.Function:
     """BERT's GELU as onnxruntime's quantize_static writes it (as in
     tests/passes/test_fold_quantized_chains.py)."""
-    x = og.parameter(og.f32, SHAPE, name="x")
+    x = og.parameter(og.f32, shape, name="x")
     zero = 3 if t is og.u8 else -5
     h = _qdq(x, 0.043, zero, t)
     e = _qdq(ops.erf(ops.divide(h, _like(1.4142135, h))), 0.0078, zero, t)
@@ -70,6 +72,25 @@ def test_a_gelu_chain_is_one_lookup_and_exact(backend, t):
     assert Gather in kinds and Erf not in kinds
     data = _inputs(np.random.default_rng(9))
     np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
+
+
+@pytest.mark.parametrize("t", [og.u8, og.i8])
+@pytest.mark.parametrize("shape", [(4, 96), (3, 1000), (70,)])
+def test_the_lookup_runs_on_bytes_where_the_target_has_vbmi(t, shape):
+    """The stored lookup is emitted as index bytes then ``og_lut256_u8`` in place (its code
+    compiled where the target has AVX-512 VBMI, the gather loop elsewhere: AVX2, AVX-512
+    without VBMI): rows of whole 64-byte blocks and tails, ranges entered mid-row (two
+    threads), the same bytes."""
+    fn = gelu_chain(t, shape)
+    for isa, threads in (("native", 2), ("native", 1), ("avx2", 1), ("avx512", 1)):
+        if isa != "native" and not ISA_FLAGS[isa] <= cpu_config.cpu_flags():
+            continue
+        config = dataclasses.replace(default_config(), isa=isa, num_threads=threads)
+        exe = CpuBackend(config).compile(fn)
+        assert "og_lut256_u8(" in exe.source()  # type: ignore[attr-defined]
+        data = (np.random.default_rng(5).standard_normal(shape) * 4).astype(np.float32)
+        data.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -0.0]
+        np.testing.assert_array_equal(exe(data), INTERPRETER.compile(fn)(data))
 
 
 def _ffn() -> og.Function:

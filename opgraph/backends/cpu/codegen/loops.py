@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from opgraph.backends.cpu.codegen import dialect
+from opgraph.backends.cpu.codegen.byte_lookup import LUT256_HELPER, ByteLookup, find_byte_lookup
 from opgraph.backends.cpu.codegen.context import ModuleContext
 from opgraph.backends.cpu.codegen.gather_prefetch import prefetch_lines
 from opgraph.backends.cpu.codegen.row_reuse import SAVE_COST, RowReuse, full_closure, plan_row_reuse
@@ -226,6 +227,9 @@ class CLoopEmitter(LoopEmitter):
         stored = [k for k, _ in self.kernel.stores]
         length = self.domain.vector[0].size
         stream = self.streaming()
+        lookup = None if stream else find_byte_lookup(self)
+        if lookup is not None:
+            return self.byte_lookup_kernel(lookup)
         hoisted = self.row_index_loads(stored)
         body = self.full_body(stored, "        " if stream else "      ")
         for slot, (k, view) in enumerate(self.kernel.stores):
@@ -235,12 +239,37 @@ class CLoopEmitter(LoopEmitter):
                 body.append(f"        s{slot}[l0 - c_] = {value};")
             else:
                 body.append(f"      {self.element(access, Level.FULL)} = {value};")
-        pragma = " reduction(|:err)" if self.checks else ""
-        if self.short_bytes(length):
-            pragma += " simdlen(16)"
+        pragma = self.flat_pragma()
         if stream:
             return self.streamed_loop(static(length), body, pragma, hoisted)
-        size = self.size_expr(length)
+        return self.flat_loop(hoisted, pragma, body)
+
+    def byte_lookup_kernel(self, lookup: ByteLookup) -> list[str]:
+        """The flat loop of a kernel whose one store is a byte table lookup
+        (``codegen/byte_lookup.py``): under ``OG_LUT256`` it stores the index bytes, then
+        looks each row's up in place."""
+        self.module.helper(LUT256_HELPER)
+        store = self.accesses[(0, True)]
+        table = lookup.table_lines(self)
+        hoisted = self.row_index_loads([lookup.index])
+        body = self.full_body([lookup.index], "      ")
+        body += lookup.store_lines(self, store, "      ")
+        after = lookup.row_lines(store, "    ")
+        return table + self.flat_loop(hoisted, self.flat_pragma(), body, after)
+
+    def flat_pragma(self) -> str:
+        """The clauses of a flat loop's ``omp simd``."""
+        pragma = " reduction(|:err)" if self.checks else ""
+        if self.short_bytes(self.domain.vector[0].size):
+            pragma += " simdlen(16)"
+        return pragma
+
+    def flat_loop(
+        self, hoisted: list[str], pragma: str, body: list[str], after: list[str] | None = None
+    ) -> list[str]:
+        """The range-split loop over rows around the vector loop's ``body``; ``after`` runs
+        after each row's vector loop."""
+        size = self.size_expr(self.domain.vector[0].size)
         out = [
             f"  long r_ = begin / {size}, i_ = begin - r_ * {size};",
             "  while (begin < end) {",
@@ -252,6 +281,7 @@ class CLoopEmitter(LoopEmitter):
             "    for (long l0 = i_; l0 < i_ + n_; ++l0) {",
             *body,
             "    }",
+            *(after or []),
             "    begin += n_; i_ = 0; ++r_;",
             "  }",
         ]
