@@ -38,8 +38,30 @@ def test_only_the_avx512_kernels_prefetch_the_next_group():
     assert room in avx512
     assert "int ahead = room >= 2 * slice;" in avx512
     assert "long group = ahead ? 1 : rows_outer ? panels :" in avx512
+    # each later row tile prefetches its share of the next slice, not a line per inner step
+    assert "long share = ((nk1 - nk0) * 128L + tiles - 2) / (tiles - 1);" in avx512
+    assert "for (pfb = 64; pfb > 8 && pfb / 2 * (k1 - k0) >= share; pfb /= 2) {}" in avx512
     for branch in [*others, dialect.HELPERS["gemm_half_panels"]()]:
         assert "__builtin_prefetch(pf" not in branch
+
+
+@pytest.mark.parametrize("tiles", range(2, 40))
+@pytest.mark.parametrize("depth", [64, 550, 768, 1024])
+def test_the_prefetch_step_covers_a_tiles_share(tiles, depth):
+    """The step ``pfb`` (bytes further per inner index) that ``_NEXT_GROUP``'s loop picks: the
+    smallest of 8, 16, 32, 64 that reaches a tile's share of the next slice (128 bytes an
+    inner index, the next slice as deep as this block), so the tiles after the first reach
+    all of it (their parts start a share apart), and never over a line (no line skipped)."""
+    share = -(-(depth * 128) // (tiles - 1))
+    pfb = 64
+    while pfb > 8 and pfb // 2 * depth >= share:
+        pfb //= 2
+    assert pfb in (8, 16, 32, 64)
+    assert pfb == 64 or pfb * depth >= share  # a tile's part reaches its share
+    assert pfb == 8 or pfb * depth < 2 * share  # the smallest such step
+    if tiles > 2:  # two row tiles: the second reaches half of each slice, as before
+        reach = depth * 128 * (tiles - 2) // (tiles - 1) + pfb * depth
+        assert reach >= depth * 128
 
 
 def _product(lib: ctypes.CDLL, a: np.ndarray, panels: np.ndarray, cols: int, unit: int):

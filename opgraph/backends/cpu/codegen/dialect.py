@@ -364,9 +364,20 @@ NEXT_GROUP_L2_BYTES = l2_cache_bytes() * 7 // 8
 #: AVX-512 kernel walks the panels one at a time (groups of one: ``a``'s block stays in L2)
 #: and the row tiles after a panel's first prefetch the next panel's slice
 #: (this inner block's next panel, else the first panel's slice of the next block) into
-#: L2: row tile ``outer`` takes part ``outer - 1`` of ``tiles - 1``, one ``prefetcht1`` a
-#: 64-byte line further per inner step from ``pf`` (``pfb`` 64; 0 for the first row tile and
-#: where nothing follows: it then prefetches one line it holds). Without it the first row
+#: L2: row tile ``outer`` takes part ``outer - 1`` of ``tiles - 1``, one ``prefetcht1`` per
+#: inner step from ``pf``, ``pfb`` bytes further each step (0 for the first row tile and
+#: where nothing follows: it then prefetches one line it holds). ``pfb`` is the smallest of 8,
+#: 16, 32, 64 whose steps reach the tile's share of the next slice (64 bytes, a line a step,
+#: reached up to five shares ahead on BERT's 768-deep 11-tile products: each later tile
+#: prefetched again the lines the tiles before had fetched, and the lines of the slice after
+#: the next). On the Intel guest (Emerald Rapids, 2 MiB L2) that cost the tiles after the
+#: first 6-11 % (rdtsc per call 8144-8770 ticks against the first tile's 7352-7730), and 16
+#: bytes a step (BERT's 11 tiles) took it back: C harness, 8 weight copies, one thread, load
+#: 8, GF/s 64 bytes / the share: 128x768x2304 149.0-154.2 / 163.1-168.6, 128x768x3072
+#: 145.6-146.9 / 166.2-169.9, 128x3072x768 142.1-146.3 / 169.0, 49x4608x512 126.4-129.2 /
+#: 137.1-138.1; the BERT layer per core -11 % (docs/performance.md, 2026-11-28, h146).
+#: Zen 5 not measured (its lines re-fetched from L2 were cheaper: h132 gained with 64). Two
+#: row tiles keep 64 (half of each slice, as before). Without it the first row
 #: tile read each slice from memory at 128 bytes per 24 multiply-adds, faster than one core's
 #: stream, and 49-row products (ResNet-18's 7x7 stage: five row tiles) waited on it: rdtsc per
 #: call of a group's first row tile 11500-12400 ticks against the others' 6600-6700; with the
@@ -390,8 +401,9 @@ _NEXT_GROUP = """        const char* pf = (const char*)P;
           if (np == panels) {{ np = 0; nk0 = k1; nk1 = K * (kb + 2) / blocks; }}
           if (nk0 < K) {{
             long lo = (nk1 - nk0) * {row_bytes}L * (outer - 1) / (tiles - 1);
+            long share = ((nk1 - nk0) * {row_bytes}L + tiles - 2) / (tiles - 1);
             pf = (const char*)(P + (first + np) * K * {pw} + nk0 * {pw}) + lo;
-            pfb = 64;
+            for (pfb = 64; pfb > 8 && pfb / 2 * (k1 - k0) >= share; pfb /= 2) {{}}
           }}
         }}"""
 
