@@ -139,3 +139,42 @@ def test_avx2_pixel_tiles_keep_accumulators_and_inputs_in_registers(tmp_path):
     fmas = [line.strip() for line in asm.read_text().splitlines() if "vfmadd" in line]
     assert len(fmas) >= 12 + 8 + 4  # the 3-, 2- and 1-vector tiles of 4-row groups
     assert [f for f in fmas if "(" in f] == []
+
+
+# (batch, channels, outputs, size (h, w), kernel, strides, padding below / above, dilations):
+# panel convolutions whose pixels' windows lie inside the image, cross its rows only, its
+# columns only, or both; uneven padding, rectangular kernels and strides.
+WINDOW_CASES = [
+    (1, 64, 64, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+    (1, 64, 64, (9, 11), (3, 5), (2, 1), (0, 2), (2, 1), (1, 1)),
+    (2, 48, 64, (8, 6), (5, 3), (1, 2), (2, 0), (1, 1), (1, 2)),
+    (1, 72, 64, (6, 9), (2, 4), (1, 1), (1, 0), (0, 3), (2, 1)),
+]
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=lambda c: "x".join(map(str, c[3] + c[4])))
+def test_patches_of_inside_windows_equal_the_tested_copy(case, monkeypatch):
+    """The patches of pixels whose windows' columns lie inside the image, copied at constant
+    offsets (``conv_panels.INSIDE_PATCHES``), give the outputs of the tap-by-tap copy bit for
+    bit, and both match INTERPRETER."""
+    n, c, o, size, kernel, strides, below, above, dilations = case
+    rng = np.random.default_rng(c + o + kernel[1])
+    w = (rng.standard_normal((o, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(
+        np.float32
+    )
+    x = og.parameter(og.f32, (n, c, *size))
+    y = ops.convolution(x, og.constant(w), strides=strides, padding_below=below,
+                        padding_above=above, dilations=dilations)  # fmt: skip
+    fn = og.Function([y], [x])
+    data = rng.standard_normal(x.shape).astype(np.float32)
+    outputs = []
+    for inside in (False, True):
+        monkeypatch.setattr(conv_panels, "INSIDE_PATCHES", inside)
+        exe = CpuBackend(dataclasses.replace(default_config(), num_threads=2)).compile(fn)
+        assert any(type(s).__name__ == "PanelConvStep" for s in exe.program.steps)
+        assert ("iw0 >= 0" in exe.source()) is inside
+        outputs.append(exe(data)[0])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    (want,) = og.backend("INTERPRETER").compile(fn)(data)
+    k = c * kernel[0] * kernel[1]
+    np.testing.assert_allclose(outputs[1], want, rtol=1e-4, atol=1e-4 * np.sqrt(k))

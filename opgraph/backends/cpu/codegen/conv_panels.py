@@ -30,6 +30,9 @@ from opgraph.core import element_type as et
 
 #: Patch elements from which the patch phase is shared between threads.
 PARALLEL_PATCHES = 1 << 15
+#: Whether a pixel whose window's columns lie inside the image copies its taps at constant
+#: offsets (``PanelConvEmitter.window_copy``) instead of testing each tap's column.
+INSIDE_PATCHES = True
 #: The preprocessor test of builds whose unit multiplies its block one panel at a time.
 #: ``og_gemm_panels`` over several panels runs panels outer, K blocks outermost: it jumps
 #: from one panel's K block to the next panel's (4608 x 128 bytes apart in ResNet-18's
@@ -146,12 +149,26 @@ class PanelConvEmitter:
 
     def patches(self, k: int, columns: int) -> list[str]:
         """``<name>_patches``: units are output pixels (image-major); each writes its row
-        of ``k`` patch values (channel, filter row, filter column) to the scratch."""
+        of ``k`` patch values (channel, filter row, filter column) to the scratch. A pixel
+        whose window lies inside the image copies it without tests (:data:`INSIDE_PATCHES`),
+        one whose columns do tests only its rows; the others test every tap."""
         s = self.step
         c, h, w = static_all(self.x.shape[1:])
         _, oh, ow = s.images
         (kh, kw), (sh, sw), (dh, dw), (pt, pl) = s.kernel, s.strides, s.dilations, s.padding
         xs = self.x.strides
+        inside = [
+            f"    long ih0 = i * {sh}L - {pt}L, iw0 = j * {sw}L - {pl}L;",
+            f"    int rows_in = ih0 >= 0 && ih0 + {(kh - 1) * dh}L < {h}L;",
+            f"    if (iw0 >= 0 && iw0 + {(kw - 1) * dw}L < {w}L) {{",
+            "      if (rows_in) {",
+            *self.window_copy(c, False),
+            "      } else {",
+            *self.window_copy(c, True),
+            "      }",
+            "      continue;",
+            "    }",
+        ]
         return [
             f"static int {self.name}_patches(void* const* T, char* A, long lo, long hi) {{",
             _pointer(self.module, self.x, "x0", True),
@@ -160,6 +177,7 @@ class PanelConvEmitter:
             f"    long img = u / {oh * ow}L, i = (u / {ow}L) % {oh}L, j = u % {ow}L;",
             f"    const float* x = x0 + img * {xs[0]}L;",
             f"    float* row = scratch + u * {k}L;",
+            *(inside if INSIDE_PATCHES else []),
             f"    for (long ch = 0; ch < {c}L; ++ch) {{",
             f"      const float* xc = x + ch * {xs[1]}L;",
             f"      for (long a = 0; a < {kh}L; ++a) {{",
@@ -179,6 +197,25 @@ class PanelConvEmitter:
             "  }",
             "  return 0;",
             "}",
+        ]
+
+    def window_copy(self, c: int, rows_checked: bool) -> list[str]:
+        """The copy of a pixel's window whose columns lie inside the image (``ih0``, ``iw0``:
+        its first input row and column), every tap at a constant offset from its row's first;
+        ``rows_checked``: rows outside the image written as zeros."""
+        (kh, kw), (dh, dw), xs = self.step.kernel, self.step.dilations, self.x.strides
+        taps = f"for (long b = 0; b < {kw}L; ++b) d[b] = r[b * {dw * xs[3]}L];"
+        zeros = f"for (long b = 0; b < {kw}L; ++b) d[b] = 0.0f;"
+        check = f"if (ih < 0 || ih >= {static(self.x.shape[2])}L) {{ {zeros} continue; }}"
+        return [
+            f"        for (long ch = 0; ch < {c}L; ++ch)",
+            f"          for (long a = 0; a < {kh}L; ++a) {{",
+            f"            long ih = ih0 + a * {dh}L;",
+            f"            float* d = row + (ch * {kh}L + a) * {kw}L;",
+            *([f"            {check}"] if rows_checked else []),
+            f"            const float* r = x + ch * {xs[1]}L + ih * {xs[2]}L + iw0 * {xs[3]}L;",
+            f"            {taps}",
+            "          }",
         ]
 
 
