@@ -23,8 +23,18 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # cache directory (inherited by the subprocesses tests start), removed when the run ends. A
 # developer may keep one between runs with OPGRAPH_TEST_CACHE_DIR (never the user's cache).
 # This must happen before opgraph reads its configuration, hence at import time.
+# Under pytest-xdist the controller (the first process) makes the directory and its workers,
+# started after this import with its environment, find it in _RUN_CACHE and share it: modules
+# one worker compiled are hits for the others, and the cache's cross-process locking and
+# atomic installs are exercised by every parallel run. Only the process that made it removes it.
+_RUN_CACHE = "OPGRAPH_TEST_RUN_CACHE_DIR"
 _KEPT_CACHE = os.environ.get("OPGRAPH_TEST_CACHE_DIR")
-_TEST_CACHE = Path(_KEPT_CACHE or tempfile.mkdtemp(prefix="opgraph-test-cache-"))
+_INHERITED_CACHE = os.environ.get(_RUN_CACHE)
+_TEST_CACHE = Path(
+    _KEPT_CACHE or _INHERITED_CACHE or tempfile.mkdtemp(prefix="opgraph-test-cache-")
+)
+_OWNS_CACHE = not (_KEPT_CACHE or _INHERITED_CACHE)
+os.environ[_RUN_CACHE] = str(_TEST_CACHE)
 for _name in ("OPGRAPH_CACHE_DIR", "OPGRAPH_CPU_CACHE_DIR"):
     os.environ[_name] = str(_TEST_CACHE)
 
@@ -33,7 +43,7 @@ from opgraph.distributed import SingleProcessCommunicator, set_communicator  # n
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _KEPT_CACHE:
+    if _OWNS_CACHE:
         shutil.rmtree(_TEST_CACHE, ignore_errors=True)
 
 
