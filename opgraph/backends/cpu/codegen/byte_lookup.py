@@ -132,7 +132,7 @@ def find_byte_lookup(emitter: CLoopEmitter) -> ByteLookup | None:
         return None
     k, view = kernel.stores[0]
     store = emitter.accesses[(0, True)]
-    if view.element_type not in _BYTES or not _is(domain.vector[0].strides[store.name], 1):
+    if view.element_type not in _BYTES or domain.vector[0].strides[store.name] != 1:
         return None
     node = kernel.nodes[emitter.source(k)]
     if not _converts(node, (view.element_type,)):
@@ -167,16 +167,12 @@ def _shared_table(emitter: CLoopEmitter, gather: KNode) -> Access | None:
     term = gather.terms[0]
     if not isinstance(gather.table, View) or gather.element_type is not et.i32:
         return None
-    if gather.table.element_type is not et.i32 or not _is(term.stride, 1):
+    if gather.table.element_type is not et.i32 or term.stride != 1:
         return None
-    if not _is(term.size, ENTRIES):
+    if term.size != ENTRIES:
         return None
     access = emitter.accesses[(gather.index, False)]
     dims = [*emitter.domain.rows, *emitter.domain.vector]
-    if not all(_is(d.strides[access.name], 0) for d in dims):
+    if any(d.strides[access.name] != 0 for d in dims):
         return None
     return access
-
-
-def _is(size: object, value: int) -> bool:
-    return type(size) is int and size == value

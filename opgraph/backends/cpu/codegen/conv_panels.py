@@ -162,9 +162,9 @@ class PanelConvEmitter:
             f"    int rows_in = ih0 >= 0 && ih0 + {(kh - 1) * dh}L < {h}L;",
             f"    if (iw0 >= 0 && iw0 + {(kw - 1) * dw}L < {w}L) {{",
             "      if (rows_in) {",
-            *self.window_copy(c, False),
+            *self.window_copy(c, h, False),
             "      } else {",
-            *self.window_copy(c, True),
+            *self.window_copy(c, h, True),
             "      }",
             "      continue;",
             "    }",
@@ -199,14 +199,14 @@ class PanelConvEmitter:
             "}",
         ]
 
-    def window_copy(self, c: int, rows_checked: bool) -> list[str]:
+    def window_copy(self, c: int, h: int, rows_checked: bool) -> list[str]:
         """The copy of a pixel's window whose columns lie inside the image (``ih0``, ``iw0``:
         its first input row and column), every tap at a constant offset from its row's first;
-        ``rows_checked``: rows outside the image written as zeros."""
+        ``rows_checked``: rows outside the image (``h`` rows) written as zeros."""
         (kh, kw), (dh, dw), xs = self.step.kernel, self.step.dilations, self.x.strides
         taps = f"for (long b = 0; b < {kw}L; ++b) d[b] = r[b * {dw * xs[3]}L];"
         zeros = f"for (long b = 0; b < {kw}L; ++b) d[b] = 0.0f;"
-        check = f"if (ih < 0 || ih >= {static(self.x.shape[2])}L) {{ {zeros} continue; }}"
+        check = f"if (ih < 0 || ih >= {h}L) {{ {zeros} continue; }}"
         return [
             f"        for (long ch = 0; ch < {c}L; ++ch)",
             f"          for (long a = 0; a < {kh}L; ++a) {{",
