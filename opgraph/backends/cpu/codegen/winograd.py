@@ -24,6 +24,7 @@ from opgraph.backends.cpu.codegen import winograd_f4
 from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.windows import _pointer
+from opgraph.backends.cpu.config import l2_cache_bytes
 from opgraph.backends.fused.lowering.winograd_tiles import (
     FLIPPED_POINTS,
     padded_row,
@@ -88,6 +89,20 @@ PRODUCT_DEPTH_LANES = 16
 #: Multiply-adds (rows x tiles x depth) of one unit's product up to which its depth is split
 #: (:data:`PRODUCT_DEPTH`): the largest products measured were 1.6 M.
 PRODUCT_DEPTH_WORK = 1 << 21
+
+#: Filters (all planes, bytes) above which an f32 step's products prefetch into L2, before each
+#: product call, the unit's filter slice of the next call (``prefetcht1``, the slice's rows
+#: line by line), in a module that does not keep its buffers in L3 (``panels_resident``:
+#: ``dialect.RESIDENT_BYTES``). Each unit reads its block of filters once a call, from memory
+#: in such a module (ResNet-18: 45-55 MB of weights), and OpenBLAS then waits on every line
+#: of it; filters within half the L2 (:func:`~opgraph.backends.cpu.config.l2_cache_bytes`)
+#: are read again by the thread's other units, and the prefetch only costs there (ResNet-18's
+#: 64 x 56x56 F(4x4) layers, 0.59 MB of filters: +2-3 % with it). ResNet-18 b1 in one process
+#: against the build without it, Intel Xeon model 207 (2 MiB L2), per-step minima: one
+#: thread, the 256 x 14x14 F(2x2) layers (4.2 MB) -4 to -5.5 %, the 128 x 28x28 F(4x4) layers
+#: (2.4 MB) -3.5 to -5 %; two threads, the 14x14 layers -3 to -7 % (docs/performance.md,
+#: 2026-11-28, h149). A hint: outputs bitwise equal.
+PREFETCH_FILTER_BYTES = l2_cache_bytes() // 2
 
 
 def product_depth(rows: int, tiles: int, depth: int) -> int:
@@ -183,9 +198,11 @@ class WinogradEmitter:
             if kb < c:
                 return self.split_products(o, c, taps, kb)
             return [
-                f"    for (int xi = 0; xi < {taps}; ++xi)",
+                f"    for (int xi = 0; xi < {taps}; ++xi) {{",
+                *self.prefetch_next(o, c, taps, c),
                 f"      {self.gemm}(101, 111, 111, (int)op, (int)tb, {c}, 1, "
                 f"u0 + xi * {o * c}L + o0 * {c}L, {c}, {v}",
+                "    }",
             ]
         assert self.m == 2, "flipped filters are F(2x2, 3x3)'s"
         return [
@@ -207,11 +224,33 @@ class WinogradEmitter:
         to ``M[xi]``."""
         return [
             f"    for (int xi = 0; xi < {taps}; ++xi)",
-            f"      for (long k0 = 0; k0 < {c}L; k0 += {kb}L)",
+            f"      for (long k0 = 0; k0 < {c}L; k0 += {kb}L) {{",
+            *self.prefetch_next(o, c, taps, kb),
             f"        {self.gemm}(101, 111, 111, (int)op, (int)tb, "
             f"(int)(k0 + {kb}L < {c}L ? {kb}L : {c}L - k0), 1, "
             f"u0 + xi * {o * c}L + o0 * {c}L + k0, {c}, V + xi * vs + k0 * tb, (int)tb, "
             "k0 ? 1.0f : 0.0f, M + xi * ms, (int)tb);",
+            "      }",
+        ]
+
+    def prefetch_next(self, o: int, c: int, taps: int, kb: int) -> list[str]:
+        """Lines before a product call (plane ``xi``, input channels from ``k0``; ``kb``
+        of them a call) that prefetch into L2 the unit's filter slice of the next call
+        (:data:`PREFETCH_FILTER_BYTES`); none for the last plane's last call."""
+        size = self.u.element_type.itemsize
+        if self.module.panels_resident or taps * o * c * size <= PREFETCH_FILTER_BYTES:
+            return []
+        k0 = "k0" if kb < c else "0L"
+        return [
+            f"        {{ long nx = xi, nk = {k0} + {kb}L;",
+            f"          if (nk >= {c}L) {{ nx = xi + 1; nk = 0; }}",
+            f"          if (nx < {taps}) {{",
+            f"            const char* q = (const char*)(u0 + nx * {o * c}L + o0 * {c}L + nk);",
+            f"            long bytes = (nk + {kb}L < {c}L ? {kb}L : {c}L - nk) * {size}L;",
+            "            for (long r = 0; r < op; ++r)",
+            "              for (long b = 0; b < bytes; b += 64)",
+            f"                __builtin_prefetch(q + r * {size * c}L + b, 0, 2);",
+            "          } }",
         ]
 
     def step_head(self, w: int) -> list[str]:
