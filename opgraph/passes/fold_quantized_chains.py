@@ -77,10 +77,13 @@ _MOVES = (Reshape, Transpose)
 CHANNEL_AXIS = 1
 #: The most channels a per-channel table may have (its bytes: 256 a channel, as i32).
 MAX_CHANNELS = 4096
-#: The fewest elements a channel's plane (one image) needs for a per-channel table: the CPU
-#: looks each plane up through its channel's 256 entries turned into bytes, so a plane
-#: shorter than that spends more on the entries than the chain it saves.
-MIN_PLANE = 256
+#: The fewest elements a channel's plane (one image) needs for a per-channel table. The CPU
+#: looks a plane up through its channel's 256 entries turned into bytes, in the pieces a
+#: convolution's epilogue is called with: on the Intel guest a 32x32 plane (pieces of 448)
+#: gained 8-10 % on the layer (convolution, requantization, batch norm chain); 16x16 ones
+#: (pieces of 128) lost 7-20 % on a layer alone and were mixed in the model (docs/performance.md,
+#: h150).
+MIN_PLANE = 1024
 
 
 @dataclass(frozen=True)

@@ -62,28 +62,28 @@ def _kinds(fn: og.Function) -> set[type]:
 
 @pytest.mark.parametrize("t", [og.u8, og.i8])
 def test_a_batch_norm_chain_becomes_a_per_channel_lookup_bit_identical(t):
-    fn = batch_norm_chain((2, 6, 16, 16), t)
+    fn = batch_norm_chain((2, 6, 32, 32), t)
     folded = fq.fold_quantized_chains(fn)
     kinds = _kinds(folded)
     assert Gather in kinds and BatchNormInference not in kinds
-    data = _data((2, 6, 16, 16))
+    data = _data((2, 6, 32, 32))
     np.testing.assert_array_equal(INTERPRETER.compile(folded)(data), INTERPRETER.compile(fn)(data))
 
 
 def test_a_per_channel_lookup_read_by_more_arithmetic_stays_a_chain():
-    fn = batch_norm_chain((2, 6, 16, 16))
+    fn = batch_norm_chain((2, 6, 32, 32))
     (out,) = fn.results
     fn = og.Function([ops.add(_dq(out, 0.029, 0), _dq(out, 0.029, 0))], fn.parameters)
     assert BatchNormInference in _kinds(fq.fold_quantized_chains(fn))
 
 
 def test_planes_shorter_than_a_table_stay_chains():
-    fn = batch_norm_chain((2, 6, 4, 4))
+    fn = batch_norm_chain((2, 6, 16, 16))
     assert BatchNormInference in _kinds(fq.fold_quantized_chains(fn))
 
 
 def test_per_channel_multipliers_broadcast_over_the_planes_fold_too():
-    x = og.parameter(og.f32, (2, 5, 16, 16), name="x")
+    x = og.parameter(og.f32, (2, 5, 32, 32), name="x")
     gains = og.constant(np.linspace(0.5, 2.0, 5, dtype=np.float32))
     scaled = ops.multiply(_dq(_q(x, 0.05, 128, og.u8), 0.05, 128),
                           ops.broadcast(gains, x.shape, (0, 2, 3)))  # fmt: skip
@@ -91,12 +91,12 @@ def test_per_channel_multipliers_broadcast_over_the_planes_fold_too():
     fn = og.Function([out], [x])
     folded = fq.fold_quantized_chains(fn)
     assert Gather in _kinds(folded)
-    data = _data((2, 5, 16, 16))
+    data = _data((2, 5, 32, 32))
     np.testing.assert_array_equal(INTERPRETER.compile(folded)(data), INTERPRETER.compile(fn)(data))
 
 
 @pytest.mark.parametrize("t", [og.u8, og.i8])
-@pytest.mark.parametrize("shape", [(2, 6, 16, 16), (3, 4, 10, 30)])
+@pytest.mark.parametrize("shape", [(2, 6, 32, 32), (3, 4, 20, 60)])
 def test_the_cpu_looks_each_channel_up_on_bytes(t, shape):
     """u8 rows looked up through the row's entries as bytes (VBMI; the gather loop on AVX2
     and AVX-512 without VBMI), i8 ones by the gather loop; one and two threads (ranges

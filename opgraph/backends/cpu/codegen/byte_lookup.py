@@ -20,8 +20,9 @@ is looked up the same way where the offset ``256 · c`` does not move along the 
 convolution's epilogue over one channel's plane): per row, the row's 256 entries are
 converted to bytes (``lut_``, kept while the offset stays), then the row's bytes are looked
 up in place; a row whose 256 entries do not all lie in the table (never, from the pass) takes
-the loop's own element-wise lookup with its range check instead. u8 ``q`` only (an i8
-``q``'s rows are ordered by value, not by byte).
+the loop's own element-wise lookup with its range check instead. u8 ``q`` and u8 results only
+(an i8 ``q``'s rows are ordered by value, not by byte; ``og_lut256_fill`` converts a row's
+i32 entries to u8 16 at a time, saturating as Convert does).
 
 The FFN 1 epilogue of the int8 BERT layer (128 x 3072: requantize, bias, requantize, GELU
 table), extracted into a C harness on the Emerald Rapids guest: 465-473 us with the gathers
@@ -78,6 +79,20 @@ static inline void og_lut256_u8(uint8_t* q, long n, const og_lut256* l) {
   const uint8_t* b = (const uint8_t*)l;
   for (; i < n; ++i) q[i] = b[q[i]];
 }
+typedef int32_t og_lut_i32 __attribute__((vector_size(64)));
+typedef uint8_t og_lut_u8x16 __attribute__((vector_size(16)));
+/* l = the 256 i32 entries at t converted to u8 as Convert does (saturating), 16 at a time */
+static inline void og_lut256_fill(og_lut256* l, const int32_t* t) {
+  for (int k = 0; k < 16; ++k) {
+    og_lut_i32 v;
+    __builtin_memcpy(&v, t + 16 * k, 64);
+    v &= ~(og_lut_i32)(v < 0);
+    og_lut_i32 high = (og_lut_i32)(v > 255);
+    v = (v & ~high) | (255 & high);
+    og_lut_u8x16 b = __builtin_convertvector(v, og_lut_u8x16);
+    __builtin_memcpy((uint8_t*)l + 16 * k, &b, 16);
+  }
+}
 #else
 #define OG_LUT256 0
 #endif"""
@@ -97,10 +112,10 @@ class ByteLookup:
     def table_lines(self, emitter: CLoopEmitter) -> list[str]:
         """Function-entry lines: ``lut_``, the table's entries converted to bytes (per row
         for a per-row table: declared here, filled by :meth:`row_table_lines`)."""
-        ctype = emitter.dialect.compute_type(self.gather.element_type)
-        value = emitter.op_expr(self.store)
         if self.offset is not None:
             return ["#if OG_LUT256", "  og_lut256 lut_;", "  long lut_at_ = -1;", "#endif"]
+        ctype = emitter.dialect.compute_type(self.gather.element_type)
+        value = emitter.op_expr(self.store)
         return [
             "#if OG_LUT256",
             "  og_lut256 lut_;",
@@ -132,21 +147,16 @@ class ByteLookup:
         row's first entry ``lo_`` stays)."""
         if self.offset is None:
             return []
-        ctype = emitter.dialect.compute_type(self.gather.element_type)
         size = self.gather.terms[0].size
         first = emitter.load_expr(self.offset)
-        value = emitter.op_expr(self.store)
-        entry = f"{self.table.name}[o_{self.table.name} + lo_ + j_]"
+        entries = f"{self.table.name} + o_{self.table.name} + lo_"
         return [
             "#if OG_LUT256",
             f"    const long lo_ = (long)({first});",
             f"    const int lut_ok_ = lo_ >= 0 && lo_ + {ENTRIES}L <= {size}L;",
             "    if (lut_ok_ && lo_ != lut_at_) {",
             "      lut_at_ = lo_;",
-            f"      for (long j_ = 0; j_ < {ENTRIES}L; ++j_) {{",
-            f"        const {ctype} {emitter.var(self.gather.index)} = {entry};",
-            f"        ((uint8_t*)&lut_)[j_] = (uint8_t)({value});",
-            "      }",
+            f"      og_lut256_fill(&lut_, {entries});",
             "    }",
             "#endif",
         ]
@@ -219,7 +229,10 @@ def _row_lookup(
     emitter: CLoopEmitter, store: KNode, gather: KNode, add: KNode, table: Access
 ) -> ByteLookup | None:
     """The lookup of a per-row table: the gather's index ``wide(q) + offset``, ``q`` u8,
-    ``offset`` an i32 load that does not move along the row."""
+    ``offset`` an i32 load that does not move along the row; the i32 entries stored as u8
+    (``og_lut256_fill`` converts them)."""
+    if store.element_type is not et.u8:
+        return None
     size = gather.terms[0].size
     if not isinstance(size, int) or size < ENTRIES:
         return None
