@@ -22,10 +22,21 @@ The lookup is ``convert(gather(table, convert(q, i32)), t)`` with the table held
 that the fused loop's gather vectorizes: there are no byte gathers); for i8 ``q`` the table is
 ordered by the byte's bit pattern (entries 128..255 hold the values for -128..-1), which is
 where Gather's negative-index wrapping lands.
+
+**Per-channel chains.** A batch norm between two quantizations (``Q(BN(DQ(q)))``, as
+onnxruntime's quantizer leaves a BatchNormalization it does not fold into the convolution)
+has per-channel constants: each value is a function of ``q`` *and its channel* (axis 1).
+Where the cone's other operands are uniform or vary along axis 1 only (a BatchNormInference's
+parameters, a ``(C,)`` constant broadcast over the other axes), the table has one row of 256
+per channel, evaluated by the same reference kernels on a ``(256, C)`` array (channels on axis
+1, as the kernels expect), and the lookup's index is ``q + 256 · c`` (``q + 128 + 256 · c``
+for i8 ``q``, whose rows are then ordered by value): ``C · 256`` entries. No moves (a Reshape
+or Transpose would move the channel axis) and no identity case.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,14 +51,17 @@ from opgraph.core.literals import constant
 from opgraph.core.node import Node, Output
 from opgraph.core.shape import DimShape
 from opgraph.ops.conversion import Convert, convert
-from opgraph.ops.elementwise import BinaryElementwise, FloatUnary, Select, UnaryElementwise
+from opgraph.ops.elementwise import BinaryElementwise, FloatUnary, Select, UnaryElementwise, add
 from opgraph.ops.indexing import gather
-from opgraph.ops.movement import Broadcast, Reshape, Transpose
+from opgraph.ops.movement import Broadcast, Reshape, Transpose, broadcast
+from opgraph.ops.nn import BatchNormInference
 from opgraph.ops.quantization import DequantizeLinear, QuantizeLinear
 from opgraph.pattern.pattern import constant_value
 
 __all__ = ["MAX_CONE", "fold_quantized_chains", "quantized_table"]
 
+#: Entries of a table (one per byte value).
+ENTRIES = 256
 #: The most nodes one cone may hold (bounds the search on long elementwise chains).
 MAX_CONE = 64
 #: The 8-bit types a table is indexed by.
@@ -59,6 +73,17 @@ _POINTWISE = (UnaryElementwise, BinaryElementwise, Select, Convert)
 _FAILURES = (OpgraphError, ArithmeticError, ValueError, TypeError, IndexError)
 #: Ops that only move elements (one data input): they commute with a pointwise chain.
 _MOVES = (Reshape, Transpose)
+#: The axis a per-channel table's rows follow (a batch norm's).
+CHANNEL_AXIS = 1
+#: The most channels a per-channel table may have (its bytes: 256 a channel, as i32).
+MAX_CHANNELS = 4096
+#: The fewest elements a channel's plane (one image) needs for a per-channel table. The CPU
+#: looks a plane up through its channel's 256 entries turned into bytes, in the pieces a
+#: convolution's epilogue is called with: on the Intel guest a 32x32 plane (pieces of 448)
+#: gained 8-10 % on the layer (convolution, requantization, batch norm chain); 16x16 ones
+#: (pieces of 128) lost 7-20 % on a layer alone and were mixed in the model (docs/performance.md,
+#: h150).
+MIN_PLANE = 1024
 
 
 @dataclass(frozen=True)
@@ -68,7 +93,7 @@ class _Plan:
 
     source: Output
     moves: tuple[Node, ...]
-    table: np.ndarray | None
+    table: np.ndarray | None  # (256,), or (256, C) for a per-channel chain
     cone: frozenset[Node]
 
 
@@ -77,6 +102,7 @@ class _Cones:
 
     def __init__(self) -> None:
         self.uniform: dict[Output, np.ndarray | None] = {}
+        self.vectors: dict[Output, np.ndarray | None] = {}
 
     # ------------------------------------------------------------------ uniform values
     def scalar(self, value: Output) -> np.ndarray | None:
@@ -105,6 +131,57 @@ class _Cones:
         except _FAILURES:
             return None
 
+    # ----------------------------------------------------------- per-channel values
+    def vector(self, value: Output) -> np.ndarray | None:
+        """``value``'s elements when it is a rank-1 function of constants (at most
+        ``MAX_CHANNELS`` of them), else None."""
+        if value not in self.vectors:
+            self.vectors[value] = self._vector(value)
+        return self.vectors[value]
+
+    def _vector(self, value: Output) -> np.ndarray | None:
+        (length,) = value.shape if len(value.shape) == 1 else (None,)
+        if not isinstance(length, int) or length > MAX_CHANNELS:
+            return None
+        array = constant_value(value)
+        if array is not None:
+            return np.asarray(array, dtype=value.element_type.dtype).reshape(-1)
+        node = value.node
+        if not _pointwise(node) or len(node.outputs) != 1:
+            return None
+        args = [self._operand(x) for x in node.inputs]
+        if any(a is None for a in args):
+            return None
+        try:
+            return _evaluate(node, args, (length,))
+        except _FAILURES:
+            return None
+
+    def _operand(self, value: Output) -> np.ndarray | None:
+        scalar = self.scalar(value)
+        return scalar if scalar is not None else self.vector(value)
+
+    def channel(self, value: Output, shape: DimShape) -> np.ndarray | None:
+        """The ``(C,)`` values of ``value`` (of ``shape``) when it is a function of constants
+        varying along ``CHANNEL_AXIS`` only (a ``(C,)`` one broadcast over the other axes)."""
+        if not isinstance(value.op, Broadcast) or value.shape != shape:
+            return None
+        others = tuple(a for a in range(len(shape)) if a != CHANNEL_AXIS)
+        if tuple(value.op.broadcast_axes) != others:
+            return None
+        return self.vector(value.node.inputs[0])
+
+    def batch_norm(self, node: Node, shape: DimShape) -> bool:
+        """Whether ``node`` is a BatchNormInference of ``shape`` whose parameters are
+        constant (per channel)."""
+        if not isinstance(node.op, BatchNormInference) or node.outputs[0].shape != shape:
+            return False
+        return all(self.vector(p) is not None for p in node.inputs[1:])
+
+    def in_cone(self, node: Node, shape: DimShape, channels: bool) -> bool:
+        """Whether ``node`` may join a cone (per-channel ones: a batch norm too)."""
+        return _pointwise(node) or (channels and self.batch_norm(node, shape))
+
     # ------------------------------------------------------------------------- cones
     def plan(self, root: Node) -> _Plan | None:
         """The replacement of QuantizeLinear ``root``, or None when its input is not a
@@ -118,6 +195,8 @@ class _Cones:
             x = x.node.inputs[0]
         cone: dict[Node, None] = {root: None}
         sources = self.sources(x, x.shape, cone)
+        if sources is None and not moves:
+            return self.channel_plan(root, x)
         if sources is None or len(sources) != 1 or len(cone) > MAX_CONE:
             return None
         (source,) = sources
@@ -135,21 +214,49 @@ class _Cones:
             return None
         return _Plan(source, tuple(moves), table, frozenset(cone))
 
-    def sources(self, value: Output, shape: DimShape, cone: dict[Node, None]) -> set[Output] | None:
+    def channel_plan(self, root: Node, x: Output) -> _Plan | None:
+        """The per-channel table's plan of ``root`` (its data input ``x``), or None."""
+        shape = x.shape
+        channels = shape[CHANNEL_AXIS] if len(shape) > CHANNEL_AXIS else None
+        if not isinstance(channels, int) or channels > MAX_CHANNELS:
+            return None
+        plane = [d for d in shape[CHANNEL_AXIS + 1 :] if isinstance(d, int)]
+        if len(plane) < len(shape) - CHANNEL_AXIS - 1 or math.prod(plane) < MIN_PLANE:
+            return None
+        cone: dict[Node, None] = {root: None}
+        sources = self.sources(x, shape, cone, channels=True)
+        if sources is None or len(sources) != 1 or len(cone) > MAX_CONE:
+            return None
+        (source,) = sources
+        if source.element_type not in _BYTES or not _worth_a_table(cone):
+            return None
+        try:
+            table = channel_table(root, source, cone, self, channels)
+        except _FAILURES:
+            return None
+        return _Plan(source, (), table, frozenset(cone))
+
+    def sources(
+        self, value: Output, shape: DimShape, cone: dict[Node, None], channels: bool = False
+    ) -> set[Output] | None:
         """The non-uniform leaves ``value`` is a pointwise function of (adding the nodes
         computing it to ``cone``), or None. An 8-bit value whose own cone fails, or has
-        more than one source, is a leaf itself."""
+        more than one source, is a leaf itself. ``channels``: operands constant along all
+        axes but ``CHANNEL_AXIS`` count as uniform, and batch norms join the cone."""
         if self.scalar(value) is not None:
+            return set()
+        if channels and self.channel(value, shape) is not None:
             return set()
         if value.shape != shape:
             return None
         node = value.node
-        if _pointwise(node) and len(node.outputs) == 1 and len(cone) < MAX_CONE:
+        if self.in_cone(node, shape, channels) and len(node.outputs) == 1 and len(cone) < MAX_CONE:
             inner: dict[Node, None] = dict(cone)
             inner[node] = None
             found: set[Output] | None = set()
-            for x in node.inputs:
-                more = None if found is None else self.sources(x, shape, inner)
+            data = node.inputs[:1] if isinstance(node.op, BatchNormInference) else node.inputs
+            for x in data:
+                more = None if found is None else self.sources(x, shape, inner, channels)
                 found = None if more is None or found is None else found | more
             if found is not None and len(found) <= 1:
                 cone.update(inner)
@@ -162,7 +269,14 @@ def _worth_a_table(cone: dict[Node, None]) -> bool:
     work over the chain fused into its producer: the chain quantizes more than once or
     computes a transcendental function."""
     quantizes = sum(isinstance(n.op, QuantizeLinear) for n in cone)
-    return quantizes > 1 or any(isinstance(n.op, FloatUnary) for n in cone)
+    return quantizes > 1 or any(isinstance(n.op, FloatUnary | BatchNormInference) for n in cone)
+
+
+def _stored(users: Sequence[Node] | None) -> bool:
+    """Whether a per-channel lookup's result is stored as it is: no user is pointwise (a
+    fused loop ending in the lookup looks its bytes up by rows; one that goes on computing
+    from it gathers element by element, with a range check, costlier than the chain)."""
+    return not any(_pointwise(u) or isinstance(u.op, _MOVES) for u in users or ())
 
 
 def _pointwise(node: Node) -> bool:
@@ -216,6 +330,34 @@ def quantized_table(
     return table
 
 
+def channel_table(
+    root: Node, source: Output, cone: dict[Node, None], cones: _Cones, channels: int
+) -> np.ndarray:
+    """The value of ``root`` for every byte value of ``source`` (rows, ordered by bit
+    pattern) and every channel (columns): the cone evaluated by the reference kernels on a
+    ``(256, channels)`` array, per-channel operands as ``(1, channels)`` rows."""
+    shape = (ENTRIES, channels)
+    codes = _codes(source.element_type)
+    values: dict[Output, np.ndarray | None] = {source: np.broadcast_to(codes[:, None], shape)}
+
+    def value_of(x: Output) -> np.ndarray | None:
+        if x not in values:
+            if x.node in cone and isinstance(x.op, BatchNormInference):
+                params = [cones.vector(p) for p in x.node.inputs[1:]]
+                values[x] = _evaluate(x.node, [value_of(x.node.inputs[0]), *params], shape)
+            elif x.node in cone:
+                values[x] = _evaluate(x.node, [value_of(i) for i in x.node.inputs], shape)
+            elif (row := cones.channel(x, x.shape)) is not None:
+                values[x] = np.broadcast_to(row[None, :], shape)
+            else:
+                values[x] = cones.scalar(x)
+        return values[x]
+
+    table = value_of(root.outputs[0])
+    assert table is not None
+    return np.ascontiguousarray(table)
+
+
 def fold_quantized_chains(fn: Function) -> Function:
     """Replace each QuantizeLinear whose input is a pointwise function of one 8-bit value
     by a table lookup (see the module docstring).
@@ -240,6 +382,7 @@ def fold_quantized_chains(fn: Function) -> Function:
         root: plan
         for root, plan in plans.items()
         if not (root in inside and set(users.get(root.outputs[0], ())) <= inside)
+        and (plan.table is None or plan.table.ndim == 1 or _stored(users.get(root.outputs[0])))
     }
     return _rebuild(fn, kept)
 
@@ -265,7 +408,24 @@ def _lookup(plan: _Plan, source: Output) -> Output:
         moved = move.op.build(moved, name=move.name, provenance=move.provenance).outputs[0]
     if plan.table is None:
         return moved
+    if plan.table.ndim == 2:
+        return _channel_lookup(plan.table, source)
     # an i32 table: compilers vectorize 32-bit gathers (there are no byte gathers)
     table = constant(plan.table.astype(np.int32), et.i32)
     looked_up = gather(table, convert(moved, et.i32), 0)
     return convert(looked_up, et.from_dtype(plan.table.dtype))  # in range: exact
+
+
+def _channel_lookup(table: np.ndarray, source: Output) -> Output:
+    """``table[q + 256 · c]`` (rows by value: i8 ``q`` shifted by 128) per channel ``c``."""
+    channels = table.shape[1]
+    first = 0
+    rows = table.T
+    if source.element_type is et.i8:  # bit-pattern order -> value order (-128 .. 127)
+        rows, first = np.roll(rows, -128, axis=1), 128
+    flat = constant(np.ascontiguousarray(rows).reshape(-1).astype(np.int32), et.i32)
+    starts = np.arange(channels, dtype=np.int32) * ENTRIES + first
+    others = tuple(a for a in range(len(source.shape)) if a != CHANNEL_AXIS)
+    offsets = broadcast(constant(starts, et.i32), source.shape, others)
+    looked_up = gather(flat, add(convert(source, et.i32), offsets), 0)
+    return convert(looked_up, et.from_dtype(table.dtype))  # in range: exact

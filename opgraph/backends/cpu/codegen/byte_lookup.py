@@ -15,6 +15,15 @@ the same expression as the loop's (:meth:`ByteLookup.table_lines`). Other target
 loop as before (``#else``). The stored bytes are the same: ``q``'s byte is the gather's
 position (an i8 ``q`` wraps to it: -1 is 255), and the position is always in range.
 
+A per-channel table (``fold_quantized_chains``: ``C`` rows of 256, the index ``q + 256 · c``)
+is looked up the same way where the offset ``256 · c`` does not move along the row (a
+convolution's epilogue over one channel's plane): per row, the row's 256 entries are
+converted to bytes (``lut_``, kept while the offset stays), then the row's bytes are looked
+up in place; a row whose 256 entries do not all lie in the table (never, from the pass) takes
+the loop's own element-wise lookup with its range check instead. u8 ``q`` and u8 results only
+(an i8 ``q``'s rows are ordered by value, not by byte; ``og_lut256_fill`` converts a row's
+i32 entries to u8 16 at a time, saturating as Convert does).
+
 The FFN 1 epilogue of the int8 BERT layer (128 x 3072: requantize, bias, requantize, GELU
 table), extracted into a C harness on the Emerald Rapids guest: 465-473 us with the gathers
 (``-mtune-ctrl=use_gather``), 316-326 us with the byte lookup, same checksum.
@@ -31,6 +40,7 @@ from opgraph.backends.fused.program import KKind, KNode, Level
 from opgraph.backends.fused.views import View
 from opgraph.core import element_type as et
 from opgraph.ops.conversion import Convert
+from opgraph.ops.elementwise import Add
 
 if TYPE_CHECKING:
     from opgraph.backends.cpu.codegen.loops import CLoopEmitter
@@ -69,6 +79,20 @@ static inline void og_lut256_u8(uint8_t* q, long n, const og_lut256* l) {
   const uint8_t* b = (const uint8_t*)l;
   for (; i < n; ++i) q[i] = b[q[i]];
 }
+typedef int32_t og_lut_i32 __attribute__((vector_size(64)));
+typedef uint8_t og_lut_u8x16 __attribute__((vector_size(16)));
+/* l = the 256 i32 entries at t converted to u8 as Convert does (saturating), 16 at a time */
+static inline void og_lut256_fill(og_lut256* l, const int32_t* t) {
+  for (int k = 0; k < 16; ++k) {
+    og_lut_i32 v;
+    __builtin_memcpy(&v, t + 16 * k, 64);
+    v &= ~(og_lut_i32)(v < 0);
+    og_lut_i32 high = (og_lut_i32)(v > 255);
+    v = (v & ~high) | (255 & high);
+    og_lut_u8x16 b = __builtin_convertvector(v, og_lut_u8x16);
+    __builtin_memcpy((uint8_t*)l + 16 * k, &b, 16);
+  }
+}
 #else
 #define OG_LUT256 0
 #endif"""
@@ -83,9 +107,13 @@ class ByteLookup:
     gather: KNode
     index: int  # the node of q
     table: Access
+    offset: KNode | None = None  # a per-row table: the row's first entry (a row value)
 
     def table_lines(self, emitter: CLoopEmitter) -> list[str]:
-        """Function-entry lines: ``lut_``, the table's entries converted to bytes."""
+        """Function-entry lines: ``lut_``, the table's entries converted to bytes (per row
+        for a per-row table: declared here, filled by :meth:`row_table_lines`)."""
+        if self.offset is not None:
+            return ["#if OG_LUT256", "  og_lut256 lut_;", "  long lut_at_ = -1;", "#endif"]
         ctype = emitter.dialect.compute_type(self.gather.element_type)
         value = emitter.op_expr(self.store)
         return [
@@ -113,13 +141,58 @@ class ByteLookup:
             "#endif",
         ]
 
-    @staticmethod
-    def row_lines(store: Access, indent: str) -> list[str]:
-        """After a row's vector loop (``[i_, i_ + n_)``): the lookup of its bytes."""
+    def row_table_lines(self, emitter: CLoopEmitter) -> list[str]:
+        """Before a row's vector loop, for a per-row table: ``lut_ok_`` (the row's 256
+        entries lie in the table) and ``lut_``, the row's entries as bytes (kept while the
+        row's first entry ``lo_`` stays)."""
+        if self.offset is None:
+            return []
+        size = self.gather.terms[0].size
+        first = emitter.load_expr(self.offset)
+        entries = f"{self.table.name} + o_{self.table.name} + lo_"
         return [
             "#if OG_LUT256",
-            f"{indent}og_lut256_u8((uint8_t*)({store.name} + o_{store.name} + i_), n_, &lut_);",
+            f"    const long lo_ = (long)({first});",
+            f"    const int lut_ok_ = lo_ >= 0 && lo_ + {ENTRIES}L <= {size}L;",
+            "    if (lut_ok_ && lo_ != lut_at_) {",
+            "      lut_at_ = lo_;",
+            f"      og_lut256_fill(&lut_, {entries});",
+            "    }",
             "#endif",
+        ]
+
+    def row_lines(self, emitter: CLoopEmitter, store: Access, indent: str) -> list[str]:
+        """After a row's vector loop (``[i_, i_ + n_)``): the lookup of its bytes (for a
+        per-row table whose entries leave the table: the element-wise lookup, checked)."""
+        row = f"(uint8_t*)({store.name} + o_{store.name} + i_)"
+        if self.offset is None:
+            return ["#if OG_LUT256", f"{indent}og_lut256_u8({row}, n_, &lut_);", "#endif"]
+        return [
+            "#if OG_LUT256",
+            f"{indent}if (lut_ok_) og_lut256_u8({row}, n_, &lut_);",
+            f"{indent}else",
+            *self.checked_loop(emitter, store, indent),
+            "#endif",
+        ]
+
+    def checked_loop(self, emitter: CLoopEmitter, store: Access, indent: str) -> list[str]:
+        """The row's element-wise lookup from its stored index bytes: the loop's own nodes
+        from ``q`` to the store (the gather's range check included)."""
+        target = emitter.element(store, Level.FULL)
+        saved = set(emitter.defined)
+        emitter.forget_full()
+        emitter.defined.add(self.index)
+        q = emitter.dialect.compute_type(emitter.kernel.nodes[self.index].element_type)
+        inner = indent + "    "
+        body = emitter.full_body([self.store.index], inner)
+        value = emitter.dialect.store(self.store.element_type, emitter.var(self.store.index))
+        emitter.defined = saved
+        return [
+            f"{indent}  for (long l0 = i_; l0 < i_ + n_; ++l0) {{",
+            f"{inner}const {q} {emitter.var(self.index)} = ({q}){target};",
+            *body,
+            f"{inner}{target} = {value};",
+            f"{indent}  }}",
         ]
 
 
@@ -142,12 +215,47 @@ def find_byte_lookup(emitter: CLoopEmitter) -> ByteLookup | None:
     if table is None:
         return None
     wide = kernel.nodes[emitter.source(gather.args[0])]
+    if gather.terms[0].size != ENTRIES:
+        return _row_lookup(emitter, node, gather, wide, table)
     if not _converts(wide, _WIDE_INDICES):
         return None
     index = emitter.source(wide.args[0])
     if kernel.nodes[index].element_type not in _BYTES:
         return None
     return ByteLookup(node, gather, index, table)
+
+
+def _row_lookup(
+    emitter: CLoopEmitter, store: KNode, gather: KNode, add: KNode, table: Access
+) -> ByteLookup | None:
+    """The lookup of a per-row table: the gather's index ``wide(q) + offset``, ``q`` u8,
+    ``offset`` an i32 load that does not move along the row; the i32 entries stored as u8
+    (``og_lut256_fill`` converts them)."""
+    if store.element_type is not et.u8:
+        return None
+    size = gather.terms[0].size
+    if not isinstance(size, int) or size < ENTRIES:
+        return None
+    if add.kind is not KKind.OP or not isinstance(add.op, Add) or add.element_type is not et.i32:
+        return None
+    nodes = [emitter.kernel.nodes[emitter.source(a)] for a in add.args]
+    for wide, offset in (nodes, nodes[::-1]):
+        if not _converts(wide, (et.i32,)) or not _row_value(emitter, offset):
+            continue
+        index = emitter.source(wide.args[0])
+        if emitter.kernel.nodes[index].element_type is et.u8:
+            return ByteLookup(store, gather, index, table, offset)
+    return None
+
+
+def _row_value(emitter: CLoopEmitter, node: KNode) -> bool:
+    """Whether ``node`` is an i32 load of a view that does not move along the row."""
+    if node.kind is not KKind.LOAD or node.element_type is not et.i32:
+        return False
+    access = emitter.accesses.get((node.index, False))
+    if access is None:
+        return False
+    return all(d.strides[access.name] == 0 for d in emitter.domain.vector)
 
 
 def _converts(node: KNode, types: tuple[et.ElementType, ...]) -> bool:
@@ -169,7 +277,7 @@ def _shared_table(emitter: CLoopEmitter, gather: KNode) -> Access | None:
         return None
     if gather.table.element_type is not et.i32 or term.stride != 1:
         return None
-    if term.size != ENTRIES:
+    if not isinstance(term.size, int) or term.size < ENTRIES:
         return None
     access = emitter.accesses[(gather.index, False)]
     dims = [*emitter.domain.rows, *emitter.domain.vector]

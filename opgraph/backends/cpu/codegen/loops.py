@@ -251,10 +251,10 @@ class CLoopEmitter(LoopEmitter):
         self.module.helper(LUT256_HELPER)
         store = self.accesses[(0, True)]
         table = lookup.table_lines(self)
-        hoisted = self.row_index_loads([lookup.index])
+        hoisted = self.row_index_loads([lookup.index]) + lookup.row_table_lines(self)
         body = self.full_body([lookup.index], "      ")
         body += lookup.store_lines(self, store, "      ")
-        after = lookup.row_lines(store, "    ")
+        after = lookup.row_lines(self, store, "    ")
         return table + self.flat_loop(hoisted, self.flat_pragma(), body, after)
 
     def flat_pragma(self) -> str:
