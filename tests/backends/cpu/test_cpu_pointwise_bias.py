@@ -8,12 +8,14 @@ hard-swish (``og_pw_pxh``, ``og_pw_chh``) gives the bits of the hard-swish pass 
 layouts; other epilogues keep their pass."""
 
 import re
+from unittest import mock
 
 import numpy as np
 import pytest
 
 import opgraph as og
 from opgraph import ops
+from opgraph.backends.cpu.codegen import pointwise, pointwise_kernels
 from opgraph.backends.fused.lowering.pointwise import HardSwish, PointwiseConvStep, channel_bias
 
 RNG = np.random.default_rng(121)
@@ -281,3 +283,39 @@ def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue, channels_first):
     assert "og_pw_pxh(" not in source and "og_pw_chh(" not in source
     want = og.backend("INTERPRETER").compile(fused)(*args)[0]
     np.testing.assert_allclose(exe(*args)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+def test_prefetches_are_hints(request, backend):
+    """A ``pixels`` unit whose input is more than half the L2 prefetches the next block's
+    input rows (``NEXT_BLOCK_PREFETCH``) and ``og_pw_pxr``'s tile the next panel's residual
+    (``RESIDUAL_PREFETCH``): the build without them gives the same bits."""
+    cpu = request.getfixturevalue(backend)
+    shape = SHAPES["pixel blocks"]  # a 294 KiB input
+    n, c, o = shape[:3]
+    filters = (RNG.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32)
+    _, fused, _, args = _graph(*shape, "bias residual relu", filters, b)
+    with mock.patch.object(pointwise, "l2_cache_bytes", lambda: 1 << 19):
+        exe = cpu.compile(fused)
+    assert "__builtin_prefetch(x + k * ldx + je + v, 0, 3);" in exe.source()
+    assert "__builtin_prefetch(res + (8 + k / nv) * ldy" in exe.source()
+    with (
+        mock.patch.object(pointwise, "l2_cache_bytes", lambda: 1 << 19),
+        mock.patch.object(pointwise, "NEXT_BLOCK_PREFETCH", False),
+        mock.patch.object(pointwise_kernels, "RESIDUAL_PREFETCH", False),
+    ):
+        _, again, _, _ = _graph(*shape, "bias residual relu", filters, b)
+        bare = cpu.compile(again)
+    assert "__builtin_prefetch(x + k * ldx" not in bare.source()
+    assert "__builtin_prefetch(res + " not in bare.source()
+    _assert_bits(exe(*args)[0], bare(*args)[0])
+
+
+def test_inputs_that_fit_half_the_l2_are_not_prefetched(avx2_cpu):
+    """The same step with an L2 of more than twice its input: no input prefetch."""
+    shape = SHAPES["pixel blocks"]
+    _, fused, _, _ = _graph(*shape, "bias residual relu")
+    with mock.patch.object(pointwise, "l2_cache_bytes", lambda: 1 << 20):
+        source = avx2_cpu.compile(fused).source()
+    assert "__builtin_prefetch(x + k * ldx" not in source

@@ -30,6 +30,7 @@ from opgraph.backends.cpu.codegen.context import Check, ModuleContext
 from opgraph.backends.cpu.codegen.loops import CLoopEmitter
 from opgraph.backends.cpu.codegen.pointwise_kernels import RB_MAX
 from opgraph.backends.cpu.codegen.windows import _pointer
+from opgraph.backends.cpu.config import l2_cache_bytes
 from opgraph.backends.fused.lowering.pointwise import (
     BLOCK_STEP,
     PANEL,
@@ -64,6 +65,16 @@ PANEL_OUTER_CHANNELS = 16
 #: read once per panel from L2, so wider patches (ResNet-50's 7x7 stem: 147 rows) keep
 #: the order by pixel blocks.
 PATCH_PANEL_OUTER = 32
+#: Whether a ``pixels`` unit (more than :data:`PANEL_OUTER_CHANNELS` input channels)
+#: prefetches the next block's input rows while it runs this block's panels, each panel's
+#: tile after an equal share of the rows (``BLOCK_STEP`` pixels: three lines a row). The
+#: rows lie one plane apart (a line run of each of ``c`` rows: more streams than the
+#: hardware prefetchers follow) and come from L3 when the input is larger than L2: ResNet-50's
+#: 256 -> 64 and 256 -> 128 at 56x56 (3.2 MB), one thread on the Intel guest (2 MiB L2),
+#: per-step minima 0.87 -> 0.71 and 1.32 -> 1.20 ms (docs/performance.md, h148). Only where
+#: an image's input is more than half the L2 (``config.l2_cache_bytes``): below, the rows
+#: stay in L2 and the prefetches cost (MobileNetV3, its inputs at most 0.9 MB: 1.03x).
+NEXT_BLOCK_PREFETCH = True
 
 
 class PointwiseConvEmitter:
@@ -302,12 +313,29 @@ class PointwiseConvEmitter:
             f"      long je = j + {BLOCK_STEP}L < p1 ? j + {BLOCK_STEP}L : p1;",
             f"      long full = je < {whole}L ? je : {whole}L;",
             "      for (long q = q0; q < q1; ++q) {",
+            *self.next_block_prefetch(),
             *self.panel_tiles("j", "full", "je", whole),
             "      }",
             "    }",
         ]
         last = f"(q1 * {ROWS}L < {o}L ? q1 * {ROWS}L : {o}L)"
         return lines + self.epilogue(f"q0 * {ROWS}L", last, "p0", "p1")
+
+    def next_block_prefetch(self) -> list[str]:
+        """Panel ``q``'s share of the next block's input rows (:data:`NEXT_BLOCK_PREFETCH`),
+        prefetched before its tile, where the next block is this unit's and whole vectors."""
+        c, whole = self.c, self.pixels - self.pixels % TAIL
+        if not NEXT_BLOCK_PREFETCH or c * self.pixels * 4 <= l2_cache_bytes() // 2:
+            return []
+        return [
+            f"        if (je + {BLOCK_STEP}L <= {whole}L && je < p1) {{",
+            f"          long k0 = {c}L * (q - q0) / (q1 - q0), "
+            f"k1 = {c}L * (q - q0 + 1) / (q1 - q0);",
+            "          for (long k = k0; k < k1; ++k)",
+            f"            for (long v = 0; v < {BLOCK_STEP}L; v += 16)",
+            "              __builtin_prefetch(x + k * ldx + je + v, 0, 3);",
+            "        }",
+        ]
 
     def panel_tiles(self, j: str, full: str, je: str, whole: int) -> list[str]:
         """The tiles of panel ``q`` over pixels ``j .. je`` (``full``: the end of the

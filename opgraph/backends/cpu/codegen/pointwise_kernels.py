@@ -406,7 +406,7 @@ static inline __attribute__((always_inline)) void og_pw_{reads.name}{form.suffix
   {reads.setup("nv", lanes)}og_pwv acc[{ROWS}][{nv}];
   for (int r = 0; r < {ROWS}; ++r)
     for (int v = 0; v < nv; ++v) acc[r][v] = (og_pwv){{0}};
-  for (long k = 0; k < K; ++k) {{
+  for (long k = 0; k < K; ++k) {{{_next_tile_prefetch(form, lanes)}
     og_pwv xv[{nv}];
     for (int v = 0; v < nv; ++v) __builtin_memcpy(&xv[v], {reads.row("v", lanes)}, {size});
     for (int r = 0; r < {ROWS}; ++r) {{
@@ -425,6 +425,26 @@ static inline __attribute__((always_inline)) void og_pw_{reads.name}{form.suffix
     for (long j = 0; j < cols; ++j) y[r * ldy + j] = {form.stored("t[j]", "r * ldy + j")};
   }}
 }}"""
+
+
+#: Whether ``og_pw_pxr``'s tile (AVX-512, not the grouped AVX2 one) prefetches the residual
+#: lines of the next panel's tile at its columns (rows ``ROWS`` on; within a block the next
+#: tile the driver runs), one line a step of the inner loop. The residual (the output's
+#: channel-major layout: each of the tile's rows a line run one plane apart) comes from L3
+#: when the output is larger than L2 (ResNet-50's 64 -> 256 at 56x56: 3.2 MB), and the
+#: tile's 24 loads after its products stalled it: the Intel guest (2 MiB L2), one thread,
+#: per-step minima in the model, 0.97-0.99 -> 0.72-0.77 ms for those steps, the 28x28
+#: ones 0.90-0.92x (docs/performance.md, h148). The output's lines prefetched for writing
+#: as well lost (the 56x56 steps 1.08-1.14x).
+RESIDUAL_PREFETCH = True
+
+
+def _next_tile_prefetch(form: _Form, lanes: int) -> str:
+    """The inner loop's prefetch of the next panel's residual (:data:`RESIDUAL_PREFETCH`)."""
+    if not (RESIDUAL_PREFETCH and form.residual):
+        return ""
+    at = f"({ROWS} + k / nv) * ldy + k % nv * {lanes}"
+    return f"\n    if (k < {ROWS} * nv) __builtin_prefetch(res + {at}, 0, 3);"
 
 
 def _px_grouped_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
