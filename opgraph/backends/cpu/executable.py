@@ -19,7 +19,7 @@ import numpy as np
 from opgraph.backends.cpu.codegen.context import Check
 from opgraph.backends.cpu.codegen.module import GeneratedModule, table_slots
 from opgraph.backends.cpu.compiler import CompiledModule
-from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address, constant_arena
+from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address
 from opgraph.backends.fused.memory import MemoryPlan
 from opgraph.backends.fused.program import BufferKind, FallbackStep, Program
 from opgraph.core.errors import ExecutionError
@@ -53,7 +53,7 @@ class CpuExecutable(Executable):
         self._describe = lambda node: format_node(node, names)
         slots = table_slots(program)
         constants = [b for b in program.buffers if b.kind is BufferKind.CONST]
-        self._constants = constant_arena(constants)  # keeps them alive
+        self._constants = [b.data for b in constants]  # keeps them alive
         pointers = [address(c) if c is not None else 0 for c in self._constants]
         self._io_slice = slice(len(constants), len(slots))
         self._pool = ArenaPool(plan.peak, len(slots), pointers)

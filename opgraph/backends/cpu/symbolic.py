@@ -28,7 +28,7 @@ import numpy as np
 from opgraph.backends.cpu.codegen.module import GeneratedModule, SymbolSlots, table_slots
 from opgraph.backends.cpu.compiler import CompiledModule
 from opgraph.backends.cpu.executable import native_error
-from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address, constant_arena
+from opgraph.backends.cpu.native import ArenaPool, FallbackRunner, address
 from opgraph.backends.fused.memory import MemoryPlan, place
 from opgraph.backends.fused.pipeline import SymbolicProgram
 from opgraph.backends.fused.program import Buffer, BufferKind, FallbackStep
@@ -110,7 +110,7 @@ class SymbolicCpuExecutable(Executable):
         self._describe = lambda node: format_node(node, names)
         buffer_slots = table_slots(self.program)
         constants = [b for b in self.program.buffers if b.kind is BufferKind.CONST]
-        self._constants = constant_arena(constants)  # keeps them alive
+        self._constants = [b.data for b in constants]  # keeps them alive
         pointers = [address(c) if c is not None else 0 for c in self._constants]
         self._io_slice = slice(len(constants), len(buffer_slots))
         self._bound_slice = slice(len(buffer_slots), len(buffer_slots) + slots.size)

@@ -4,9 +4,9 @@ With ``np.empty`` the arena's address modulo 4 KiB depended on the allocator's h
 heap chunk at any 16-byte step, or a fresh mapping): each process laid its planes out
 differently relative to pages and to each other. ``arena_buffer`` maps each arena on its
 own: a 2 MiB boundary (advised for transparent huge pages) from 2 MiB up, a page boundary
-below; its pages are touched when it is made, not inside a call (2026-11-26, H89). An
-executable's constants (packed weights) share one such mapping (``constant_arena``,
-2026-11-28, h151): numpy's arrays of megabytes sat on 4 KiB pages.
+below; its pages are touched when it is made, not inside a call (2026-11-26, H89). Packed
+weights of 2 MiB and more are moved into such a mapping (``huge_page_copy``, 2026-11-28,
+h151): numpy's arrays of megabytes sat on 4 KiB pages.
 """
 
 import mmap
@@ -19,9 +19,8 @@ import pytest
 import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config
-from opgraph.backends.cpu.native import HUGE_PAGE, ArenaPool, arena_buffer, constant_arena
-from opgraph.backends.fused.program import Buffer, BufferKind
-from opgraph.core import element_type as et
+from opgraph.backends.cpu.native import HUGE_PAGE, ArenaPool, arena_buffer
+from opgraph.backends.fused.pages import huge_page_copy
 
 PAGE = mmap.PAGESIZE
 
@@ -111,35 +110,25 @@ def test_a_grown_arena_is_aligned_too() -> None:
     assert kept is arena and again is pointer
 
 
-def _constant(index: int, data: np.ndarray | None) -> Buffer:
-    size = 0 if data is None else data.size
-    return Buffer(index, BufferKind.CONST, et.f32, size, index, f"c{index}", data)
+def test_small_derived_arrays_stay_where_they_are() -> None:
+    small = np.arange(10, dtype=np.float32)
+    assert huge_page_copy(small) is small
 
 
-def test_constants_move_into_one_arena_with_their_values() -> None:
+def test_large_derived_arrays_move_to_huge_pages_with_their_values() -> None:
     rng = np.random.default_rng(1)
-    values = [rng.standard_normal(s).astype(np.float32) for s in ((3, 5), (HUGE_PAGE // 4,), (7,))]
-    buffers = [_constant(0, values[0].copy()), _constant(1, None), _constant(2, values[1].copy())]
-    buffers.append(_constant(3, values[2].copy()))
-    moved = constant_arena(buffers)
-    assert moved[1] is None and buffers[1].data is None
-    kept = [m for m in moved if m is not None]
-    for got, want, b in zip(kept, values, (buffers[0], buffers[2], buffers[3]), strict=True):
-        assert got is b.data and got.shape == want.shape and got.dtype == want.dtype
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
-        assert got.ctypes.data % 64 == 0
-    first = kept[0].ctypes.data
-    assert first % HUGE_PAGE == 0  # over 2 MiB in all: one huge-page arena
-    assert [k.ctypes.data - first for k in kept] == [0, 64, 64 + HUGE_PAGE]
+    big = rng.standard_normal((HUGE_PAGE // 4 + 5, 3)).astype(np.float32)[:, 1]  # strided
+    moved = huge_page_copy(big)
+    assert moved.ctypes.data % HUGE_PAGE == 0 and moved.flags.c_contiguous
+    assert moved.shape == big.shape and moved.dtype == big.dtype
+    assert np.array_equal(moved.view(np.uint32), big.view(np.uint32))
 
 
-def test_no_constants_no_arena() -> None:
-    assert constant_arena([]) == []
-    assert constant_arena([_constant(0, None)]) == [None]
-
-
-def test_an_executables_weights_are_in_its_constant_arena(tmp_path: Path) -> None:
-    n = 1024  # a 4 MiB weight: packed into panels, then moved
+@pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages here"
+)
+def test_an_executables_packed_weights_are_on_huge_pages(tmp_path: Path) -> None:
+    n = 1024  # a 4 MiB weight, packed into panels (a derived array), then moved
     a = og.parameter(og.f32, (4, n))
     rng = np.random.default_rng(2)
     w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
@@ -149,7 +138,8 @@ def test_an_executables_weights_are_in_its_constant_arena(tmp_path: Path) -> Non
     x = rng.standard_normal((4, n)).astype(np.float32)
     (got,) = exe(x)
     np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=1e-3, atol=1e-3)
-    constants = [c for c in exe._constants if c is not None]  # type: ignore[attr-defined]
-    assert constants
-    starts = sorted(c.ctypes.data for c in constants)
-    assert starts[0] % HUGE_PAGE == 0 and all(s % 64 == 0 for s in starts)
+    big = [c for c in exe._constants if c is not None and c.nbytes >= HUGE_PAGE]  # type: ignore[attr-defined]
+    assert big
+    for c in big:
+        assert c.ctypes.data % HUGE_PAGE == 0
+        assert "hg" in _mapping(c.ctypes.data).get("VmFlags", "").split()
