@@ -3,9 +3,7 @@ that runs fallback steps on reference kernels."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import mmap
 import threading
 import weakref
 from collections.abc import Callable
@@ -13,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.backends.fused.pages import HUGE_PAGE as HUGE_PAGE
+from opgraph.backends.fused.pages import arena_buffer as arena_buffer
 from opgraph.backends.fused.program import Buffer, BufferKind, FallbackStep, Program
 from opgraph.backends.fused.views import Literal, Operand, View, static, static_all
 from opgraph.backends.interpreter.kernels import KERNELS
@@ -47,33 +47,6 @@ def _forget(key: int) -> Callable[[weakref.ref[np.ndarray]], None]:
 
 
 Slot = tuple[Any, ctypes.c_void_p, np.ndarray]
-
-#: Arenas of at least this many bytes start on a 2 MiB boundary and ask for transparent huge
-#: pages; smaller ones start on a page. Either way the arena's address modulo 4 KiB (and its
-#: offset within a huge page) is the same in every process: with ``np.empty`` it depended on
-#: the allocator's history (brk or mmap, 16-byte steps; 2026-11-26, H89).
-HUGE_PAGE = 2 << 20
-_PAGE = mmap.PAGESIZE
-
-
-def arena_buffer(nbytes: int) -> tuple[np.ndarray, int]:
-    """A fresh arena of ``nbytes`` (at least one byte) from its own anonymous mapping: (the
-    array that keeps it alive, the arena's address). The address is a multiple of 2 MiB for
-    arenas of 2 MiB or more (the mapping is advised ``MADV_HUGEPAGE`` where the system has
-    it), else of the page size. Every page is touched here, so no call faults on it later."""
-    nbytes = max(int(nbytes), 1)
-    align = HUGE_PAGE if nbytes >= HUGE_PAGE else _PAGE
-    length = -(-nbytes // _PAGE) * _PAGE + (align - _PAGE)
-    region = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    whole = np.frombuffer(region, np.uint8)
-    start = address(whole)
-    skip = -start % align
-    if align == HUGE_PAGE and hasattr(mmap, "MADV_HUGEPAGE"):
-        with contextlib.suppress(OSError):  # no transparent huge pages: small pages it is
-            region.madvise(mmap.MADV_HUGEPAGE, skip, length - skip)
-    arena = whole[skip : skip + nbytes]
-    arena[::_PAGE] = 0  # first touch now, not inside the first call
-    return arena, start + skip
 
 
 class ArenaPool:

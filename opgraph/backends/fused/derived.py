@@ -8,7 +8,9 @@ compile (bench/compile_time.py --profile, 2026-11-26), where gcc does not run at
 identity and what was derived from it: a constant's value is read-only (``Constant`` freezes
 it), so the same array object always yields the same result; a weak reference drops the
 entry when the array dies, before its ``id`` can be reused. The results are frozen too (every
-program that reads them shares them).
+program that reads them shares them), and from 2 MiB up they are moved into a mapping of huge
+pages (:func:`~opgraph.backends.fused.pages.huge_page_copy`: the generated code streams packed
+weights from memory on every call; 2026-11-28, h151).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import weakref
 from collections.abc import Callable, Hashable
 
 import numpy as np
+
+from opgraph.backends.fused.pages import huge_page_copy
 
 _Entry = tuple[weakref.ref[np.ndarray], np.ndarray]
 _DERIVED: dict[tuple[int, Hashable], _Entry] = {}
@@ -29,13 +33,13 @@ def derived(source: np.ndarray, kind: Hashable, make: Callable[[], np.ndarray]) 
     while ``source`` lives (``kind`` must name everything besides ``source``'s values that
     the result depends on); read-only. A writable ``source`` is never cached."""
     if source.flags.writeable:
-        return make()
+        return huge_page_copy(make())
     key = (id(source), kind)
     with _LOCK:
         entry = _DERIVED.get(key)
     if entry is not None and entry[0]() is source:
         return entry[1]
-    value = make()
+    value = huge_page_copy(make())
     value.flags.writeable = False
     reference = weakref.ref(source, _forget(key))
     with _LOCK:

@@ -4,7 +4,9 @@ With ``np.empty`` the arena's address modulo 4 KiB depended on the allocator's h
 heap chunk at any 16-byte step, or a fresh mapping): each process laid its planes out
 differently relative to pages and to each other. ``arena_buffer`` maps each arena on its
 own: a 2 MiB boundary (advised for transparent huge pages) from 2 MiB up, a page boundary
-below; its pages are touched when it is made, not inside a call (2026-11-26, H89).
+below; its pages are touched when it is made, not inside a call (2026-11-26, H89). Packed
+weights of 2 MiB and more are moved into such a mapping (``huge_page_copy``, 2026-11-28,
+h151): numpy's arrays of megabytes sat on 4 KiB pages.
 """
 
 import mmap
@@ -18,6 +20,7 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config
 from opgraph.backends.cpu.native import HUGE_PAGE, ArenaPool, arena_buffer
+from opgraph.backends.fused.pages import huge_page_copy
 
 PAGE = mmap.PAGESIZE
 
@@ -105,3 +108,38 @@ def test_a_grown_arena_is_aligned_too() -> None:
     pool.give((table, pointer, arena))
     _, again, kept = pool.take_at_least(HUGE_PAGE)  # big enough already: kept
     assert kept is arena and again is pointer
+
+
+def test_small_derived_arrays_stay_where_they_are() -> None:
+    small = np.arange(10, dtype=np.float32)
+    assert huge_page_copy(small) is small
+
+
+def test_large_derived_arrays_move_to_huge_pages_with_their_values() -> None:
+    rng = np.random.default_rng(1)
+    big = rng.standard_normal((HUGE_PAGE // 4 + 5, 3)).astype(np.float32)[:, 1]  # strided
+    moved = huge_page_copy(big)
+    assert moved.ctypes.data % HUGE_PAGE == 0 and moved.flags.c_contiguous
+    assert moved.shape == big.shape and moved.dtype == big.dtype
+    assert np.array_equal(moved.view(np.uint32), big.view(np.uint32))
+
+
+@pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages here"
+)
+def test_an_executables_packed_weights_are_on_huge_pages(tmp_path: Path) -> None:
+    n = 1024  # a 4 MiB weight, packed into panels (a derived array), then moved
+    a = og.parameter(og.f32, (4, n))
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    fn = og.Function([ops.matmul(a, og.constant(w))], [a])
+    backend = CpuBackend(CpuConfig(tmp_path, default_config().compiler, num_threads=1))
+    exe = backend.compile(fn)
+    x = rng.standard_normal((4, n)).astype(np.float32)
+    (got,) = exe(x)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=1e-3, atol=1e-3)
+    big = [c for c in exe._constants if c is not None and c.nbytes >= HUGE_PAGE]  # type: ignore[attr-defined]
+    assert big
+    for c in big:
+        assert c.ctypes.data % HUGE_PAGE == 0
+        assert "hg" in _mapping(c.ctypes.data).get("VmFlags", "").split()
