@@ -109,3 +109,22 @@ def test_other_steps_keep_the_copy_in_form(name, cpu):
     fn, args = depthwise(**NOT_TAKEN[name])
     _, source = run(cpu, fn, args)
     assert CALL not in source
+
+
+@pytest.mark.parametrize(
+    "name", ["112 -> 56 (vectors and an overlapping last one)", "5x5, 56 -> 28"]
+)
+@pytest.mark.parametrize("isa", ["native", "avx2"])
+def test_prefetch_beyond_l2_changes_no_value(name, isa, monkeypatch):
+    """Inputs larger than the L2 cache prefetch the rows ``PREFETCH_ROWS`` output rows ahead
+    (past the plane and the tensor too: a prefetch never faults); the outputs are bitwise
+    those without it, and inputs within L2 are read without it."""
+    config = dataclasses.replace(default_config(), num_threads=2, isa=isa)
+    fn, args = depthwise(**CASES[name])
+    plain, source = run(CpuBackend(config), fn, args)
+    assert CALL in source and ", 0L);" in source.split(CALL)[-1].split("\n")[0]
+    monkeypatch.setattr(depthwise_strided, "l2_cache_bytes", lambda: 4096)
+    ahead = f", {depthwise_strided.PREFETCH_ROWS}L);"
+    fetched, source = run(CpuBackend(config), fn, args)
+    assert ahead in source.split(CALL)[-1].split("\n")[0]
+    np.testing.assert_array_equal(fetched, plain)

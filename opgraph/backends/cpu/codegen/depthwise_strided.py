@@ -13,7 +13,8 @@ are zero vectors through the same multiply-adds, and each output adds its filter
 (:data:`TAPS_SUMS`) with a row's taps in the order the copy-in form's loops contract them,
 so the outputs are bitwise the direct kernel's (tested). The last vector of a row overlaps
 the one before it when the width is not a multiple of 16 (same values, written twice);
-nothing is read past a row's last column.
+nothing is read past a row's last column. Where the input is larger than the L2 cache each
+output row prefetches the input rows :data:`PREFETCH_ROWS` output rows ahead.
 
 Taken by ``DirectConvEmitter`` (:func:`takes`) for one-pass depthwise steps written in place
 with the padding of PyTorch's and TensorFlow's "same" convolutions (taps from two columns left
@@ -25,8 +26,11 @@ keep the copy-in form (``depthwise_blocked.BUILDS``).
 
 from __future__ import annotations
 
+import math
+
 from opgraph.backends.cpu.codegen import dialect
 from opgraph.backends.cpu.codegen.depthwise_blocked import BUILDS
+from opgraph.backends.cpu.config import l2_cache_bytes
 from opgraph.backends.fused.program import ConvStep
 from opgraph.backends.fused.views import static, static_all
 
@@ -38,6 +42,17 @@ REACH = (2, 3)
 #: Filter sizes taken, and how an output adds its filter rows' sums (the copy-in form's
 #: ``_tree_sum`` over rows of taps: chains of 3 and of 5 taps, added pairwise).
 TAPS_SUMS = {3: "({} + {}) + {}", 5: "(({} + {}) + ({} + {})) + {}"}
+#: Output rows ahead of the one computed whose two new input rows each output row
+#: prefetches where the step's input is larger than the L2 cache (:func:`prefetch_rows`; the
+#: size read from the CPU): the input, written by the step before, then comes from L3, at
+#: the pace of the core's misses in flight, which the hardware prefetchers do not keep full
+#: across the rows. 16 input rows ahead (7 KiB of MobileNetV3's 112-wide rows; past a plane's
+#: last row, the next channel's first rows). Intel guest (2 MiB L2), one thread, profiled
+#: step minimums: MobileNetV3's 64-channel 112 -> 56 step 170-241 -> 141-152 us, with two
+#: threads 96-97 -> 73-74 us; EfficientNet-B0's 96-channel one 309 -> 248 us; 1, 2, 4 and 16
+#: rows within a few us of 8 (docs/performance.md, h152). Inputs within L2 are read without
+#: it (EfficientNet-B0's 5x5 144-channel 56 -> 28 step, 1.8 MiB: 108 -> 111 us with it).
+PREFETCH_ROWS = 8
 
 
 def takes(step: ConvStep, ctype: str, rowwise: bool) -> bool:
@@ -77,7 +92,15 @@ def call(step: ConvStep) -> list[str]:
     plane = f"y0 + (img * {o}L + oc0) * {oh * ow}L"
     (pt, pl), k = step.padding, step.kernel[0]
     size = f"{h}L, {wd}L, {pt}L, {pl}"
-    return [f"    og_dws2_rows{k}(x, {size}, w, {plane}, {ow}L, r0, r1);"]
+    ahead = prefetch_rows(step)
+    return [f"    og_dws2_rows{k}(x, {size}, w, {plane}, {ow}L, r0, r1, {ahead}L);"]
+
+
+def prefetch_rows(step: ConvStep) -> int:
+    """:data:`PREFETCH_ROWS` where the step's input is larger than the L2 cache, else 0."""
+    assert step.x is not None
+    size = 4 * math.prod(static_all(step.x.shape))
+    return PREFETCH_ROWS if size > l2_cache_bytes() else 0
 
 
 def _indices(first: int, lanes: int) -> str:
@@ -92,13 +115,16 @@ def _functions(k: int) -> str:
     total = TAPS_SUMS[k].format(*rows)
     return f"""static inline __attribute__((always_inline)) void og_dws2_rows{k}(
     const float* restrict x, long h, long wd, long pt, int pl, const float* restrict f,
-    float* restrict y, long ow, long r0, long r1) {{
+    float* restrict y, long ow, long r0, long r1, long ahead) {{
   for (long r = r0; r < r1; ++r) {{
     const float* xr[{k}];
     for (int a = 0; a < {k}; ++a) {{
       long ir = 2 * r - pt + a;
       xr[a] = ir >= 0 && ir < h ? x + ir * wd : 0;
     }}
+    if (ahead) /* the two input rows output row r + ahead adds first (prefetches never fault) */
+      for (long c = 0; c < 2 * wd; c += 16)
+        __builtin_prefetch(x + (2 * (r + ahead) - pt + {k - 2}) * wd + c);
     for (long jb = 0; jb < ow; jb += OG_D2_LANES) {{
       long j0 = jb + OG_D2_LANES <= ow ? jb : ow - OG_D2_LANES;
       og_d2v s = {total};
