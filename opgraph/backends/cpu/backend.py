@@ -14,6 +14,7 @@ from opgraph.backends.cpu.config import (
     check_precision,
     compiler_problem,
     default_config,
+    l2_cache_bytes,
 )
 from opgraph.backends.cpu.executable import CpuExecutable
 from opgraph.backends.cpu.rewrites import rewrite_for_cpu
@@ -134,7 +135,10 @@ class CpuBackend(Backend):
         vectors' lanes."""
         halves = self.config.panel_halves()
         return TargetFeatures(
-            panel_halves=halves, padded_rows=not halves, vector_lanes=self.config.vector_lanes()
+            panel_halves=halves,
+            padded_rows=not halves,
+            vector_lanes=self.config.vector_lanes(),
+            l2_bytes=l2_cache_bytes(),
         )
 
     def _rewritten(self, function: Function) -> Function:

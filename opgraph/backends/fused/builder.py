@@ -69,6 +69,9 @@ class TargetFeatures:
             CPU: 8 for AVX2 builds, 16 for AVX-512 and the portable build,
             ``CpuConfig.vector_lanes()``): layout costs that count vector passes read it
             (``lowering/pointwise.py``).
+        l2_bytes: one core's level-2 cache in bytes (the CPU: ``config.l2_cache_bytes()``);
+            the ``pixels`` layout of patch and pointwise convolutions sizes its units by it
+            (``lowering/pointwise.py``, :func:`unit_floats`).
     """
 
     panels: bool = True
@@ -78,6 +81,7 @@ class TargetFeatures:
     patches: bool = True
     panel_halves: bool = False
     vector_lanes: int = 16
+    l2_bytes: int = 1 << 20
 
 
 class ProgramBuilder:

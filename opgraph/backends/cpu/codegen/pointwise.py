@@ -144,7 +144,7 @@ class PointwiseConvEmitter:
 
     def pixel_layout(self) -> tuple[int, int]:
         """(channel blocks, pixel blocks) of the ``pixels`` layout."""
-        blocks, self.per = pixel_blocks(self.pixels, self.c, self.o)
+        blocks, self.per = pixel_blocks(self.pixels, self.c, self.o, self.step.unit_floats)
         panels = -(-self.o // ROWS)
         want = 2 * self.threads if self.parallel else 1
         channel_blocks = min(panels, max(1, -(-want // (self.n * blocks))))

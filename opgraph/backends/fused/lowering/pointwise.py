@@ -82,6 +82,7 @@ class PointwiseConvStep(ConvStep):
     plane_cols: int = 0  # columns of each padded phase plane
     planes_at: int = 0  # where the planes start in the scratch (floats)
     from_planes: bool = False  # the products read the planes: no patch blocks
+    unit_floats: int = 1 << 16  # a ``pixels`` unit's input and output at most (unit_floats)
 
 
 @dataclass(frozen=True)
@@ -224,19 +225,37 @@ def _operand(node: KNode, out: View) -> View | None:
     return v if v.element_type == et.f32 and v.shape == out.shape else None
 
 
-#: Output elements plus input elements of one unit's block at most (floats; about 256 KiB,
-#: a quarter of an L2 cache).
+#: Output elements plus input elements of one unit's block at most (floats; 256 KiB, a
+#: quarter of the 1 MiB L2 of the Zen 5 it was measured on; the ``pixels`` layout takes a
+#: quarter of a larger L2, :func:`unit_floats`).
 UNIT_FLOATS = 1 << 16
+
+
+def unit_floats(l2_bytes: int, filter_bytes: int) -> int:
+    """Floats of a ``pixels`` unit's input and output: :data:`UNIT_FLOATS`, or a quarter of
+    an L2 of ``l2_bytes`` where that is more and the filters (``filter_bytes``, read once by
+    every unit) take more than half of it, so that they come from L3 or memory each time
+    (the lowering keeps the smaller units where the larger ones would be fewer than two a
+    thread). Whisper-tiny's k3 stride-2 Conv1d (1152 patch rows x 384
+    filters, 1.77 MB, at 1500 positions) on a 2 MiB L2 (Emerald Rapids guest): 16 units of
+    96 positions in place of 32 of 48 ran its Conv1d front end 0.94x the time per core
+    (docs/performance.md, 2026-11-28, h153). Outputs are the same: blocks split at whole
+    tiles, and each output's sum runs over the same inner order."""
+    return UNIT_FLOATS if filter_bytes <= l2_bytes // 2 else max(UNIT_FLOATS, l2_bytes // 16)
+
+
 #: Pixels per block of the ``pixels`` layout are a multiple of this (whole tiles on every
 #: instruction set: 3 x 16, 6 x 8, 12 x 4).
 BLOCK_STEP = 48
 
 
-def pixel_blocks(pixels: int, inner: int, channels: int) -> tuple[int, int]:
+def pixel_blocks(
+    pixels: int, inner: int, channels: int, unit: int = UNIT_FLOATS
+) -> tuple[int, int]:
     """(blocks, pixels of the largest) of one image's pixels in the ``pixels`` layout: each
-    block's input and output within :data:`UNIT_FLOATS`, whole :data:`BLOCK_STEP` runs,
-    balanced."""
-    blocks = max(1, pixels * (inner + channels) // UNIT_FLOATS)
+    block's input and output within ``unit`` floats (:func:`unit_floats`), whole
+    :data:`BLOCK_STEP` runs, balanced."""
+    blocks = max(1, pixels * (inner + channels) // unit)
     least = -(-pixels // blocks)
     per = -(-least // BLOCK_STEP) * BLOCK_STEP
     blocks = -(-pixels // per)
@@ -412,7 +431,11 @@ def _packed_step(
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
-    blocks, per = pixel_blocks(pixels, c, o)
+    unit = unit_floats(builder.features.l2_bytes, 4 * c * o)
+    blocks, per = pixel_blocks(pixels, c, o, unit)
+    if n * blocks < 2 * builder.threads:  # the larger units would leave threads idle
+        unit = UNIT_FLOATS
+        blocks, per = pixel_blocks(pixels, c, o, unit)
     # patches built per unit, in the thread's L2 (no patch matrix written to memory and read
     # back: the 7x7 stem's is 7.4 MB) when every unit has its own pixels (one channel block)
     unit_patches = compact and patches and not channels_first and n * blocks >= 2 * builder.threads
@@ -437,5 +460,5 @@ def _packed_step(
         padding, 1, 1, scratch, False, (n, oh, ow),
         channels_first=channels_first, compact=compact and not unit_patches,
         unit_patches=unit_patches, plane_rows=rows, plane_cols=cols, planes_at=at,
-        from_planes=direct,
+        from_planes=direct, unit_floats=unit,
     )  # fmt: skip
