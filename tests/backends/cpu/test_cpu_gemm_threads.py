@@ -21,8 +21,11 @@ from opgraph.backends.fused.program import GemmStep
 RNG = np.random.default_rng(44)
 
 #: Calls before a pool worker must have run a block: a worker that is descheduled for a
-#: whole call (a loaded machine) leaves its blocks to the caller, but not for this many.
-ATTEMPTS = 200
+#: whole call (a loaded machine) leaves its blocks to the caller, but not for this many. The
+#: loop stops at the first block a worker runs (a quiet machine: the first call); 200 calls
+#: were too few beside other processes at load 5-9 on two cores, where a woken worker kept
+#: finding every block taken (2026-11-28, h151).
+ATTEMPTS = 2000
 
 
 def _backend(threads: int) -> CpuBackend:
