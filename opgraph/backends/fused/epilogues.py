@@ -6,18 +6,24 @@ and everything else it reads is ready before the product. When one of its result
 product's type and shape, the product is written straight into that result's buffer and the
 kernel updates it in place, so the product needs no buffer of its own (bias, batch-norm
 scale and shift, activation, residual add: one pass over cache-hot data).
+
+Before that, a bottleneck's ``(y + b1) + (r + b2)`` of two 1x1 products is split so that each
+product's step takes one part in registers (:func:`split_shifted_residuals`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from opgraph.backends.fused.lowering.pointwise import PointwiseConvStep
 from opgraph.backends.fused.lowering.row_padding import padded_output
 from opgraph.backends.fused.program import (
+    Buffer,
     BufferKind,
     ConvStep,
     GemmStep,
     KKind,
+    KNode,
     LoopKernel,
     LoopStep,
     Program,
@@ -25,6 +31,8 @@ from opgraph.backends.fused.program import (
     WinogradStep,
 )
 from opgraph.backends.fused.views import View
+from opgraph.core import element_type as et
+from opgraph.ops import elementwise as ew
 
 Producer = GemmStep | ConvStep | WinogradStep
 
@@ -88,6 +96,7 @@ def fuse_epilogues(program: Program) -> None:
     """Move qualifying consumers of products into the producing steps (in place)."""
     index = _Index(program)
     merge_pointwise_steps(program, index)
+    split_shifted_residuals(program, index)
     producers = [s for s in program.steps if isinstance(s, GemmStep | ConvStep | WinogradStep)]
     for producer in producers:
         out = producer.out
@@ -108,9 +117,13 @@ def fuse_epilogues(program: Program) -> None:
         index.changed(producer)
 
 
-def _hoist_inputs(program: Program, consumer: Step, producer: Step, index: _Index) -> None:
+def _hoist_inputs(
+    program: Program, consumer: Step, producer: Step, index: _Index, depth: int = 2
+) -> None:
     """Move the steps computing the consumer's other inputs before the producer when they
-    depend only on earlier steps (a residual branch computed after the main one)."""
+    depend only on earlier steps (a residual branch computed after the main one), or on
+    steps that can move there too, ``depth`` steps deep (a shortcut's convolution, then
+    its shift: :func:`split_shifted_residuals`)."""
     for view in consumer.reads():
         writer = index.first_writer_from(view.buffer, producer)
         if writer is None or writer is consumer or writer is producer:
@@ -119,6 +132,8 @@ def _hoist_inputs(program: Program, consumer: Step, producer: Step, index: _Inde
         arena = {
             b for b in needs if program.buffers[b].kind in (BufferKind.ARENA, BufferKind.RESULT)
         }
+        if depth > 1 and not all(index.written_before(b, producer) for b in arena):
+            _hoist_inputs(program, writer, producer, index, depth - 1)
         if all(index.written_before(b, producer) for b in arena):
             index.move_before(writer, producer)
 
@@ -143,6 +158,109 @@ def merge_pointwise_steps(program: Program, index: _Index | None = None) -> None
         second.nodes = first.nodes + second.nodes
         index.remove(first)
         index.changed(second)
+
+
+def split_shifted_residuals(program: Program, index: _Index) -> None:
+    """``(y + b1) + (r + b2)`` (then ReLU or not) of two 1x1 convolutions' products ``y``
+    and ``r`` and per-channel shifts (ResNet's first block of a stage: the main branch and
+    the downsampling shortcut, each with its batch norm's shift) becomes two kernels:
+    ``r' = r + b2`` (a new buffer), then ``(y + b1) + r'``. Each is then one producer's
+    epilogue in registers (``channel_bias``: a bias; a bias and a residual), not one
+    epilogue pass over ``y`` that reads ``r``; and the residual step may write its output
+    over ``r'`` (``PointwiseConvStep.inplace_pairs``). The same additions in the same
+    order: the same bits."""
+    for step in [s for s in program.steps if _pointwise(s)]:
+        assert isinstance(step, LoopStep)
+        shift = _second_shift(program, step.kernels[0], index)
+        if shift is not None:
+            _split_shift(program, step, shift, index)
+
+
+def _second_shift(program: Program, kernel: LoopKernel, index: _Index) -> int | None:
+    """The node of ``r + b2`` in ``kernel`` when it is ``[Relu]((y + b1) + (r + b2))`` as
+    :func:`split_shifted_residuals` describes; else None."""
+    if len(kernel.stores) != 1:
+        return None
+    nodes = kernel.nodes
+    top = nodes[kernel.stores[0][0]]
+    add = nodes[top.args[0]] if isinstance(top.op, ew.Relu) else top
+    if not isinstance(add.op, ew.Add) or len(add.args) != 2:
+        return None
+    if not all(_shifted_product(program, kernel, nodes[a], index) for a in add.args):
+        return None
+    return add.args[1]
+
+
+def _shifted_product(program: Program, kernel: LoopKernel, node: KNode, index: _Index) -> bool:
+    """Whether ``node`` adds a per-channel view to a whole product of a 1x1 convolution
+    that only this kernel reads."""
+    if not isinstance(node.op, ew.Add) or len(node.args) != 2 or node.element_type != et.f32:
+        return False  # (f32: the stored sum is the sum the kernel would compute)
+    views = [kernel.nodes[a].operand for a in node.args]
+    if not all(
+        isinstance(v, View) and kernel.nodes[a].kind is KKind.LOAD
+        for a, v in zip(node.args, views, strict=True)
+    ):
+        return False
+    channel = tuple(1 if axis == 1 else 0 for axis in range(len(kernel.shape)))
+    shifts = [v for v in views if isinstance(v, View) and v.strides == channel]
+    products = [v for v in views if isinstance(v, View) and v.is_whole]
+    if len(shifts) != 1 or len(products) != 1 or products[0].shape != kernel.shape:
+        return False
+    buffer = products[0].buffer
+    writers = list(index.writers.get(buffer, {}).values())
+    return (
+        program.buffers[buffer].kind is BufferKind.ARENA
+        and len(index.readers.get(buffer, {})) == 1
+        and len(writers) == 1
+        and isinstance(writers[0], PointwiseConvStep)
+    )
+
+
+def _split_shift(program: Program, step: LoopStep, shift: int, index: _Index) -> None:
+    """Move node ``shift`` (``r + b2``) of ``step``'s kernel into a kernel of its own that
+    stores it to a new arena buffer, which ``step`` then loads."""
+    kernel = step.kernels[0]
+    add = kernel.nodes[shift]
+    loaded = [kernel.nodes[a].operand for a in add.args]
+    product = next(v for v in loaded if isinstance(v, View) and v.is_whole)
+    old = program.buffers[product.buffer]
+    buffer = Buffer(len(program.buffers), BufferKind.ARENA, old.element_type, old.size)
+    buffer.label = old.label
+    program.buffers.append(buffer)
+    view = View.dense(buffer.id, old.element_type, kernel.shape)
+    loads = [dataclasses.replace(kernel.nodes[a], index=i) for i, a in enumerate(add.args)]
+    moved = dataclasses.replace(add, index=2, args=(0, 1))
+    own = LoopKernel(kernel.shape, (), [*loads, moved], [(2, view)])
+    kernel.nodes[shift] = KNode(
+        shift, KKind.LOAD, add.level, add.element_type, add.shape, operand=view
+    )
+    _drop_unreached(kernel)
+    source = tuple(n for n in step.nodes if n is add.source)
+    split = LoopStep(f"{old.label} + shift", source, kernels=(own,))
+    program.steps.append(split)
+    index.add(split)
+    index.key[id(split)] = float(len(program.steps))
+    index.move_before(split, step)
+    index.changed(step)
+
+
+def _drop_unreached(kernel: LoopKernel) -> None:
+    """Remove the nodes no store reaches, the rest renumbered in order."""
+    reached: set[int] = set()
+    stack = [k for k, _ in kernel.stores]
+    while stack:
+        k = stack.pop()
+        if k not in reached:
+            reached.add(k)
+            stack.extend(kernel.nodes[k].args)
+    renumber = {k: i for i, k in enumerate(sorted(reached))}
+    kept = [kernel.nodes[k] for k in sorted(reached)]
+    for node in kept:
+        node.index = renumber[node.index]
+        node.args = tuple(renumber[a] for a in node.args)
+    kernel.stores[:] = [(renumber[k], v) for k, v in kernel.stores]
+    kernel.nodes[:] = kept
 
 
 def _pointwise(step: Step) -> bool:

@@ -141,6 +141,13 @@ class _Form:
             return f"{acc} = og_pw_biasr({acc}, bias, {row}, res + ({row}) * ldy + {at}, relu);"
         return f"{acc} = og_pw_bias({acc}, bias, {rr}, 0);"  # the rest as it is stored
 
+    @property
+    def output(self) -> str:
+        """The ``pixels`` kernels' output pointer type: not ``restrict`` in the residual
+        form, whose output may be the residual's own block (``inplace_pairs`` of
+        ``PointwiseConvStep``: each tile reads its residual before it stores over it)."""
+        return "float*" if self.residual else "float* restrict"
+
     def whole_or_not(self, whole: str, make: Callable[[bool], str]) -> str:
         """``make(False)``; the residual form's in two branches on ``whole``: a whole
         tile reads whole vectors of the residual, any other adds it (then ReLU) as the
@@ -173,7 +180,7 @@ _BIASED = _Form(
 #: epilogue keep h121's code.
 _RESIDUAL = _Form(
     "r",
-    ", const float* restrict bias, const float* restrict res, int relu",
+    ", const float* restrict bias, const float* res, int relu",
     ", bias, res + {at}, relu",
     "; row r's outputs are bias[r] plus the products, plus res[r * ldy + j] (then,\n   "
     "with relu, negatives made +0), added in registers (og_pw_biasr)",
@@ -258,7 +265,7 @@ def _px_driver(
     return f"""/* R (<= {ROWS}) output channels of a packed panel wp, cols pixels: whole tiles of
    {nv * lanes}, then what is left{form.note}{reads.note}. */
 __attribute__((noinline, noclone)) static void og_pw_{reads.name}{form.suffix}(
-    const float* restrict wp, {reads.params}, long K, float* restrict y,
+    const float* restrict wp, {reads.params}, long K, {form.output} y,
     long ldy, long R, long cols{form.params}) {{
   for (long o = 0; o < cols; o += {nv * lanes}) {{
     long c = cols - o < {nv * lanes} ? cols - o : {nv * lanes};
@@ -402,7 +409,7 @@ def _px_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
    whole vectors. */
 static inline __attribute__((always_inline)) void og_pw_{reads.name}{form.suffix}_mk(
     const int nv, const float* restrict wp, {reads.params}, long K,
-    float* restrict y, long ldy, long R, long cols{form.params}) {{
+    {form.output} y, long ldy, long R, long cols{form.params}) {{
   {reads.setup("nv", lanes)}og_pwv acc[{ROWS}][{nv}];
   for (int r = 0; r < {ROWS}; ++r)
     for (int v = 0; v < nv; ++v) acc[r][v] = (og_pwv){{0}};
@@ -482,11 +489,11 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
     bias = f"\n    {form.whole_or_not(full, biasing)}" if form.biased else ""
     name = f"og_pw_{reads.name}{form.suffix}_mk{nv}"
     return f"""static inline __attribute__((always_inline)) void {name}(
-    const float* restrict wp, {reads.params}, long K, float* restrict y,
+    const float* restrict wp, {reads.params}, long K, {form.output} y,
     long ldy, long R, long cols{form.params}) {{
   {reads.setup(str(nv), lanes)}for (long g = 0; g < R; g += {g}) {{
     const float* restrict wg = wp + g;
-    float* restrict yg = y + g * ldy;
+    {form.output} yg = y + g * ldy;
     {zero}
     for (long k = 0; k < K; ++k) {{
       {loads}

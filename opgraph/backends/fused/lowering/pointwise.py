@@ -84,6 +84,23 @@ class PointwiseConvStep(ConvStep):
     from_planes: bool = False  # the products read the planes: no patch blocks
     unit_floats: int = 1 << 16  # a ``pixels`` unit's input and output at most (unit_floats)
 
+    def inplace_pairs(self) -> list[tuple[int, int]]:
+        """(residual buffer, output buffer) where the ``pixels`` kernels add a whole
+        residual of the output's layout in registers (:func:`channel_bias`): each tile reads
+        its residual before it stores the same places, so the output may take the
+        residual's block when the residual dies here (its lines are in cache as the tile
+        stores over them: no write to memory the call has not touched)."""
+        bias = channel_bias(self) if not self.channels_first else None
+        if bias is None or bias.residual is None or self.out is None:
+            return []
+        res, out = bias.residual, self.out
+        same = res.shape == out.shape and res.element_type == out.element_type
+        if res.buffer == out.buffer or not (same and res.is_whole and out.is_whole):
+            return []
+        if sum(v.buffer == res.buffer for v in self.reads()) != 1:
+            return []  # the residual is the products' input too (read after stores)
+        return [(res.buffer, out.buffer)]
+
 
 @dataclass(frozen=True)
 class HardSwish:
