@@ -86,6 +86,26 @@ def test_shortcut_shift_split_and_output_over_the_residual(request, backend, n):
 
 
 @pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
+@pytest.mark.parametrize(("n", "size"), [(1, 13), (2, 7)])
+def test_output_over_the_residual_with_part_vector_tails(request, backend, n, size):
+    """Images whose pixels end in a part vector (13x13, 7x7): the bits are the bare build's;
+    the AVX-512 build pairs the output with the residual in both (the AVX2 one lays two 7x7
+    images out without the pair)."""
+    cpu = request.getfixturevalue(backend)
+    fn, args = _block("conv", n, size=size)
+    exe = cpu.compile(fn)
+    outputs = {s.out.buffer for s in exe.program.steps if isinstance(s, PointwiseConvStep)}
+    paired = any(dst in outputs for _, dst in exe.memory_plan().inplace)
+    assert paired or backend == "avx2_cpu"
+    with (
+        mock.patch.object(epilogues, "split_shifted_residuals", lambda program, index: None),
+        mock.patch.object(PointwiseConvStep, "inplace_pairs", lambda self: []),
+    ):
+        bare = cpu.compile(fn)
+    assert np.array_equal(_bits(exe(*args)[0]), _bits(bare(*args)[0]))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
 def test_residual_that_is_the_products_input_is_not_overwritten(request, backend):
     """The residual is the convolution's input too: no block shared with it (a later tile
     reads the input a store would have overwritten); the bits are the bare build's."""
