@@ -83,6 +83,12 @@ class _Index:
         later = [w for w in self.writers.get(buffer, {}).values() if self.key[id(w)] >= at]
         return min(later, key=lambda w: self.key[id(w)], default=None)
 
+    def insert_before(self, step: Step, anchor: Step) -> None:
+        """``step``, new to the program, runs just before ``anchor``."""
+        self.program.steps.append(step)
+        self.add(step)
+        self.move_before(step, anchor)
+
     def move_before(self, step: Step, anchor: Step) -> None:
         steps = self.program.steps
         steps.remove(step)
@@ -238,10 +244,7 @@ def _split_shift(program: Program, step: LoopStep, shift: int, index: _Index) ->
     _drop_unreached(kernel)
     source = tuple(n for n in step.nodes if n is add.source)
     split = LoopStep(f"{old.label} + shift", source, kernels=(own,))
-    program.steps.append(split)
-    index.add(split)
-    index.key[id(split)] = float(len(program.steps))
-    index.move_before(split, step)
+    index.insert_before(split, step)
     index.changed(step)
 
 
