@@ -77,12 +77,13 @@ _MOVES = (Reshape, Transpose)
 CHANNEL_AXIS = 1
 #: The most channels a per-channel table may have (its bytes: 256 a channel, as i32).
 MAX_CHANNELS = 4096
-#: The fewest elements a channel's plane (one image) needs for a per-channel table. The CPU
-#: looks a plane up through its channel's 256 entries turned into bytes, in the pieces a
-#: convolution's epilogue is called with: on the Intel guest a 32x32 plane (pieces of 448)
-#: gained 8-10 % on the layer (convolution, requantization, batch norm chain); 16x16 ones
-#: (pieces of 128) lost 7-20 % on a layer alone and were mixed in the model (docs/performance.md,
-#: h150).
+#: The default fewest elements a channel's plane (one image) needs for a per-channel table
+#: (``fold_quantized_chains``' ``min_plane``; a target says its own through
+#: ``TargetFeatures.channel_table_plane``). The CPU looks a plane up through its channel's 256
+#: entries turned into bytes, in the pieces a convolution's epilogue is called with: on the
+#: Intel guest a 32x32 plane (pieces of 448) gained 8-10 % on the layer (convolution,
+#: requantization, batch norm chain); 16x16 ones (pieces of 128) lost 7-20 % on a layer alone
+#: and were mixed in the model (docs/performance.md, h150).
 MIN_PLANE = 1024
 
 
@@ -98,9 +99,11 @@ class _Plan:
 
 
 class _Cones:
-    """The cone search over one Function (memoized per value)."""
+    """The cone search over one Function (memoized per value); per-channel tables only for
+    planes of ``min_plane`` elements or more (None: none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_plane: int | None = MIN_PLANE) -> None:
+        self.min_plane = min_plane
         self.uniform: dict[Output, np.ndarray | None] = {}
         self.vectors: dict[Output, np.ndarray | None] = {}
 
@@ -218,10 +221,10 @@ class _Cones:
         """The per-channel table's plan of ``root`` (its data input ``x``), or None."""
         shape = x.shape
         channels = shape[CHANNEL_AXIS] if len(shape) > CHANNEL_AXIS else None
-        if not isinstance(channels, int) or channels > MAX_CHANNELS:
+        if self.min_plane is None or not isinstance(channels, int) or channels > MAX_CHANNELS:
             return None
         plane = [d for d in shape[CHANNEL_AXIS + 1 :] if isinstance(d, int)]
-        if len(plane) < len(shape) - CHANNEL_AXIS - 1 or math.prod(plane) < MIN_PLANE:
+        if len(plane) < len(shape) - CHANNEL_AXIS - 1 or math.prod(plane) < self.min_plane:
             return None
         cone: dict[Node, None] = {root: None}
         sources = self.sources(x, shape, cone, channels=True)
@@ -358,16 +361,17 @@ def channel_table(
     return np.ascontiguousarray(table)
 
 
-def fold_quantized_chains(fn: Function) -> Function:
+def fold_quantized_chains(fn: Function, min_plane: int | None = MIN_PLANE) -> Function:
     """Replace each QuantizeLinear whose input is a pointwise function of one 8-bit value
-    by a table lookup (see the module docstring).
+    by a table lookup (see the module docstring); a per-channel chain only where a channel's
+    plane has at least ``min_plane`` elements (None: per-tensor tables only).
 
     Needs: nothing (run it before the quantize/dequantize ops are lowered). Guarantees: the
     replaced values are bit-identical to the original ones (the table is the original chain
     evaluated on every byte value by the reference kernels); a root whose only users lie in
     another root's cone is left alone (it dies with that root's chain).
     """
-    cones = _Cones()
+    cones = _Cones(min_plane)
     plans: dict[Node, _Plan] = {}
     for node in fn.nodes:
         if isinstance(node.op, QuantizeLinear):

@@ -37,6 +37,7 @@ from opgraph.core.node import Node, Output
 from opgraph.core.op import Op
 from opgraph.core.printing import format_node, value_names
 from opgraph.core.shape import DimShape
+from opgraph.passes.fold_quantized_chains import MIN_PLANE
 from opgraph.passes.specialize_shapes import is_symbolic
 
 
@@ -72,6 +73,10 @@ class TargetFeatures:
         l2_bytes: one core's level-2 cache in bytes (the CPU: ``config.l2_cache_bytes()``);
             the ``pixels`` layout of patch and pointwise convolutions sizes its units by it
             (``lowering/pointwise.py``, :func:`unit_floats`).
+        channel_table_plane: the fewest elements a channel's plane needs for a batch norm
+            between two quantizations to become a per-channel table lookup
+            (``fold_quantized_chains``' ``min_plane``: where the target's lookup of a plane
+            measures faster than its batch norm chain); None: per-tensor tables only.
     """
 
     panels: bool = True
@@ -82,6 +87,7 @@ class TargetFeatures:
     panel_halves: bool = False
     vector_lanes: int = 16
     l2_bytes: int = 1 << 20
+    channel_table_plane: int | None = MIN_PLANE
 
 
 class ProgramBuilder:

@@ -58,10 +58,11 @@ def is_native(op: Op) -> bool:
     return is_native_class(type(op))
 
 
-def lower(fn: Function, optimize: bool = True) -> Function:
+def lower(fn: Function, optimize: bool = True, features: TargetFeatures | None = None) -> Function:
     """Clone, inline calls, unbox tuples, turn products of dequantized 8-bit values into
     integer products (``fuse_quantized_products``: before folding dequantizes the weights),
-    fold pointwise chains of one 8-bit value into table lookups (``fold_quantized_chains``),
+    fold pointwise chains of one 8-bit value into table lookups (``fold_quantized_chains``;
+    per-channel ones on planes of ``features.channel_table_plane`` elements or more),
     decompose what has no native lowering, apply the
     rewrites (``REWRITES``: expansions that fuse better), optimize, apply
     :data:`KERNEL_RULES`, rewrite again.
@@ -70,7 +71,8 @@ def lower(fn: Function, optimize: bool = True) -> Function:
     reference kernel, or is reported by :func:`compile_program` as unsupported.
     """
     fn = fuse_quantized_products(unbox_tuples(inline_calls(fn.clone())))
-    fn = fold_quantized_chains(fn)  # after the products took their dequantized operands
+    plane = (features or TargetFeatures()).channel_table_plane
+    fn = fold_quantized_chains(fn, plane)  # after the products took their dequantized operands
     fn = apply_rewrites(decompose(fn, is_supported=is_native, keep_symbolic=is_symbolic(fn)))
     if optimize:
         fn = apply_rewrites(rewrite(optimize_function(fn), KERNEL_RULES))
@@ -199,7 +201,7 @@ def _build(
     threads: int,
     features: TargetFeatures | None = None,
 ) -> tuple[Function, Program]:
-    lowered = lower(function, optimize)
+    lowered = lower(function, optimize, features)
     missing = sorted(
         {
             n.op.name

@@ -13,6 +13,8 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, default_config
 from opgraph.backends.cpu import config as cpu_config
+from opgraph.backends.fused.builder import TargetFeatures
+from opgraph.backends.fused.pipeline import lower
 from opgraph.ops.indexing import Gather
 from opgraph.ops.nn import BatchNormInference
 from opgraph.passes import fold_quantized_chains as fq
@@ -80,6 +82,23 @@ def test_a_per_channel_lookup_read_by_more_arithmetic_stays_a_chain():
 def test_planes_shorter_than_a_table_stay_chains():
     fn = batch_norm_chain((2, 6, 16, 16))
     assert BatchNormInference in _kinds(fq.fold_quantized_chains(fn))
+
+
+def test_the_smallest_plane_is_the_callers_to_choose():
+    small, large = batch_norm_chain((2, 6, 16, 16)), batch_norm_chain((2, 6, 32, 32))
+    assert Gather in _kinds(fq.fold_quantized_chains(small, min_plane=256))
+    assert BatchNormInference in _kinds(fq.fold_quantized_chains(large, min_plane=2048))
+    assert BatchNormInference in _kinds(fq.fold_quantized_chains(large, min_plane=None))
+
+
+def test_a_target_without_channel_tables_keeps_the_chain_with_the_same_bytes():
+    fn = batch_norm_chain((2, 6, 32, 32))
+    off = dataclasses.replace(TargetFeatures(), channel_table_plane=None)
+    assert Gather not in _kinds(lower(fn, features=off))  # the chain, decomposed
+    assert Gather in _kinds(lower(fn, features=TargetFeatures()))
+    data = _data((2, 6, 32, 32))
+    want = INTERPRETER.compile(fn)(data)
+    np.testing.assert_array_equal(INTERPRETER.compile(lower(fn, features=off))(data), want)
 
 
 def test_per_channel_multipliers_broadcast_over_the_planes_fold_too():
