@@ -39,6 +39,11 @@ ROW_SPLIT = 512
 #: Rows per block are a multiple of this (whole tiles of the panel GEMM: 12 rows on
 #: AVX-512, 6 on AVX2 and without).
 ROW_TILE = 12
+#: A tall product (``row_split``) is cut into blocks of at most about this many
+#: multiply-adds (and at least ``blocks_per_thread`` a thread), each of at least
+#: ``ROW_UNIT_TILES`` whole row tiles (``GemmEmitter.tall_blocks``).
+ROW_UNIT_MACS = 1 << 25
+ROW_UNIT_TILES = 4
 #: A panel product under ``ROW_SPLIT`` rows with at most this many columns per row of ``a``,
 #: at least ``BAND_ROWS`` rows per thread and at most ``BAND_BYTES`` of ``a`` per thread is
 #: split into one band of rows per thread, every column in each (``GemmEmitter.band_split``).
@@ -121,7 +126,7 @@ class GemmEmitter:
         if parallel and len(batch) < threads and self.row_split():
             self.split_columns = False
             extent = self.rows
-            blocks = min(self.blocks_per_thread() * threads, -(-extent // ROW_TILE))
+            blocks = self.tall_blocks(threads)
         elif parallel and len(batch) < threads and self.band_split(threads):
             self.split_columns = False
             extent = self.rows
@@ -182,6 +187,25 @@ class GemmEmitter:
             return 4
         whole = self.rows * self.inner if self.split_columns else self.cols * self.inner
         return 1 if whole * self.out.element_type.itemsize > (1 << 18) else 2
+
+    def tall_blocks(self, threads: int) -> int:
+        """How many blocks of rows a tall product (:meth:`row_split`) is shared out as:
+        ``blocks_per_thread`` a thread, more where the product is large, so that no block
+        holds more than about ``ROW_UNIT_MACS`` multiply-adds (a whole number a thread), but
+        none under ``ROW_UNIT_TILES`` row tiles (each block reads every panel again: 48 rows
+        a panel line at least); never more blocks than row tiles.
+
+        Whisper-tiny's FFN products (1500 x 384 x 1536 and back, 885 M multiply-adds) were
+        8 blocks of 1.5 ms a core like its 384-column products' (221 M, 8 blocks of 0.35 ms):
+        the call waits at the end for whichever block a slower or preempted core holds,
+        a fifth of the FFN step against a twentieth of the others. Now 28 blocks of 48-60
+        rows; one thread, thread CPU, blocks of 188, 94 and 47 rows run level (each block
+        streams the 2.4 MB of panels again, from L3: 23 flops a byte)."""
+        tiles = -(-self.rows // ROW_TILE)
+        least = self.blocks_per_thread() * threads
+        by_work = -(-self.work() // (ROW_UNIT_MACS * threads)) * threads
+        most = max(least, tiles // ROW_UNIT_TILES)
+        return min(max(least, min(by_work, most)), tiles)
 
     def f32_panels(self) -> bool:
         """Whether this is the f32 panel GEMM (of ``GemmEmitter``, not a variant's)."""
