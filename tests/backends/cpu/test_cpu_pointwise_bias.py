@@ -288,8 +288,8 @@ def test_other_epilogues_keep_their_pass(avx2_cpu, epilogue, channels_first):
 @pytest.mark.parametrize("backend", ["cpu", "avx2_cpu"])
 def test_prefetches_are_hints(request, backend):
     """A ``pixels`` unit whose input is more than half the L2 prefetches the next block's
-    input rows (``NEXT_BLOCK_PREFETCH``) and ``og_pw_pxr``'s tile the next panel's residual
-    (``RESIDUAL_PREFETCH``): the build without them gives the same bits."""
+    input rows (``NEXT_BLOCK_PREFETCH``) and ``og_pw_pxr``'s tile (the grouped one too) the
+    next panel's residual (``RESIDUAL_PREFETCH``): the build without them gives the same bits."""
     cpu = request.getfixturevalue(backend)
     shape = SHAPES["pixel blocks"]  # a 294 KiB input
     n, c, o = shape[:3]
@@ -300,6 +300,7 @@ def test_prefetches_are_hints(request, backend):
         exe = cpu.compile(fused)
     assert "__builtin_prefetch(x + k * ldx + je + v, 0, 3);" in exe.source()
     assert "__builtin_prefetch(res + (8 + k / nv) * ldy" in exe.source()
+    assert "__builtin_prefetch(res + (8 + g + k / 3) * ldy" in exe.source()  # AVX2's groups
     with (
         mock.patch.object(pointwise, "l2_cache_bytes", lambda: 1 << 19),
         mock.patch.object(pointwise, "NEXT_BLOCK_PREFETCH", False),

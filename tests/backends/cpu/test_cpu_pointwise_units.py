@@ -1,7 +1,8 @@
 """A ``channels``-layout 1x1 convolution with fewer units than four per thread splits its
 pixels into more blocks until the units share evenly among the threads
 (``PointwiseConvEmitter.even_blocks``: 160 channels at 7x7 are five panels, ten units on two
-threads); every output is the same sum either way (bitwise the one-thread module)."""
+threads); every output is the same sum either way (bitwise the one-thread module). A step on
+one pixel is split by its filters' size (``PARALLEL_WEIGHTS``), not its multiply-adds."""
 
 import dataclasses
 import re
@@ -39,5 +40,20 @@ def test_few_channel_units_share_evenly(isa, c, o, size, units):
     (step,) = [s for s in exe.program.steps if isinstance(s, PointwiseConvStep)]
     assert step.channels_first
     assert UNITS.findall(exe.source()) == [(str(units), "2")]
+    got, want = exe(data)[0], CpuBackend(one).compile(fn)(data)[0]
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("isa", ["native", "avx2"])
+@pytest.mark.parametrize(
+    "c, o, units",
+    # MobileNetV3's squeeze-excite products: 113 K and 58 K filter values split, 3840 not
+    [(672, 168, 6), (480, 120, 4), (120, 32, 0)],
+)
+def test_one_pixel_steps_split_by_filter_size(isa, c, o, units):
+    fn, data = _conv(c, o, 1)
+    one = dataclasses.replace(default_config(), isa=isa, num_threads=1)
+    exe = CpuBackend(dataclasses.replace(one, num_threads=2)).compile(fn)
+    assert UNITS.findall(exe.source()) == ([(str(units), "2")] if units else [])
     got, want = exe(data)[0], CpuBackend(one).compile(fn)(data)[0]
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

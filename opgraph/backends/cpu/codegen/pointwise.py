@@ -75,6 +75,14 @@ PATCH_PANEL_OUTER = 32
 #: an image's input is more than half the L2 (``config.l2_cache_bytes``): below, the rows
 #: stay in L2 and the prefetches cost (MobileNetV3, its inputs at most 0.9 MB: 1.03x).
 NEXT_BLOCK_PREFETCH = True
+#: Filter values (``o x c``) from which a step is split across the threads whatever its
+#: multiply-adds (``PARALLEL_MACS``): a step on one pixel (MobileNetV3's squeeze-excite
+#: products, ``c x o`` of 480 x 120 and 672 x 168: 58-113 K multiply-adds, under the
+#: 131 K) reads each filter value once, from L3, and is bound by that read, not by its
+#: arithmetic (~2 µs of it): two threads read the 230-450 KB in 7-16 µs against one's
+#: 10-24 (the Intel guest, two threads, per-step minima in the model, docs/performance.md
+#: h156). 128 KiB of filters.
+PARALLEL_WEIGHTS = 1 << 15
 
 
 class PointwiseConvEmitter:
@@ -92,7 +100,8 @@ class PointwiseConvEmitter:
         self.n = int(step.images[0])  # type: ignore[call-overload]  # static (see lowering)
         self.pixels = step.images[1] * step.images[2]
         self.threads = module.num_threads
-        self.parallel = self.n * self.o * self.c * self.pixels >= PARALLEL_MACS
+        macs = self.n * self.o * self.c * self.pixels
+        self.parallel = macs >= PARALLEL_MACS or self.o * self.c >= PARALLEL_WEIGHTS
         self.per = BLOCK_STEP
         # the kernels add a bias (then a residual, then ReLU; or hard-swish) in registers:
         # no epilogue pass

@@ -434,9 +434,12 @@ static inline __attribute__((always_inline)) void og_pw_{reads.name}{form.suffix
 }}"""
 
 
-#: Whether ``og_pw_pxr``'s tile (AVX-512, not the grouped AVX2 one) prefetches the residual
-#: lines of the next panel's tile at its columns (rows ``ROWS`` on; within a block the next
-#: tile the driver runs), one line a step of the inner loop. The residual (the output's
+#: Whether ``og_pw_pxr``'s tile prefetches the residual lines of the next panel's tile at its
+#: columns (rows ``ROWS`` on; within a block the next tile the driver runs), one vector a
+#: step of the inner loop; each group of the grouped tile (AVX2) the next panel's rows of
+#: its group (h156: ResNet-50's first residual step, over the shortcut's output just
+#: written, 2.11 -> 1.20 ms, the later 56x56 ones 1.40 -> 1.15-1.19, one thread, the Intel
+#: guest with ``isa="avx2"``). The residual (the output's
 #: channel-major layout: each of the tile's rows a line run one plane apart) comes from L3
 #: when the output is larger than L2 (ResNet-50's 64 -> 256 at 56x56: 3.2 MB), and the
 #: tile's 24 loads after its products stalled it: the Intel guest (2 MiB L2), one thread,
@@ -446,12 +449,16 @@ static inline __attribute__((always_inline)) void og_pw_{reads.name}{form.suffix
 RESIDUAL_PREFETCH = True
 
 
-def _next_tile_prefetch(form: _Form, lanes: int) -> str:
-    """The inner loop's prefetch of the next panel's residual (:data:`RESIDUAL_PREFETCH`)."""
+def _next_tile_prefetch(
+    form: _Form, lanes: int, nv: str = "nv", rows: int = ROWS, group: str = ""
+) -> str:
+    """The inner loop's prefetch of the next panel's residual (:data:`RESIDUAL_PREFETCH`):
+    ``rows`` rows of ``nv`` vectors from row ``ROWS`` (plus ``group``: a grouped tile's
+    first row)."""
     if not (RESIDUAL_PREFETCH and form.residual):
         return ""
-    at = f"({ROWS} + k / nv) * ldy + k % nv * {lanes}"
-    return f"\n    if (k < {ROWS} * nv) __builtin_prefetch(res + {at}, 0, 3);"
+    at = f"({ROWS}{group} + k / {nv}) * ldy + k % {nv} * {lanes}"
+    return f"\n    if (k < {rows} * {nv}) __builtin_prefetch(res + {at}, 0, 3);"
 
 
 def _px_grouped_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
@@ -488,6 +495,7 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
     stored = form.stored("t[r][j]", "(g + r) * ldy + j")
     bias = f"\n    {form.whole_or_not(full, biasing)}" if form.biased else ""
     name = f"og_pw_{reads.name}{form.suffix}_mk{nv}"
+    prefetch = _next_tile_prefetch(form, lanes, str(nv), g, " + g")
     return f"""static inline __attribute__((always_inline)) void {name}(
     const float* restrict wp, {reads.params}, long K, {form.output} y,
     long ldy, long R, long cols{form.params}) {{
@@ -495,7 +503,7 @@ def _px_grouped_mk(lanes: int, nv: int, form: _Form, reads: _Reads) -> str:
     const float* restrict wg = wp + g;
     {form.output} yg = y + g * ldy;
     {zero}
-    for (long k = 0; k < K; ++k) {{
+    for (long k = 0; k < K; ++k) {{{prefetch}
       {loads}
 {fmas}
     }}{bias}
