@@ -384,20 +384,30 @@ def test_one_pixel_pass_where_it_gives_more_chains():
     }
 
 
+PREFETCHES = {  # pointwise_kernels' constant: the prefetches' text, the shapes
+    "PANEL_PREFETCH": ("__builtin_prefetch(wt + k", [(1, 160, 96, 7), (1, 256, 256, 14)]),
+    "INPUT_PREFETCH": ("__builtin_prefetch(x + (k + ", [(1, 1024, 64, 7), (1, 160, 96, 7)]),
+}
+
+
 @pytest.mark.parametrize("isa", ["native", "avx2"])
-@pytest.mark.parametrize("shape", [(1, 160, 96, 7), (1, 256, 256, 14)])
-def test_panel_prefetch_changes_no_value(monkeypatch, shape, isa):
-    """``PANEL_PREFETCH`` only adds prefetches of the filter panel's rows ahead (past its end
-    on the last rows: prefetches do not fault), with AVX-512 and AVX2: bitwise the outputs
-    without them."""
+@pytest.mark.parametrize(
+    "name, shape", [(name, shape) for name, (_, shapes) in PREFETCHES.items() for shape in shapes]
+)
+def test_prefetch_changes_no_value(monkeypatch, name, shape, isa):
+    """``PANEL_PREFETCH`` only adds prefetches of the filter panel's rows ahead (AVX-512 and
+    AVX2), ``INPUT_PREFETCH`` of a ``channels`` tile's input rows (AVX-512's kernels); past
+    their ends on the last rows (prefetches do not fault): bitwise the outputs without them,
+    on both instruction sets."""
     from opgraph.backends.cpu.codegen import pointwise_kernels
 
     fn, args = graph(*shape, epilogue="bias residual")
-    ahead = (pointwise_kernels.PANEL_PREFETCH, 0)
+    ahead = (getattr(pointwise_kernels, name), 0)
     config = dataclasses.replace(default_config(), isa=isa)
-    results, sources = channels_builds(monkeypatch, fn, args, config, "PANEL_PREFETCH", ahead)
-    assert "__builtin_prefetch(wt + k" in sources[0]
-    assert "__builtin_prefetch(wt + k" not in sources[1]
+    results, sources = channels_builds(monkeypatch, fn, args, config, name, ahead)
+    needle = PREFETCHES[name][0]
+    assert needle in sources[0]
+    assert needle not in sources[1]
     np.testing.assert_array_equal(results[0], results[1])
 
 

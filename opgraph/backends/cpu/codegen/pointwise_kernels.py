@@ -73,6 +73,20 @@ PANEL_PREFETCH = 64
 #: The vector widths (lanes) whose ``og_pw_ch`` prefetches its panel (AVX-512 and AVX2: the
 #: measured ones).
 PREFETCHED_LANES = frozenset({16, 8})
+#: Input rows ``og_pw_ch`` prefetches ahead of the one it multiplies, with the vector widths
+#: of :data:`INPUT_PREFETCHED_LANES` (0: none): both ends of the tile's pixels in the row (one
+#: line or two). A tile reads its input rows ``ldx`` floats apart, each once a pass (1024
+#: rows of a 12-pixel tile: 64-128 KB, more than a 48 KiB L1), and the hardware did not fetch
+#: them ahead. On the Intel guest (AVX-512, one thread, docs/performance.md h158): ResNet-50's
+#: 1024 -> 256 at 14x14 0.86-0.93x, 2048 -> 512 at 7x7 0.91x, 512 -> 128 at 28x28 0.97x,
+#: 256 -> 1024 level.
+INPUT_PREFETCH = 8
+#: The vector widths whose ``og_pw_ch`` prefetches its input rows: AVX-512 only. AVX2's tile
+#: (6 pixels, two passes over a panel, the second reading rows the first brought in) lost
+#: 3-6 % with K 256 and 512 and gained 1-16 % (noisy) with K 1024 and 2048; gating on K
+#: (the rows against L1) cost a second copy of every tile (GCC 2.3 -> 6.1 s for the
+#: ``og_pw_ch`` kernels) or a branch in the loop (3.2 s) and measured no better.
+INPUT_PREFETCHED_LANES = frozenset({16})
 #: Vector registers of each instruction set (AVX-512: 32, else 16).
 REGISTERS = {16: 32, 8: 16, 4: 16}
 
@@ -637,7 +651,7 @@ static inline __attribute__((always_inline)) void {name}_mk(
     for (int v = 0; v < {pp}; ++v) acc[r][v] = (og_pwv){{0}};
   wt += h * {wp};
   for (long k = 0; k < K; ++k) {{
-    og_pwv b[{pp}];{prefetch}
+    og_pwv b[{pp}];{prefetch}{_input_prefetch(lanes)}
     for (int v = 0; v < {pp}; ++v) __builtin_memcpy(&b[v], wt + k * {PANEL} + v * {lanes}, {size});
     for (int r = 0; r < R; ++r) {{
       const float s = x[k * ldx + r];
@@ -692,6 +706,16 @@ def one_pass_pixel(lanes: int) -> bool:
     vectors = PANEL // lanes
     accumulators = vectors * pixel_splits(lanes)
     return accumulators > min(2, vectors) and accumulators + vectors + 1 <= REGISTERS[lanes]
+
+
+def _input_prefetch(lanes: int) -> str:
+    """``og_pw_ch``'s prefetches of its tile's input row :data:`INPUT_PREFETCH` rows ahead of
+    row ``k``: the lines of its first and last pixel (one line where the tile's ``R`` pixels
+    do not cross one; :data:`INPUT_PREFETCHED_LANES` only); or ''."""
+    if not INPUT_PREFETCH or lanes not in INPUT_PREFETCHED_LANES:
+        return ""
+    at = f"x + (k + {INPUT_PREFETCH}) * ldx"
+    return f"\n    __builtin_prefetch({at});\n    __builtin_prefetch({at} + R - 1);"
 
 
 def _prefetch(lanes: int, row: str, indent: str) -> str:
