@@ -138,10 +138,14 @@ def _hoist_inputs(
         arena = {
             b for b in needs if program.buffers[b].kind in (BufferKind.ARENA, BufferKind.RESULT)
         }
-        if depth > 1 and not all(index.written_before(b, producer) for b in arena):
+        if depth > 1 and not _written_before(arena, producer, index):
             _hoist_inputs(program, writer, producer, index, depth - 1)
-        if all(index.written_before(b, producer) for b in arena):
+        if _written_before(arena, producer, index):
             index.move_before(writer, producer)
+
+
+def _written_before(buffers: set[int], step: Step, index: _Index) -> bool:
+    return all(index.written_before(b, step) for b in buffers)
 
 
 def merge_pointwise_steps(program: Program, index: _Index | None = None) -> None:

@@ -59,6 +59,22 @@ def _epilogue_pass(step):
     )
 
 
+def _bare(cpu, fn):
+    """``fn`` built without the shift split and without in-place pairs."""
+    with (
+        mock.patch.object(epilogues, "split_shifted_residuals", lambda program, index: None),
+        mock.patch.object(PointwiseConvStep, "inplace_pairs", lambda self: []),
+    ):
+        return cpu.compile(fn)
+
+
+def _paired(exe):
+    """Whether a 1x1 convolution's output shares its block with its input's (a residual)."""
+    steps = exe.program.steps
+    outputs = {s.out.buffer for s in steps if isinstance(s, PointwiseConvStep)}
+    return any(dst in outputs for _, dst in exe.memory_plan().inplace)
+
+
 def _bits(a):
     return np.array(a).view(np.uint32)  # a copy
 
@@ -72,13 +88,8 @@ def test_shortcut_shift_split_and_output_over_the_residual(request, backend, n):
     steps = exe.program.steps
     assert not any(_epilogue_pass(s) for s in steps)  # both epilogues in registers
     plan = exe.memory_plan()
-    outputs = {s.out.buffer for s in steps if isinstance(s, PointwiseConvStep)}
-    assert any(dst in outputs for _, dst in plan.inplace)
-    with (
-        mock.patch.object(epilogues, "split_shifted_residuals", lambda program, index: None),
-        mock.patch.object(PointwiseConvStep, "inplace_pairs", lambda self: []),
-    ):
-        bare = cpu.compile(fn)
+    assert _paired(exe)
+    bare = _bare(cpu, fn)
     assert not bare.memory_plan().inplace
     assert any(_epilogue_pass(s) for s in bare.program.steps)  # a pass without
     assert bare.memory_plan().peak > plan.peak
@@ -94,14 +105,8 @@ def test_output_over_the_residual_with_part_vector_tails(request, backend, n, si
     cpu = request.getfixturevalue(backend)
     fn, args = _block("conv", n, size=size)
     exe = cpu.compile(fn)
-    outputs = {s.out.buffer for s in exe.program.steps if isinstance(s, PointwiseConvStep)}
-    paired = any(dst in outputs for _, dst in exe.memory_plan().inplace)
-    assert paired or cpu.config.vector_lanes() == 8  # (an AVX2 build: either fixture)
-    with (
-        mock.patch.object(epilogues, "split_shifted_residuals", lambda program, index: None),
-        mock.patch.object(PointwiseConvStep, "inplace_pairs", lambda self: []),
-    ):
-        bare = cpu.compile(fn)
+    assert _paired(exe) or cpu.config.vector_lanes() == 8  # (an AVX2 build: either fixture)
+    bare = _bare(cpu, fn)
     assert np.array_equal(_bits(exe(*args)[0]), _bits(bare(*args)[0]))
 
 

@@ -261,6 +261,20 @@ def unit_floats(l2_bytes: int, filter_bytes: int) -> int:
     return UNIT_FLOATS if filter_bytes <= l2_bytes // 2 else max(UNIT_FLOATS, l2_bytes // 16)
 
 
+def _pixel_units(
+    builder: ProgramBuilder, n: int, pixels: int, c: int, o: int
+) -> tuple[int, int, int]:
+    """(unit floats, blocks, pixels of the largest) of a ``pixels`` step of ``n`` images:
+    :func:`unit_floats` for the target's L2, or :data:`UNIT_FLOATS` where the larger units
+    would be fewer than two a thread (threads left idle)."""
+    unit = unit_floats(builder.features.l2_bytes, 4 * c * o)
+    blocks, per = pixel_blocks(pixels, c, o, unit)
+    if unit != UNIT_FLOATS and n * blocks < 2 * builder.threads:
+        unit = UNIT_FLOATS
+        blocks, per = pixel_blocks(pixels, c, o, unit)
+    return unit, blocks, per
+
+
 #: Pixels per block of the ``pixels`` layout are a multiple of this (whole tiles on every
 #: instruction set: 3 x 16, 6 x 8, 12 x 4).
 BLOCK_STEP = 48
@@ -448,11 +462,7 @@ def _packed_step(
     buffer = builder.new_buffer(BufferKind.CONST, et.f32, packed.shape, len(builder.constants()),
                                 node.inputs[1], packed)  # fmt: skip
     packed_view = View(buffer.id, et.f32, (c, o), (width, c * width), 0)
-    unit = unit_floats(builder.features.l2_bytes, 4 * c * o)
-    blocks, per = pixel_blocks(pixels, c, o, unit)
-    if n * blocks < 2 * builder.threads:  # the larger units would leave threads idle
-        unit = UNIT_FLOATS
-        blocks, per = pixel_blocks(pixels, c, o, unit)
+    unit, blocks, per = _pixel_units(builder, n, pixels, c, o)
     # patches built per unit, in the thread's L2 (no patch matrix written to memory and read
     # back: the 7x7 stem's is 7.4 MB) when every unit has its own pixels (one channel block)
     unit_patches = compact and patches and not channels_first and n * blocks >= 2 * builder.threads
