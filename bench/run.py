@@ -52,17 +52,23 @@ ONEDNN_ISA = {"avx2": "AVX2"}
 SETTLE = 0.15  # seconds between runtime blocks: longer than OpenBLAS spin-waits
 
 
-def measure(prepared: dict[str, runners.Prepared], rounds: int, block: float) -> dict[str, float]:
-    """Median seconds per run of each runtime, interleaved."""
+def measure(
+    prepared: dict[str, runners.Prepared], rounds: int, block: float, least: int = 1
+) -> dict[str, float]:
+    """Median seconds per run of each runtime, interleaved (``samples``)."""
     return {
-        name: statistics.median(times) for name, times in samples(prepared, rounds, block).items()
+        name: statistics.median(times)
+        for name, times in samples(prepared, rounds, block, least).items()
     }
 
 
 def samples(
-    prepared: dict[str, runners.Prepared], rounds: int, block: float
+    prepared: dict[str, runners.Prepared], rounds: int, block: float, least: int = 1
 ) -> dict[str, list[float]]:
-    """Seconds of each timed run of each runtime, interleaved (``measure``'s samples)."""
+    """Seconds of each timed run of each runtime, interleaved (``measure``'s samples): per
+    round a block of about ``block`` seconds of each runtime's runs, and at least ``least``
+    timed runs of each in all (a runtime slower than ``block`` would otherwise be timed once a
+    round: ViT-B/16's ~0.2 s calls, three rounds, a median of three)."""
     iterations = {}
     for name, p in prepared.items():
         for _ in range(3):
@@ -70,7 +76,8 @@ def samples(
         started = time.perf_counter()
         p.run()
         once = max(time.perf_counter() - started, 1e-7)
-        iterations[name] = int(min(max(block / once, 1), 5000))
+        per_round = -(-least // rounds)
+        iterations[name] = int(min(max(block / once, per_round, 1), 5000))
     times: dict[str, list[float]] = {name: [] for name in prepared}
     names = list(prepared)
     shuffle = random.Random(0)

@@ -3,7 +3,8 @@ ConvNeXt-T, ViT-B/16, BERT-base 2 layers, GPT-2 2 layers, Whisper-tiny encoder; 
 weights, exported by torch's dynamo exporter) on opgraph's CPU backend, onnxruntime and
 OpenVINO (f32), the same threads each, calls interleaved (``bench/run.py``'s ``measure``).
 
-    python bench/zoo.py [--models resnet50,bert_2l] [--rounds 3] [--block 0.3] [--small]
+    python bench/zoo.py [--models resnet50,bert_2l] [--rounds 10] [--block 0.1] [--least 15]
+                        [--small]
                         [--isa avx2] [--peer-isa avx2] [--report zoo.md]
 
 Before timing, each model's outputs on opgraph are checked against onnxruntime's: max |error|
@@ -81,6 +82,18 @@ def _fallbacks(case_function: object, cache: Path, isa: str) -> list[str]:
     return CpuBackend(config).compile(case_function).fallback_ops()  # type: ignore[arg-type]
 
 
+#: Rounds and seconds per block of each runtime's calls (``bench/run.py``'s ``samples``):
+#: ``bench/run.py``'s own, 10 of 0.1 s. Until 2026-11-28 (twenty-first session) the zoo took 3
+#: rounds of 0.3 s: a spell of a slow machine (another tenant on the socket for seconds)
+#: then fell on one or two of a runtime's three blocks and moved that runtime's median alone
+#: (ResNet-50's ratio read 0.89-1.46 over the twentieth session's quiet runs); ten shorter
+#: blocks spread each runtime's calls over the run.
+ROUNDS, BLOCK = 10, 0.1
+#: Timed calls of each runtime per model at least: a call slower than a block (ViT-B/16's
+#: ~0.2 s) is otherwise timed once a round.
+LEAST = 15
+
+
 def run_model(name: str, args: argparse.Namespace) -> Row:
     started = time.perf_counter()
     case = zoo_case(name, args.small, args.exports)
@@ -95,7 +108,7 @@ def run_model(name: str, args: argparse.Namespace) -> Row:
         got = prepared["opgraph"].outputs()
         want = [np.asarray(w) for w in prepared["onnxruntime"].outputs()]
         error, scale = zoo_error(got, want)
-        medians = measure(prepared, args.rounds, args.block)
+        medians = measure(prepared, args.rounds, args.block, args.least)
     held = args.peer_isa != "native"
     return Row(
         name,
@@ -149,8 +162,11 @@ def _load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo names")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--block", type=float, default=0.3, help="seconds per block")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--block", type=float, default=BLOCK, help="seconds per block")
+    parser.add_argument(
+        "--least", type=int, default=LEAST, help="timed calls of each runtime at least"
+    )
     parser.add_argument("--small", action="store_true", help="the test-sized variants")
     parser.add_argument("--exports", type=Path, default=ZOO_CACHE, help="export cache folder")
     parser.add_argument("--report", type=Path, default=None, help="write markdown here")
@@ -168,7 +184,8 @@ def main() -> None:
         gc.collect()
         print(table(rows[-1:]).splitlines()[2], flush=True)
     report = (
-        f"CPU: {cpu_name()}; threads: {THREADS}; rounds: {args.rounds}; opgraph isa: "
+        f"CPU: {cpu_name()}; threads: {THREADS}; rounds: {args.rounds}, at least "
+        f"{args.least} calls each; opgraph isa: "
         f"{args.isa}; peers: {args.peer_isa}; load average before: {load_before}, after: "
         f"{_load()}\n\n{table(rows)}\n"
     )
