@@ -93,15 +93,17 @@ def onnxruntime(case: Case, threads: int) -> Prepared:
 
 
 def compile_openvino(
-    model: onnx.ModelProto, threads: int, precision: str = "f32"
+    model: onnx.ModelProto, threads: int, precision: str = "f32", perf_count: bool = False
 ) -> tuple[ov.CompiledModel, float]:
     """``model`` compiled by OpenVINO for the CPU (``precision``: its
-    ``INFERENCE_PRECISION_HINT``, f32 or bf16), and the seconds the compile took."""
+    ``INFERENCE_PRECISION_HINT``, f32 or bf16; ``perf_count``: its per-node profiler,
+    ``PERF_COUNT``), and the seconds the compile took."""
     core = ov.Core()
     config = {
         "INFERENCE_NUM_THREADS": threads,
         "INFERENCE_PRECISION_HINT": precision,
         "PERFORMANCE_HINT": "LATENCY",
+        "PERF_COUNT": perf_count,
     }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"

@@ -1,17 +1,18 @@
-"""``bench/zoo_steps.py`` groups opgraph's steps and onnxruntime's nodes into kinds that
-correspond: the transformer kinds (fused attention against onnxruntime's per-head MatMul and
-Softmax nodes, products, layer norms with their residual add, layout nodes) next to the
-convolution kinds it had."""
+"""``bench/zoo_steps.py`` groups opgraph's steps and onnxruntime's and OpenVINO's nodes into
+kinds that correspond: the transformer kinds (fused attention against the peers' per-head
+MatMul and Softmax nodes with their NaN guards, products, layer norms with their residual add,
+layout nodes) next to the convolution kinds it had."""
 
 from __future__ import annotations
 
 import pytest
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+pytest.importorskip("openvino", reason="openvino is not installed")
 pytest.importorskip("torch", reason="torch is not installed (bench/models.py imports it)")
 
 
-from bench.zoo_steps import node_kind, step_kind
+from bench.zoo_steps import node_kind, openvino_kind, step_kind
 
 
 @pytest.mark.parametrize(
@@ -58,7 +59,39 @@ def _node(inputs: list[list[int]], output: list[int]) -> dict[str, object]:
         ("Mul", _node([[1, 1500, 384], [1]], [1, 1500, 384]), "scale (own node)"),
         ("Mul", _node([[1, 96, 56, 56], [1, 96, 1, 1]], [1, 96, 56, 56]), "SE scale"),
         ("Conv", _node([[1, 96, 56, 56], [96, 1, 3, 3]], [1, 96, 56, 56]), "depthwise 56x56"),
+        ("Where", _node([[1, 12, 197, 197], [], [1, 12, 197, 197]], [1, 12, 197, 197]),
+         "attention (QK, softmax, V)"),
+        ("Add", _node([[1, 12, 197, 197], [1, 1, 197, 197]], [1, 12, 197, 197]),
+         "attention (QK, softmax, V)"),
+        ("Add", _node([[1, 64, 56, 56], [1, 64, 56, 56]], [1, 64, 56, 56]), "Add"),
     ],
 )  # fmt: skip
 def test_node_kinds(op: str, args: dict[str, object], kind: str) -> None:
     assert node_kind(op, args) == kind
+
+
+@pytest.mark.parametrize(
+    ("layer", "inputs", "out", "near_softmax", "kind"),
+    [
+        ("FullyConnected", [[1, 197, 768], [3072, 768], [0]], [1, 197, 3072], False,
+         "matrix product (Gemm)"),
+        ("MatMul", [[1, 12, 197, 64], [1, 12, 64, 197]], [1, 12, 197, 197], False,
+         "attention (QK, softmax, V)"),
+        ("Subgraph", [[1, 12, 197, 197], [1, 12, 197, 197]], [1, 12, 197, 197], True,
+         "attention (QK, softmax, V)"),
+        ("MVN", [[1, 197, 768], [1]], [1, 197, 768], False, "layer norm (+ residual add)"),
+        ("Subgraph", [[1, 197, 768], [1, 197, 768]], [1, 197, 768], False,
+         "layer norm (+ residual add)"),
+        ("Convolution", [[1, 64, 56, 56], [256, 64, 1, 1], [256]], [1, 256, 56, 56], False,
+         "conv 56x56"),
+        ("GroupConvolution", [[1, 96, 56, 56], [96, 1, 1, 3, 3]], [1, 96, 56, 56], False,
+         "depthwise 56x56"),
+        ("Reduce", [[1, 2048, 7, 7], [2]], [1, 2048, 1, 1], False, "SE pool (+ activation)"),
+        ("Reorder", [[1, 3, 224, 224]], [1, 3, 224, 224], False, "layout (Transpose, Reshape)"),
+        ("Eltwise", [[1, 64, 56, 56]], [1, 64, 56, 56], False, "element-wise (own node)"),
+    ],
+)  # fmt: skip
+def test_openvino_kinds(
+    layer: str, inputs: list[list[int]], out: list[int], near_softmax: bool, kind: str
+) -> None:
+    assert openvino_kind(layer, inputs, out, near_softmax) == kind
