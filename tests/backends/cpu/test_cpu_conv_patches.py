@@ -218,3 +218,33 @@ def test_small_patches_panel_by_panel_match_the_pixel_block_order(monkeypatch, t
         sources.append(exe.source())
     assert sources[0] != sources[1]
     np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+ROW_CASES = {  # stride-2 patch rows by masked vectors (``ROW_VECTOR_COLUMNS``): n, c, hw, ...
+    "ResNet 3x3 stride 2, 28 columns": (2, 32, (56, 56), (3, 3), (1, 1), (1, 1), None),
+    "odd width, 29 columns": (2, 64, (60, 57), (3, 3), (1, 1), (1, 1), None),
+    "unpadded, 32 columns": (2, 64, (60, 65), (3, 3), (0, 0), (0, 0), None),
+    "padding only above, dilated": (2, 64, (60, 50), (3, 3), (0, 0), (2, 2), (2, 2)),
+    "33 columns: scalar rows": (2, 64, (60, 66), (3, 3), (1, 1), (1, 1), None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(ROW_CASES))
+def test_vector_patch_rows_match_the_scalar_rows(monkeypatch, name, parallel_cpu):
+    """Each unit's stride-2 patch rows copied by masked loads and even-lane shuffles (AVX-512
+    builds) or by the scalar loops: bitwise the same outputs, and INTERPRETER's."""
+    from opgraph.backends.cpu.codegen import pointwise as emitter
+
+    n, c, hw, kernel, below, above, dilations = ROW_CASES[name]
+    fn, args = conv_graph(n, c, 24, hw, kernel, (2, 2), below, above, dilations)
+    outputs, sources = [], []
+    for columns in (32, 0):
+        monkeypatch.setattr(emitter, "ROW_VECTOR_COLUMNS", columns)
+        steps = run(parallel_cpu, fn, args)
+        (conv,) = [s for s in steps if isinstance(s, ConvStep)]
+        assert type(conv) is PointwiseConvStep and conv.unit_patches and conv.plane_rows == 0
+        exe = parallel_cpu.compile(fn)
+        outputs.append(exe(*args)[0])
+        sources.append(exe.source())
+    assert (sources[0] != sources[1]) == (conv.images[2] <= 32)
+    np.testing.assert_array_equal(outputs[0], outputs[1])

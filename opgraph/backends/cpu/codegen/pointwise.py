@@ -83,6 +83,10 @@ NEXT_BLOCK_PREFETCH = True
 #: 10-24 (the Intel guest, two threads, per-step minima in the model, docs/performance.md
 #: h156). 128 KiB of filters.
 PARALLEL_WEIGHTS = 1 << 15
+#: Output columns up to which a ``unit_patches`` step's stride-2 rows are copied by AVX-512
+#: masked loads and even-lane shuffles (``PointwiseConvEmitter.vector_row``): ResNet's 3x3
+#: stride-2 steps at 28 columns.
+ROW_VECTOR_COLUMNS = 32
 
 
 class PointwiseConvEmitter:
@@ -129,6 +133,8 @@ class PointwiseConvEmitter:
             head += self.compact()
         if s.plane_rows:
             head += self.planes()
+        elif s.unit_patches:
+            head += self.row_copies()
         if s.from_planes:
             head.append(self.offsets())
         blocks = self.channel_layout() if s.channels_first else self.pixel_layout()
@@ -405,10 +411,7 @@ class PointwiseConvEmitter:
             *lines,
             f"    float* xb = scratch + {worker} * {c * per}L;",
             "    long padded = (p1 - p0 + 15) / 16 * 16;  /* whole vectors (per: 48k) */",
-            f"    for (long r = 0; r < {c}L; ++r) {{",
             *self.patch_block(),
-            "      for (long t = p1 - p0; t < padded; ++t) d[t] = 0.0f;",
-            "    }",
             *self.patch_products(f"wp, xb + (jj - p0), {per}L, {c}L"),
         ]
 
@@ -463,38 +466,109 @@ class PointwiseConvEmitter:
         ]  # fmt: skip
 
     def patch_block(self) -> list[str]:
-        """Row ``r`` (channel, kernel row ``ki``, kernel column ``kj``) of the patches of
-        pixels ``p0 .. p1`` of image ``x`` into ``d``, output row by output row."""
+        """The patches of pixels ``p0 .. p1`` of image ``x`` into ``xb``: per input channel
+        and kernel row, output row by output row, each row's kernel columns one after the
+        other from the same input row (``<name>_row<kj>``: :meth:`row_copies`), whole
+        output rows as constant-length copies; zeros up to whole vectors."""
         s = self.step
         if s.plane_rows:
-            return self.plane_block()
+            return self.plane_rows_block()
         _, _, ow = s.images
-        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = s.kernel, s.strides, s.dilations, s.padding
-        h, w = static_all(self.x.shape[2:])
-        xs = self.x.strides
+        (kh, kw), (sh, _), (dh, _), (ph, _) = s.kernel, s.strides, s.dilations, s.padding
+        h = static_all(self.x.shape[2:])[0]
+        xs, per, channels = self.x.strides, self.per, static_all(self.x.shape)[1]
+        taps = range(kw)
+        whole = [f"{self.name}_row{kj}(d + {kj * per}L, xi, 0, {ow}L);" for kj in taps]
+        part = [f"{self.name}_row{kj}(d + {kj * per}L, xi, ja, jb);" for kj in taps]
         return [
-            f"      long ki = r / {kw}L % {kh}L, kj = r % {kw}L, off = kj * {dw}L - {pw}L;",
-            f"      const float* xc = x + r / {kh * kw}L * {xs[1]}L;",
-            f"      float* d = xb + r * {self.per}L;",
-            # output columns j0 .. j1 read inside the row: j * sw + off in [0, w)
-            f"      long j0 = off >= 0 ? 0 : (-off + {sw - 1}L) / {sw}L;",
-            f"      long j1 = {w}L - off <= 0 ? 0 : ({w}L - off + {sw - 1}L) / {sw}L;",
-            "      for (long pp = p0; pp < p1;) {",
-            f"        long i = pp / {ow}L, ja = pp % {ow}L;",
-            f"        long jb = ja + (p1 - pp) < {ow}L ? ja + (p1 - pp) : {ow}L;",
-            "        long at = pp - p0 - ja;  /* d[at + j]: output column j of row i */",
-            f"        long ii = i * {sh}L + ki * {dh}L - {ph}L;",
-            "        long lo = j0 > ja ? j0 : ja, hi = j1 < jb ? j1 : jb;",
-            f"        if (ii < 0 || ii >= {h}L || hi < lo) hi = lo = jb;",
-            f"        const float* xi = xc + (hi > lo ? ii : 0) * {xs[2]}L;",
-            "        for (long j = ja; j < lo; ++j) d[at + j] = 0.0f;",
-            f"        for (long j = lo; j < hi; ++j) d[at + j] = xi[(j * {sw}L + off) * {xs[3]}L];",
-            "        for (long j = hi; j < jb; ++j) d[at + j] = 0.0f;",
-            "        pp += jb - ja;",
+            f"    long i0 = p0 / {ow}L, i1 = (p1 - 1) / {ow}L;",
+            f"    for (long ch = 0; ch < {channels}L; ++ch) {{",
+            f"      const float* xc = x + ch * {xs[1]}L;",
+            f"      for (long ki = 0; ki < {kh}L; ++ki) {{",
+            f"        float* db = xb + (ch * {kh}L + ki) * {kw * per}L;",
+            "        for (long i = i0; i <= i1; ++i) {",
+            f"          long ja = i == i0 ? p0 - i0 * {ow}L : 0;",
+            f"          long jb = i == i1 ? p1 - i1 * {ow}L : {ow}L;",
+            f"          long ii = i * {sh}L + ki * {dh}L - {ph}L;",
+            f"          const float* xi = ii >= 0 && ii < {h}L ? xc + ii * {xs[2]}L : 0;",
+            f"          float* d = db + (i * {ow}L - p0);  /* d[j]: output column j of row i */",
+            f"          if (ja == 0 && jb == {ow}L) {{",
+            *["            " + line for line in whole],
+            "          } else {",
+            *["            " + line for line in part],
+            "          }",
+            "        }",
+            f"        for (long kj = 0; kj < {kw}L; ++kj)",
+            f"          for (long t = p1 - p0; t < padded; ++t) db[kj * {per}L + t] = 0.0f;",
             "      }",
+            "    }",
         ]
 
-    def plane_block(self) -> list[str]:
+    def row_copies(self) -> list[str]:
+        """``<name>_row<kj>``: output columns ``ja .. jb`` of one output row of kernel column
+        ``kj``'s patch row from input row ``xi`` (0: a padding row), zeros where the window
+        reads padding; inlined, so that whole rows (``0 .. ow``) are constant-length loops.
+        On AVX-512, stride-2 rows of at most :data:`ROW_VECTOR_COLUMNS` dense columns
+        (:meth:`vector_row`)."""
+        s = self.step
+        (sw, dw, pw), w = (s.strides[1], s.dilations[1], s.padding[1]), static_all(self.x.shape)[3]
+        xs3, ow = self.x.strides[3], s.images[2]
+        vector = sw == 2 and xs3 == 1 and ow <= ROW_VECTOR_COLUMNS
+        lines = [f"typedef int {self.name}_i __attribute__((vector_size(64)));"] if vector else []
+        for kj in range(s.kernel[1]):
+            off = kj * dw - pw
+            # output columns j0 .. j1 read inside the row: j * sw + off in [0, w)
+            j0 = 0 if off >= 0 else _ceil(-off, sw)
+            j1 = max(j0, 0 if w - off <= 0 else _ceil(w - off, sw))
+            scalar = [
+                "  if (!xi) {",
+                "    for (long j = ja; j < jb; ++j) d[j] = 0.0f;",
+                "    return;",
+                "  }",
+                f"  long lo = ja > {j0}L ? ja : {j0}L, hi = jb < {j1}L ? jb : {j1}L;",
+                "  if (hi < lo) hi = lo = jb;",
+                "  for (long j = ja; j < lo; ++j) d[j] = 0.0f;",
+                f"  for (long j = lo; j < hi; ++j) d[j] = xi[j * {sw * xs3}L + {off * xs3}L];",
+                "  for (long j = hi; j < jb; ++j) d[j] = 0.0f;",
+            ]
+            if vector:
+                scalar = ["#if defined(__AVX512F__)", *self.vector_row(off, w), "#else",
+                          *scalar, "#endif"]  # fmt: skip
+            lines += [
+                "static inline __attribute__((always_inline)) void "
+                f"{self.name}_row{kj}(float* restrict d, const float* restrict xi, long ja, "
+                "long jb) {",
+                *scalar,
+                "}",
+            ]
+        return lines
+
+    def vector_row(self, off: int, w: int) -> list[str]:
+        """The AVX-512 body of a stride-2 ``<name>_row<kj>`` (input column ``2j + off`` of
+        ``w``): per 16 output columns, two masked loads of the input row (zeros outside it)
+        and their even lanes, stored under the mask of ``ja .. jb``: no scalar runs."""
+        evens = ", ".join(str(2 * lane) for lane in range(16))
+        lines = [
+            "  typedef float v16 __attribute__((vector_size(64)));",
+            "  const v16 z = {0};",
+            "  unsigned run = (unsigned)((1ull << jb) - (1ull << ja));  /* columns ja .. jb */",
+        ]
+        for h in range(_ceil(self.step.images[2], 16)):
+            at = 32 * h + off
+            lo, hi = (sum(1 << e for e in range(16) if 0 <= b + e < w) for b in (at, at + 16))
+            lines += [
+                "  {",
+                "    v16 v = z;",
+                f"    if (xi) v = __builtin_shuffle(__builtin_ia32_loadups512_mask(xi + {at}L, z, "
+                f"{lo}), __builtin_ia32_loadups512_mask(xi + {at + 16}L, z, {hi}), "
+                f"({self.name}_i){{{evens}}});",
+                f"    __builtin_ia32_storeups512_mask(d + {16 * h}L, v, "
+                f"(unsigned short)(run >> {16 * h}));",
+                "  }",
+            ]
+        return lines
+
+    def plane_rows_block(self) -> list[str]:
         """:meth:`patch_block` from the padded phase planes (``fused/lowering/pointwise.py``
         ``phase_planes``): each output row's run is a copy of a plane row."""
         s = self.step
@@ -502,6 +576,7 @@ class PointwiseConvEmitter:
         (kh, kw), (sh, sw), (dh, dw), _ = s.kernel, s.strides, s.dilations, s.padding
         rows, cols, channels = s.plane_rows, s.plane_cols, static_all(self.x.shape)[1]
         return [
+            f"    for (long r = 0; r < {self.c}L; ++r) {{",
             f"      long ki = r / {kw}L % {kh}L, kj = r % {kw}L;",
             f"      const float* pl = scratch + {s.planes_at}L + ((img * {channels}L + "
             f"r / {kh * kw}L) * {sw}L + kj * {dw}L % {sw}L) * {rows * cols}L "
@@ -515,6 +590,8 @@ class PointwiseConvEmitter:
             "        for (long j = ja; j < jb; ++j) dst[j - ja] = src[j];",
             "        pp += jb - ja;",
             "      }",
+            "      for (long t = p1 - p0; t < padded; ++t) d[t] = 0.0f;",
+            "    }",
         ]
 
     def planes(self) -> list[str]:
