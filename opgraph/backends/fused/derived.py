@@ -12,8 +12,9 @@ program that reads them shares them), and from 2 MiB up they live in a mapping o
 (:func:`~opgraph.backends.fused.pages.huge_page_array`: the generated code streams packed
 weights from memory on every call; 2026-11-28, h151). A maker writes its result there itself
 (:func:`~opgraph.backends.fused.pages.empty`) or returns a view (a transposition of the
-constant, say) that ``huge_page_array`` writes there once (2026-11-28, h159: making the array
-in numpy's memory and copying it cost a rebuilt ResNet-18 compile ... ms).
+constant, say) that ``huge_page_array`` writes there once (2026-11-28, h159: made in numpy's
+memory and copied, a rebuilt compile's derived arrays took 1.3-1.5x the time, the most of it
+faults of fresh memory).
 """
 
 from __future__ import annotations
