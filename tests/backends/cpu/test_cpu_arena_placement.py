@@ -5,12 +5,14 @@ heap chunk at any 16-byte step, or a fresh mapping): each process laid its plane
 differently relative to pages and to each other. ``arena_buffer`` maps each arena on its
 own: a 2 MiB boundary (advised for transparent huge pages) from 2 MiB up, a page boundary
 below; its pages are touched when it is made, not inside a call (2026-11-26, H89). Packed
-weights of 2 MiB and more are moved into such a mapping (``huge_page_copy``, 2026-11-28,
+weights of 2 MiB and more are moved into such a mapping (``huge_page_array``, 2026-11-28,
 h151): numpy's arrays of megabytes sat on 4 KiB pages.
 """
 
+import gc
 import mmap
 import os
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,8 @@ import opgraph as og
 from opgraph import ops
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config
 from opgraph.backends.cpu.native import HUGE_PAGE, ArenaPool, arena_buffer
-from opgraph.backends.fused.pages import huge_page_copy
+from opgraph.backends.fused.derived import derived, entries
+from opgraph.backends.fused.pages import empty, huge_page_array
 
 PAGE = mmap.PAGESIZE
 
@@ -112,13 +115,13 @@ def test_a_grown_arena_is_aligned_too() -> None:
 
 def test_small_derived_arrays_stay_where_they_are() -> None:
     small = np.arange(10, dtype=np.float32)
-    assert huge_page_copy(small) is small
+    assert huge_page_array(small) is small
 
 
 def test_large_derived_arrays_move_to_huge_pages_with_their_values() -> None:
     rng = np.random.default_rng(1)
     big = rng.standard_normal((HUGE_PAGE // 4 + 5, 3)).astype(np.float32)[:, 1]  # strided
-    moved = huge_page_copy(big)
+    moved = huge_page_array(big)
     assert moved.ctypes.data % HUGE_PAGE == 0 and moved.flags.c_contiguous
     assert moved.shape == big.shape and moved.dtype == big.dtype
     assert np.array_equal(moved.view(np.uint32), big.view(np.uint32))
@@ -143,3 +146,53 @@ def test_an_executables_packed_weights_are_on_huge_pages(tmp_path: Path) -> None
     for c in big:
         assert c.ctypes.data % HUGE_PAGE == 0
         assert "hg" in _mapping(c.ctypes.data).get("VmFlags", "").split()
+
+
+def _resident(array: np.ndarray) -> list[bool]:
+    """For each page of ``array``'s bytes, whether it is in memory (``/proc/self/pagemap``'s
+    present bit, which an unprivileged process may read for itself)."""
+    first = array.ctypes.data // PAGE
+    last = (array.ctypes.data + array.nbytes - 1) // PAGE
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        pagemap.seek(first * 8)
+        entries = np.frombuffer(pagemap.read((last - first + 1) * 8), np.uint64)
+    return [bool(e >> np.uint64(63)) for e in entries]
+
+
+def test_empty_places_large_arrays_on_untouched_huge_page_mappings() -> None:
+    assert isinstance(empty((3, 5), np.float32), np.ndarray)
+    placed = empty((HUGE_PAGE // 8 + 3, 2), np.float32)
+    assert placed.ctypes.data % HUGE_PAGE == 0 and placed.flags.c_contiguous
+    assert not any(_resident(placed))  # the maker's write is the first touch
+    placed[...] = 1.5
+    assert all(_resident(placed))
+    assert huge_page_array(placed) is placed  # already in place: not copied again
+
+
+def test_a_view_is_written_into_its_huge_page_mapping_once() -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((64, HUGE_PAGE // 64 + 16)).astype(np.float32)
+    view = rows.reshape(4, 16, -1).transpose(0, 2, 1)  # panels, as packed_filters makes them
+    placed = huge_page_array(view)
+    assert placed.ctypes.data % HUGE_PAGE == 0 and placed.flags.c_contiguous
+    assert placed.shape == view.shape and all(_resident(placed))
+    assert np.array_equal(placed.view(np.uint32), np.ascontiguousarray(view).view(np.uint32))
+
+
+def _derive_a_contiguous_view() -> weakref.ref[np.ndarray]:
+    """A derived array that is a contiguous view of its read-only source (a weak reference
+    to that source back): the value is a copy of it."""
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    source.flags.writeable = False
+    value = derived(source, "a contiguous view", lambda: source.reshape(4, 3))
+    assert not np.shares_memory(value, source) and not value.flags.writeable
+    assert np.array_equal(value, source.reshape(4, 3))
+    return weakref.ref(source)
+
+
+def test_a_derived_view_of_its_source_is_copied_and_dropped_with_it() -> None:
+    gc.collect()  # other tests' dead constants go first
+    held = entries()
+    alive = _derive_a_contiguous_view()
+    gc.collect()
+    assert alive() is None and entries() == held  # the value did not keep its source alive

@@ -101,7 +101,9 @@ def panel_conv_step(
 
 def packed_filters(filters: np.ndarray, width: int = PANEL) -> np.ndarray:
     """[o, ...] filters as ``Wᵀ`` (K x O) in ``width``-column panels: (O/width, K, width),
-    the filters zero-padded up to whole panels."""
+    the filters zero-padded up to whole panels; a view (of ``filters`` itself where no
+    padding is needed) that :func:`~opgraph.backends.fused.derived.derived` writes into its
+    place once."""
     weights = np.asarray(filters, np.float32)
     o = weights.shape[0]
     k = int(np.prod(weights.shape[1:]))
@@ -109,4 +111,4 @@ def packed_filters(filters: np.ndarray, width: int = PANEL) -> np.ndarray:
     rows = weights.reshape(o, k)
     if o % width:  # zero filters up to whole panels
         rows = np.concatenate([rows, np.zeros((panels * width - o, k), np.float32)])
-    return np.ascontiguousarray(rows.reshape(panels, width, k).transpose(0, 2, 1))
+    return rows.reshape(panels, width, k).transpose(0, 2, 1)

@@ -14,6 +14,7 @@ from opgraph.backends.fused import views
 from opgraph.backends.fused.derived import derived
 from opgraph.backends.fused.lowering.registry import REWRITES, STEP_OPS, SYMBOLIC_STEP_OPS
 from opgraph.backends.fused.lowering.row_padding import unalias_rows
+from opgraph.backends.fused.pages import huge_page_array
 from opgraph.backends.fused.program import BufferKind, GemmStep
 from opgraph.backends.fused.views import Literal, Operand, View, static
 from opgraph.builders.broadcasting import numpy_broadcast_shape
@@ -234,21 +235,24 @@ def _panel_source(right: View, halves: bool) -> View:
 
 def _panel_data(value: np.ndarray, inner: int, cols: int, width: int) -> np.ndarray:
     """The constant ``value`` read as an ``inner`` x ``cols`` matrix, in ``width``-column
-    panels (cols/width, inner, width), zero-padded."""
-    matrix = value.reshape(inner, cols).astype(np.float32)
+    panels (cols/width, inner, width), zero-padded; a view (of ``value`` itself where no
+    padding is needed) that :func:`~opgraph.backends.fused.derived.derived` writes into its
+    place once."""
+    matrix = value.reshape(inner, cols).astype(np.float32, copy=False)
     count = -(-cols // width)
-    padded = np.zeros((inner, count * width), np.float32)
-    padded[:, :cols] = matrix
-    return np.ascontiguousarray(padded.reshape(inner, count, width).transpose(1, 0, 2))
+    if cols % width:
+        matrix = np.pad(matrix, ((0, 0), (0, count * width - cols)))
+    return matrix.reshape(inner, count, width).transpose(1, 0, 2)
 
 
 def halve_panels(panels: np.ndarray) -> np.ndarray:
     """``(count, inner, 32)`` GEMM panels with each panel stored as its two 16-column halves,
     ``inner x 16`` each, one after the other (``TargetFeatures.panel_halves``); the same
-    shape and values, another order."""
+    shape and values, another order; from 2 MiB up on huge pages (``pages.huge_page_array``:
+    ``panels`` may be a view, written once)."""
     count, inner, width = panels.shape
     halves = panels.reshape(count, inner, 2, width // 2).transpose(0, 2, 1, 3)
-    return np.ascontiguousarray(halves).reshape(count, inner, width)
+    return huge_page_array(halves).reshape(count, inner, width)
 
 
 @REWRITES.register(Dot)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from opgraph.backends.fused import pages
 from opgraph.core.dim import Dim
 
 # Filter transforms U = G g Gᵀ, by output tile size.
@@ -85,7 +86,7 @@ def filter_transform(filters: np.ndarray, tile: int) -> np.ndarray:
     o, c = filters.shape[:2]
     g = np.kron(_G[tile], _G[tile])  # (n, 9): row a·(tile + 2) + b, column i·3 + j
     taps = filters.reshape(o * c, 9)
-    u = np.empty((n, o * c), np.float32)
+    u = pages.empty((n, o * c), np.float32)  # on huge pages from 2 MiB up, written once
     for start in range(0, o * c, _TRANSFORM_BLOCK):
         stop = min(start + _TRANSFORM_BLOCK, o * c)
         u[:, start:stop] = g @ taps[start:stop].astype(np.float64).T
