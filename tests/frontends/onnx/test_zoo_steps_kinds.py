@@ -1,4 +1,4 @@
-"""``bench/zoo_steps.py`` groups opgraph's steps and onnxruntime's and OpenVINO's nodes into
+"""``bench/zoo_steps.py`` (its kinds: ``bench/step_kinds.py``) groups opgraph's steps and onnxruntime's and OpenVINO's nodes into
 kinds that correspond: the transformer kinds (fused attention against the peers' per-head
 MatMul and Softmax nodes with their NaN guards, products, layer norms with their residual add,
 layout nodes) next to the convolution kinds it had."""
@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
-pytest.importorskip("openvino", reason="openvino is not installed")
-pytest.importorskip("torch", reason="torch is not installed (bench/models.py imports it)")
-
-
-from bench.zoo_steps import node_kind, openvino_kind, step_kind
+from bench.step_kinds import node_kind, openvino_kind, step_kind
 
 
 @pytest.mark.parametrize(
