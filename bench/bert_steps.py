@@ -36,9 +36,9 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import onnxruntime as ort  # noqa: E402
-import openvino as ov  # noqa: E402
 
 from bench import bert  # noqa: E402
+from bench.runners import compile_openvino  # noqa: E402
 from opgraph.backends.cpu import CpuBackend, CpuConfig, default_config  # noqa: E402
 from opgraph.runtime.backend import PerformanceCounter  # noqa: E402
 
@@ -152,17 +152,7 @@ def onnxruntime_steps(calls: int) -> tuple[dict[str, float], float]:
 
 def openvino_steps(calls: int, precision: str) -> tuple[dict[str, float], float]:
     case = bert.w5()
-    core = ov.Core()
-    config = {
-        "INFERENCE_NUM_THREADS": THREADS,
-        "INFERENCE_PRECISION_HINT": precision,
-        "PERFORMANCE_HINT": "LATENCY",
-        "PERF_COUNT": True,
-    }
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.onnx"
-        path.write_bytes(case.onnx.SerializeToString())
-        compiled = core.compile_model(str(path), "CPU", config)
+    compiled, _ = compile_openvino(case.onnx, THREADS, precision, perf_count=True)
     request = compiled.create_infer_request()
     feeds = {0: case.inputs[0]}
     per: dict[str, list[float]] = defaultdict(list)

@@ -172,8 +172,9 @@ def _by_kind(
     ms: dict[str, float] = collections.defaultdict(float)
     count: collections.Counter[str] = collections.Counter()
     for key, seconds in times.items():
-        ms[kind_of(key)] += seconds * 1e3
-        count[kind_of(key)] += 1
+        kind = kind_of(key)
+        ms[kind] += seconds * 1e3
+        count[kind] += 1
     return ms, count
 
 
